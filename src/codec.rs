@@ -1,0 +1,88 @@
+//! How items become record payloads and back.
+
+use crate::error::CodecError;
+
+/// Turns items of type `T` into bytes and back.
+///
+/// A queue remembers the [`ID`](Codec::ID) of the codec it was created with
+/// and refuses to open with another one. Implement it to bring your own
+/// encoding; ids below 1024 are reserved for dque's codecs.
+///
+/// ```
+/// use dque::{Codec, CodecError};
+///
+/// #[derive(Default)]
+/// struct Utf8;
+///
+/// impl Codec<String> for Utf8 {
+///     const ID: u32 = 4242;
+///     fn encode(&self, item: &String, out: &mut Vec<u8>) -> Result<(), CodecError> {
+///         out.extend_from_slice(item.as_bytes());
+///         Ok(())
+///     }
+///     fn decode(&self, bytes: &[u8]) -> Result<String, CodecError> {
+///         Ok(String::from_utf8(bytes.to_vec())?)
+///     }
+/// }
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let q = dque::DQue::<String, Utf8>::create(dir.path().join("q")).unwrap();
+/// q.enqueue(&"hi".to_string()).unwrap();
+/// assert_eq!(q.dequeue().unwrap().as_deref(), Some("hi"));
+/// ```
+pub trait Codec<T>: Default + Send + Sync + 'static {
+    /// Stored in the queue's config; must never change for a given encoding.
+    const ID: u32;
+    /// Appends the encoding of `item` to `out`.
+    fn encode(&self, item: &T, out: &mut Vec<u8>) -> Result<(), CodecError>;
+    /// Decodes one item from the whole of `bytes`.
+    fn decode(&self, bytes: &[u8]) -> Result<T, CodecError>;
+}
+
+/// The default codec: bincode 2 (standard config) over serde.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Bincode;
+
+impl<T: serde::Serialize + serde::de::DeserializeOwned> Codec<T> for Bincode {
+    const ID: u32 = 1;
+
+    fn encode(&self, item: &T, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        bincode::serde::encode_into_std_write(item, out, bincode::config::standard())?;
+        Ok(())
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<T, CodecError> {
+        // The limit keeps a hostile length prefix from sizing a huge allocation.
+        let config = bincode::config::standard()
+            .with_limit::<{ crate::format::MAX_RECORD_PAYLOAD as usize }>();
+        let (item, used) = bincode::serde::decode_from_slice(bytes, config)?;
+        if used != bytes.len() {
+            return Err(format!("{} trailing bytes after the item", bytes.len() - used).into());
+        }
+        Ok(item)
+    }
+}
+
+/// Items are byte strings stored as they are, for callers with their own encoding.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let q = dque::RawQueue::create(dir.path().join("q")).unwrap();
+/// q.enqueue_bytes(b"\x00\x01 any bytes").unwrap();
+/// assert_eq!(q.dequeue().unwrap(), Some(b"\x00\x01 any bytes".to_vec()));
+/// ```
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Raw;
+
+impl Codec<Vec<u8>> for Raw {
+    const ID: u32 = 0;
+
+    fn encode(&self, item: &Vec<u8>, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        out.extend_from_slice(item);
+        Ok(())
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
+        Ok(bytes.to_vec())
+    }
+}

@@ -1,0 +1,232 @@
+//! The one error type of the crate.
+
+use std::{fmt, io, path::PathBuf};
+
+/// Result alias used throughout dque.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Boxed error a [`Codec`](crate::Codec) returns when it cannot encode or decode.
+pub type CodecError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong with a queue.
+///
+/// Each variant names the file (and offset, where one applies) and its
+/// message says what to do next.
+///
+/// ```
+/// # fn main() -> Result<(), dque::Error> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let first = dque::DQue::<u32>::create(dir.path().join("q"))?;
+/// let second = dque::DQue::<u32>::open(dir.path().join("q"));
+/// assert!(matches!(second, Err(dque::Error::Locked { .. })));
+/// # drop(first); Ok(()) }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system call on `path` failed.
+    Io {
+        /// The file or directory the call was about.
+        path: PathBuf,
+        /// What the operating system said.
+        source: io::Error,
+    },
+    /// Another handle (in this process or another one) holds the queue open.
+    Locked {
+        /// The lock file that is held.
+        path: PathBuf,
+    },
+    /// A segment holds bytes that are not a valid frame where one must be.
+    Corrupted {
+        /// The segment file.
+        segment: PathBuf,
+        /// Byte offset of the first bad frame.
+        offset: u64,
+        /// What is wrong there.
+        reason: String,
+    },
+    /// A file was written by a format version this build does not read.
+    UnsupportedVersion {
+        /// The file that carries the version.
+        path: PathBuf,
+        /// The version found in the file.
+        found: u32,
+        /// The version this build reads and writes.
+        supported: u32,
+    },
+    /// A segment between the head and the tail is missing.
+    MissingSegment {
+        /// Where the segment should be.
+        path: PathBuf,
+    },
+    /// The path exists but is not a dque queue.
+    NotAQueue {
+        /// The path given.
+        path: PathBuf,
+        /// Why it is not taken for a queue.
+        reason: String,
+    },
+    /// [`create`](crate::DQue::create) found a queue already there.
+    AlreadyExists {
+        /// The queue directory.
+        path: PathBuf,
+    },
+    /// [`open`](crate::DQue::open) found nothing at the path.
+    NotFound {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// The queue was written with another codec than the one it is opened with.
+    CodecMismatch {
+        /// The config file.
+        path: PathBuf,
+        /// Codec id stored in the queue.
+        found: u32,
+        /// Codec id of the handle being opened.
+        expected: u32,
+    },
+    /// An encoded item is larger than [`Options::max_item_bytes`](crate::Options::max_item_bytes).
+    ItemTooLarge {
+        /// Encoded size of the item.
+        size: usize,
+        /// The configured maximum.
+        max: u32,
+    },
+    /// The codec could not encode an item; nothing was written.
+    Encode(CodecError),
+    /// A record does not decode as the item type; it stays in the queue.
+    Decode {
+        /// Id of the record (its position in the queue since creation).
+        id: u64,
+        /// What the codec said.
+        source: CodecError,
+    },
+    /// An option is out of its documented range.
+    InvalidOption {
+        /// The option's name.
+        name: &'static str,
+        /// Why the value is refused.
+        reason: String,
+    },
+    /// An earlier write or fsync failed, so later writes could not be trusted
+    /// to be durable; the queue refuses writes until it is reopened.
+    WritesRefused {
+        /// The failure that stopped writes.
+        cause: String,
+    },
+    /// The queue was closed (by [`close`](crate::DQue::close) or drop).
+    Closed,
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corrupted(
+        segment: impl Into<PathBuf>,
+        offset: usize,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Corrupted {
+            segment: segment.into(),
+            offset: offset as u64,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { path, source } => write!(f, "I/O error on {}: {source}", path.display()),
+            Error::Locked { path } => write!(
+                f,
+                "queue is locked by another handle ({}); close the other handle or process first",
+                path.display()
+            ),
+            Error::Corrupted {
+                segment,
+                offset,
+                reason,
+            } => write!(
+                f,
+                "segment {} is corrupted at byte {offset}: {reason}; nothing was changed, \
+                 copy the queue directory aside before repairing it",
+                segment.display()
+            ),
+            Error::UnsupportedVersion {
+                path,
+                found,
+                supported,
+            } => write!(
+                f,
+                "{} has format version {found}, this dque reads version {supported}; \
+                 open it with a dque that knows version {found}",
+                path.display()
+            ),
+            Error::MissingSegment { path } => write!(
+                f,
+                "segment {} is missing between the head and the tail of the queue; \
+                 restore it from a backup, items after it cannot be trusted without it",
+                path.display()
+            ),
+            Error::NotAQueue { path, reason } => write!(
+                f,
+                "{} is not a dque queue ({reason}); point dque at a new or empty directory",
+                path.display()
+            ),
+            Error::AlreadyExists { path } => write!(
+                f,
+                "a queue already exists at {}; use open or open_or_create",
+                path.display()
+            ),
+            Error::NotFound { path } => write!(
+                f,
+                "no queue at {}; use create or open_or_create",
+                path.display()
+            ),
+            Error::CodecMismatch {
+                path,
+                found,
+                expected,
+            } => write!(
+                f,
+                "queue {} was written with codec {found} but is opened with codec {expected}; \
+                 open it with the codec it was created with",
+                path.display()
+            ),
+            Error::ItemTooLarge { size, max } => write!(
+                f,
+                "item of {size} bytes is over the maximum of {max} bytes; \
+                 raise Options::max_item_bytes or split the item"
+            ),
+            Error::Encode(e) => write!(f, "item could not be encoded, nothing was written: {e}"),
+            Error::Decode { id, source } => write!(
+                f,
+                "record {id} does not decode as the queue's item type ({source}); \
+                 it stays in the queue: read it with a raw-bytes queue or skip it"
+            ),
+            Error::InvalidOption { name, reason } => write!(f, "option {name}: {reason}"),
+            Error::WritesRefused { cause } => write!(
+                f,
+                "the queue refuses writes after an earlier failure ({cause}); \
+                 fix the disk, then reopen the queue"
+            ),
+            Error::Closed => write!(f, "the queue is closed; open it again to use it"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Encode(e) | Error::Decode { source: e, .. } => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! Bytes on disk: segment header, frames (records and markers), config.
+//!
+//! `FORMAT.md` at the repository root is the specification; this module is
+//! its one implementation. Everything is little-endian.
+
+/// Format version written into every segment header and the config.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Magic bytes opening every segment file ("dque segment").
+pub const SEGMENT_MAGIC: [u8; 4] = *b"DQSG";
+/// Magic bytes opening the config file ("dque config").
+pub const CONFIG_MAGIC: [u8; 4] = *b"DQCF";
+
+/// Size of the segment header; the first frame starts here.
+pub const SEGMENT_HEADER_LEN: usize = 40;
+/// Size of the config file.
+pub const CONFIG_LEN: usize = 28;
+/// Bytes before a record's payload: head word and CRC.
+pub const RECORD_OVERHEAD: usize = 8;
+/// Size of a marker frame.
+pub const MARKER_LEN: usize = 4;
+
+/// Largest payload a record can carry (the head word keeps 30 bits of length).
+pub const MAX_RECORD_PAYLOAD: u32 = (1 << 30) - 1;
+/// Most records one segment can hold (a marker keeps 24 bits of index).
+pub const MAX_SEGMENT_RECORDS: u32 = (1 << 24) - 1;
+
+const KIND_SHIFT: u32 = 30;
+const KIND_MARKER: u32 = 0b01;
+const KIND_RECORD: u32 = 0b10;
+const MARKER_TYPE_SHIFT: u32 = 24;
+const MARKER_TYPE_MASK: u32 = 0x3F;
+const MARKER_INDEX_MASK: u32 = 0x00FF_FFFF;
+const RECORD_LEN_MASK: u32 = (1 << 30) - 1;
+
+/// What a marker says about the record it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerType {
+    /// The record was consumed (dequeued or acked); it is settled.
+    Ack = 1,
+}
+
+/// The fixed header of a segment file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentHeader {
+    /// Position of the segment in the queue, counting from 1.
+    pub number: u64,
+    /// Id of the segment's first record; ids count records since creation.
+    pub first_id: u64,
+    /// Records this segment accepts before it is full.
+    pub max_records: u32,
+    /// Record bytes (frames included) this segment accepts after its header
+    /// before it is full; its first record is accepted whatever its size.
+    pub max_bytes: u32,
+}
+
+/// Why a header or config could not be read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeaderError {
+    /// Too short, wrong magic or bad CRC.
+    Invalid(&'static str),
+    /// A version this build does not read.
+    Version(u32),
+}
+
+impl SegmentHeader {
+    /// The header's bytes.
+    pub fn encode(&self) -> [u8; SEGMENT_HEADER_LEN] {
+        let mut b = [0u8; SEGMENT_HEADER_LEN];
+        b[0..4].copy_from_slice(&SEGMENT_MAGIC);
+        b[4..8].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[8..16].copy_from_slice(&self.number.to_le_bytes());
+        b[16..24].copy_from_slice(&self.first_id.to_le_bytes());
+        b[24..28].copy_from_slice(&self.max_records.to_le_bytes());
+        b[28..32].copy_from_slice(&self.max_bytes.to_le_bytes());
+        // 32..36 reserved, zero.
+        let crc = crc32fast::hash(&b[0..36]);
+        b[36..40].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Reads a header from the start of `bytes`.
+    pub fn decode(bytes: &[u8]) -> Result<Self, HeaderError> {
+        let b = bytes.get(..SEGMENT_HEADER_LEN).ok_or(HeaderError::Invalid(
+            "file is shorter than a segment header",
+        ))?;
+        if b[0..4] != SEGMENT_MAGIC {
+            return Err(HeaderError::Invalid("no segment magic bytes"));
+        }
+        // The version comes before the CRC: a newer format may lay out the rest differently.
+        let version = le_u32(b, 4);
+        if version != FORMAT_VERSION {
+            return Err(HeaderError::Version(version));
+        }
+        if le_u32(b, 36) != crc32fast::hash(&b[0..36]) {
+            return Err(HeaderError::Invalid("segment header CRC does not match"));
+        }
+        let header = SegmentHeader {
+            number: le_u64(b, 8),
+            first_id: le_u64(b, 16),
+            max_records: le_u32(b, 24),
+            max_bytes: le_u32(b, 28),
+        };
+        if header.max_records == 0 || header.max_records > MAX_SEGMENT_RECORDS {
+            return Err(HeaderError::Invalid("segment record limit out of range"));
+        }
+        Ok(header)
+    }
+}
+
+/// The queue's config file: what every later open must agree on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Record limit of segments created from now on.
+    pub segment_records: u32,
+    /// Byte limit of segments created from now on.
+    pub segment_bytes: u32,
+    /// Id of the codec items are encoded with.
+    pub codec_id: u32,
+}
+
+impl Config {
+    /// The config file's bytes.
+    pub fn encode(&self) -> [u8; CONFIG_LEN] {
+        let mut b = [0u8; CONFIG_LEN];
+        b[0..4].copy_from_slice(&CONFIG_MAGIC);
+        b[4..8].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[8..12].copy_from_slice(&self.segment_records.to_le_bytes());
+        b[12..16].copy_from_slice(&self.segment_bytes.to_le_bytes());
+        b[16..20].copy_from_slice(&self.codec_id.to_le_bytes());
+        // 20..24 reserved, zero.
+        let crc = crc32fast::hash(&b[0..24]);
+        b[24..28].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Reads a config file's bytes.
+    pub fn decode(b: &[u8]) -> Result<Self, HeaderError> {
+        if b.len() < 8 || b[0..4] != CONFIG_MAGIC {
+            return Err(HeaderError::Invalid("no config magic bytes"));
+        }
+        let version = le_u32(b, 4);
+        if version != FORMAT_VERSION {
+            return Err(HeaderError::Version(version));
+        }
+        if b.len() != CONFIG_LEN {
+            return Err(HeaderError::Invalid("config file has the wrong size"));
+        }
+        if le_u32(b, 24) != crc32fast::hash(&b[0..24]) {
+            return Err(HeaderError::Invalid("config CRC does not match"));
+        }
+        let config = Config {
+            segment_records: le_u32(b, 8),
+            segment_bytes: le_u32(b, 12),
+            codec_id: le_u32(b, 16),
+        };
+        if config.segment_records == 0 || config.segment_records > MAX_SEGMENT_RECORDS {
+            return Err(HeaderError::Invalid("segment record limit out of range"));
+        }
+        Ok(config)
+    }
+}
+
+/// One frame read from a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame {
+    /// An item: its payload sits at `offset + RECORD_OVERHEAD`, `len` bytes.
+    Record {
+        /// Payload length.
+        len: usize,
+    },
+    /// A note about record `index` of the same segment.
+    Marker {
+        /// What happened to the record.
+        kind: MarkerType,
+        /// Index of the record within its segment.
+        index: u32,
+    },
+}
+
+impl Frame {
+    /// Bytes the frame takes in the segment.
+    pub fn size(&self) -> usize {
+        match self {
+            Frame::Record { len } => RECORD_OVERHEAD + len,
+            Frame::Marker { .. } => MARKER_LEN,
+        }
+    }
+}
+
+/// Why no frame could be read at an offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameError {
+    /// Zero bytes (never written) or the end of the file: the clean end.
+    End,
+    /// Bytes that are not a whole, valid frame.
+    Invalid(&'static str),
+}
+
+/// Reads the frame starting at `bytes[0]`.
+///
+/// Checks everything a frame carries itself (kind, length, CRC); whether a
+/// marker names a real record is the caller's to check.
+pub fn read_frame(bytes: &[u8]) -> Result<Frame, FrameError> {
+    let Some(word) = bytes.get(..4) else {
+        return if bytes.iter().all(|&b| b == 0) {
+            Err(FrameError::End)
+        } else {
+            Err(FrameError::Invalid("partial frame at the end of the file"))
+        };
+    };
+    let word = u32::from_le_bytes(word.try_into().expect("4 bytes"));
+    if word == 0 {
+        return Err(FrameError::End);
+    }
+    match word >> KIND_SHIFT {
+        KIND_RECORD => {
+            let len = (word & RECORD_LEN_MASK) as usize;
+            let frame = bytes
+                .get(..RECORD_OVERHEAD + len)
+                .ok_or(FrameError::Invalid("record runs past the end of the file"))?;
+            let stored = le_u32(frame, 4);
+            if stored != record_crc(&frame[..4], &frame[RECORD_OVERHEAD..]) {
+                return Err(FrameError::Invalid("record CRC does not match"));
+            }
+            Ok(Frame::Record { len })
+        }
+        KIND_MARKER => {
+            let kind = match (word >> MARKER_TYPE_SHIFT) & MARKER_TYPE_MASK {
+                1 => MarkerType::Ack,
+                _ => return Err(FrameError::Invalid("unknown marker type")),
+            };
+            Ok(Frame::Marker {
+                kind,
+                index: word & MARKER_INDEX_MASK,
+            })
+        }
+        _ => Err(FrameError::Invalid("unknown frame kind")),
+    }
+}
+
+/// Head word and CRC of a record frame for `payload`, to be written right before it.
+pub fn record_prefix(payload: &[u8]) -> [u8; RECORD_OVERHEAD] {
+    debug_assert!(payload.len() <= MAX_RECORD_PAYLOAD as usize);
+    let word = ((KIND_RECORD << KIND_SHIFT) | payload.len() as u32).to_le_bytes();
+    let mut prefix = [0u8; RECORD_OVERHEAD];
+    prefix[..4].copy_from_slice(&word);
+    prefix[4..].copy_from_slice(&record_crc(&word, payload).to_le_bytes());
+    prefix
+}
+
+/// The bytes of a marker frame; never all zero.
+pub fn marker(kind: MarkerType, index: u32) -> [u8; MARKER_LEN] {
+    debug_assert!(index <= MARKER_INDEX_MASK);
+    ((KIND_MARKER << KIND_SHIFT) | ((kind as u32) << MARKER_TYPE_SHIFT) | index).to_le_bytes()
+}
+
+fn record_crc(word: &[u8], payload: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(word);
+    hasher.update(payload);
+    hasher.finalize()
+}
+
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trips_and_detects_a_flipped_bit() {
+        let payload = b"hello";
+        let mut frame = record_prefix(payload).to_vec();
+        frame.extend_from_slice(payload);
+        assert_eq!(read_frame(&frame), Ok(Frame::Record { len: 5 }));
+        for bit in 0..frame.len() * 8 {
+            let mut bad = frame.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            assert_ne!(read_frame(&bad), Ok(Frame::Record { len: 5 }), "bit {bit}");
+        }
+    }
+
+    #[test]
+    fn zeros_are_the_end_never_a_marker() {
+        assert_eq!(read_frame(&[0; 16]), Err(FrameError::End));
+        assert_eq!(read_frame(&[0; 3]), Err(FrameError::End));
+        assert_ne!(marker(MarkerType::Ack, 0), [0; 4]);
+        assert_eq!(
+            read_frame(&marker(MarkerType::Ack, 77)),
+            Ok(Frame::Marker {
+                kind: MarkerType::Ack,
+                index: 77
+            })
+        );
+    }
+
+    #[test]
+    fn header_and_config_round_trip() {
+        let h = SegmentHeader {
+            number: 3,
+            first_id: 99,
+            max_records: 10,
+            max_bytes: 4096,
+        };
+        assert_eq!(SegmentHeader::decode(&h.encode()), Ok(h));
+        let mut newer = h.encode();
+        newer[4] = 2;
+        assert_eq!(SegmentHeader::decode(&newer), Err(HeaderError::Version(2)));
+        let c = Config {
+            segment_records: 5,
+            segment_bytes: 1 << 20,
+            codec_id: 1,
+        };
+        assert_eq!(Config::decode(&c.encode()), Ok(c));
+        assert!(Config::decode(&c.encode()[..10]).is_err());
+    }
+}

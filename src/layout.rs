@@ -1,0 +1,134 @@
+//! The queue directory: file names, listing, config file, directory fsync.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+use crate::format::{Config, HeaderError};
+use crate::lock::LOCK_FILE;
+
+/// Name of the config file inside the queue directory.
+pub const CONFIG_FILE: &str = "dque.conf";
+const CONFIG_TEMP: &str = "dque.conf.tmp";
+const SEGMENT_EXT: &str = "seg";
+const TEMP_EXT: &str = "tmp";
+
+/// What a directory listing found.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Segment numbers, ascending.
+    pub segments: Vec<u64>,
+    /// Half-made files left by a crash (segments or config being written).
+    pub temp_files: Vec<PathBuf>,
+    /// Whether the config file exists.
+    pub has_config: bool,
+    /// Names of entries that are none of dque's.
+    pub foreign: Vec<String>,
+}
+
+/// Paths and directory-level operations of one queue.
+#[derive(Debug, Clone)]
+pub struct QueueDir {
+    path: PathBuf,
+}
+
+impl QueueDir {
+    pub fn new(path: PathBuf) -> Self {
+        QueueDir { path }
+    }
+
+    pub fn segment_path(&self, number: u64) -> PathBuf {
+        self.path.join(format!("{number:020}.{SEGMENT_EXT}"))
+    }
+
+    pub fn segment_temp_path(&self, number: u64) -> PathBuf {
+        self.path
+            .join(format!("{number:020}.{SEGMENT_EXT}.{TEMP_EXT}"))
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.path.join(CONFIG_FILE)
+    }
+
+    pub fn list(&self) -> Result<Listing> {
+        let mut listing = Listing::default();
+        let entries = fs::read_dir(&self.path).map_err(|e| Error::io(&self.path, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(&self.path, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == CONFIG_FILE {
+                listing.has_config = true;
+            } else if name == LOCK_FILE {
+                // Ours, and says nothing about the queue's state.
+            } else if let Some(number) = parse_segment_name(&name) {
+                listing.segments.push(number);
+            } else if name == CONFIG_TEMP || name.ends_with(&format!(".{SEGMENT_EXT}.{TEMP_EXT}")) {
+                listing.temp_files.push(entry.path());
+            } else {
+                listing.foreign.push(name);
+            }
+        }
+        listing.segments.sort_unstable();
+        listing.foreign.sort();
+        Ok(listing)
+    }
+
+    /// Makes renames, creations and deletions in the directory durable.
+    pub fn sync(&self) -> Result<()> {
+        File::open(&self.path)
+            .and_then(|dir| dir.sync_all())
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    pub fn read_config(&self) -> Result<Config> {
+        let path = self.config_path();
+        let bytes = fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        Config::decode(&bytes).map_err(|e| match e {
+            HeaderError::Version(found) => Error::UnsupportedVersion {
+                path,
+                found,
+                supported: crate::format::FORMAT_VERSION,
+            },
+            HeaderError::Invalid(reason) => Error::NotAQueue {
+                path,
+                reason: format!("config file does not parse: {reason}"),
+            },
+        })
+    }
+
+    /// Replaces the config atomically: temp file, fsync, rename, fsync directory.
+    pub fn write_config(&self, config: &Config) -> Result<()> {
+        let temp = self.path.join(CONFIG_TEMP);
+        let mut file = File::create(&temp).map_err(|e| Error::io(&temp, e))?;
+        file.write_all(&config.encode())
+            .and_then(|()| file.sync_all())
+            .map_err(|e| Error::io(&temp, e))?;
+        let path = self.config_path();
+        fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
+        self.sync()
+    }
+}
+
+fn parse_segment_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(&format!(".{SEGMENT_EXT}"))?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_names_round_trip() {
+        let dir = QueueDir::new(PathBuf::from("/q"));
+        let path = dir.segment_path(42);
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert_eq!(parse_segment_name(name), Some(42));
+        assert_eq!(parse_segment_name("42.seg"), None);
+        assert_eq!(parse_segment_name("0000000000000000004x.seg"), None);
+    }
+}

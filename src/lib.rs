@@ -1,0 +1,41 @@
+//! # dque: a durable, segmented, append-only queue
+//!
+//! [`DQue<T>`] keeps typed items on disk in one directory. It survives
+//! restarts and crashes (a torn tail is cut back on open, never read as
+//! data), is not limited by RAM (only the head and tail segments are mapped,
+//! and records are decoded only when taken), and is shared safely between
+//! threads.
+//!
+//! ```
+//! use dque::{DQue, Durability, Options};
+//! # fn main() -> Result<(), dque::Error> {
+//! let dir = tempfile::tempdir().unwrap();
+//! let q: DQue<(u32, String)> = Options::new()
+//!     .durability(Durability::Safe)
+//!     .segment_items(1_000)
+//!     .open_or_create(dir.path().join("jobs"))?;
+//! q.enqueue(&(1, "resize image".into()))?;
+//! assert_eq!(q.dequeue()?, Some((1, "resize image".into())));
+//! # Ok(()) }
+//! ```
+//!
+//! The on-disk format is specified in `FORMAT.md` in the repository.
+#![deny(missing_docs)]
+
+mod codec;
+mod engine;
+mod error;
+mod format;
+mod layout;
+mod lock;
+mod options;
+mod queue;
+mod recovery;
+mod segment;
+
+pub use codec::{Bincode, Codec, Raw};
+pub use error::{CodecError, Error, Result};
+pub use format::FORMAT_VERSION;
+pub use options::{Durability, Options};
+pub use queue::{DQue, RawQueue};
+pub use recovery::{OpenReport, Repair};

@@ -1,0 +1,143 @@
+//! How a queue is opened: durability and segment sizes.
+
+use crate::error::{Error, Result};
+use crate::format::{MAX_RECORD_PAYLOAD, MAX_SEGMENT_RECORDS};
+
+/// What survives a power loss. Any mode survives a killed process.
+///
+/// ```
+/// use dque::{DQue, Durability, Options};
+/// let dir = tempfile::tempdir().unwrap();
+/// let q: DQue<u64> = Options::new()
+///     .durability(Durability::Turbo)
+///     .create(dir.path().join("q"))
+///     .unwrap();
+/// q.enqueue(&1).unwrap();
+/// q.sync().unwrap(); // now it survives a power loss too
+/// q.set_durability(Durability::Safe).unwrap();
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Every call returns only after its bytes (and any directory change) are
+    /// fsynced: a returned enqueue or dequeue survives a power loss.
+    #[default]
+    Safe,
+    /// No fsync per call; items are written straight into the kernel's page
+    /// cache, so a killed process loses nothing, but a power loss may lose a
+    /// suffix of recent calls (enqueues lost, dequeues redelivered, order
+    /// kept). [`DQue::sync`](crate::DQue::sync) makes everything so far durable.
+    Turbo,
+}
+
+/// Settings for opening or creating a queue, with `#[must_use]` setters.
+///
+/// ```
+/// use dque::{DQue, Options};
+/// let dir = tempfile::tempdir().unwrap();
+/// let q: DQue<String> = Options::new()
+///     .segment_items(1_000)
+///     .open_or_create(dir.path().join("jobs"))
+///     .unwrap();
+/// assert!(q.is_empty());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    pub(crate) durability: Durability,
+    pub(crate) segment_items: Option<u32>,
+    pub(crate) segment_bytes: Option<u32>,
+    pub(crate) max_item_bytes: u32,
+}
+
+/// Segment record limit of a new queue when none is given.
+pub const DEFAULT_SEGMENT_ITEMS: u32 = 100_000;
+/// Segment byte limit of a new queue when none is given.
+pub const DEFAULT_SEGMENT_BYTES: u32 = 64 << 20;
+/// Largest encoded item accepted when no limit is given.
+pub const DEFAULT_MAX_ITEM_BYTES: u32 = 16 << 20;
+/// Smallest segment byte limit accepted.
+pub const MIN_SEGMENT_BYTES: u32 = 4096;
+/// Largest segment byte limit accepted.
+pub const MAX_SEGMENT_BYTES: u32 = 1 << 30;
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            durability: Durability::Safe,
+            segment_items: None,
+            segment_bytes: None,
+            max_item_bytes: DEFAULT_MAX_ITEM_BYTES,
+        }
+    }
+}
+
+impl Options {
+    /// The defaults: `Safe`, sizes as stored in the queue (or the defaults
+    /// for a new queue), items up to 16 MiB.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Durability of the handle; default [`Durability::Safe`]. It can also be
+    /// changed on an open queue.
+    #[must_use]
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Items per segment, 1 to 16,777,215; default: what the queue has
+    /// stored, or 100,000 for a new queue. A value given here is stored and
+    /// applies to segments created from now on; existing segments keep the
+    /// size they were created with, so a change never miscounts the queue.
+    #[must_use]
+    pub fn segment_items(mut self, items: u32) -> Self {
+        self.segment_items = Some(items);
+        self
+    }
+
+    /// Record bytes per segment, 4 KiB to 1 GiB; default: what the queue has
+    /// stored, or 64 MiB for a new queue. A segment always takes its first
+    /// item, however large. Stored like [`segment_items`](Self::segment_items).
+    #[must_use]
+    pub fn segment_bytes(mut self, bytes: u32) -> Self {
+        self.segment_bytes = Some(bytes);
+        self
+    }
+
+    /// Largest encoded item accepted, 1 byte to 1 GiB - 1; default 16 MiB.
+    /// Larger items fail with [`Error::ItemTooLarge`] and write nothing.
+    #[must_use]
+    pub fn max_item_bytes(mut self, bytes: u32) -> Self {
+        self.max_item_bytes = bytes;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if let Some(items) = self.segment_items {
+            if items == 0 || items > MAX_SEGMENT_RECORDS {
+                return Err(Error::InvalidOption {
+                    name: "segment_items",
+                    reason: format!("{items} is outside 1..={MAX_SEGMENT_RECORDS}"),
+                });
+            }
+        }
+        if let Some(bytes) = self.segment_bytes {
+            if !(MIN_SEGMENT_BYTES..=MAX_SEGMENT_BYTES).contains(&bytes) {
+                return Err(Error::InvalidOption {
+                    name: "segment_bytes",
+                    reason: format!("{bytes} is outside {MIN_SEGMENT_BYTES}..={MAX_SEGMENT_BYTES}"),
+                });
+            }
+        }
+        if self.max_item_bytes == 0 || self.max_item_bytes > MAX_RECORD_PAYLOAD {
+            return Err(Error::InvalidOption {
+                name: "max_item_bytes",
+                reason: format!(
+                    "{} is outside 1..={MAX_RECORD_PAYLOAD}",
+                    self.max_item_bytes
+                ),
+            });
+        }
+        Ok(())
+    }
+}

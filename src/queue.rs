@@ -1,0 +1,296 @@
+//! The public typed queue: `DQue<T, C>`.
+
+use std::marker::PhantomData;
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::codec::{Bincode, Codec, Raw};
+use crate::engine::{Engine, OpenMode};
+use crate::error::{Error, Result};
+use crate::options::{Durability, Options};
+use crate::recovery::OpenReport;
+
+/// A durable FIFO queue of `T` items in one directory.
+///
+/// Share it between threads with [`Arc`](std::sync::Arc); every method takes
+/// `&self`. One handle per queue at a time: a second open fails with
+/// [`Error::Locked`]. Items are encoded by `C` ([`Bincode`] unless chosen).
+///
+/// ```
+/// use dque::DQue;
+/// # fn main() -> Result<(), dque::Error> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let q: DQue<String> = DQue::open_or_create(dir.path().join("q"))?;
+/// q.enqueue(&"first".to_string())?;
+/// q.enqueue(&"second".to_string())?;
+/// assert_eq!(q.len(), 2);
+/// assert_eq!(q.peek()?.as_deref(), Some("first"));
+/// assert_eq!(q.dequeue()?.as_deref(), Some("first"));
+/// q.close()?;
+///
+/// let q: DQue<String> = DQue::open(dir.path().join("q"))?;
+/// assert_eq!(q.dequeue()?.as_deref(), Some("second"));
+/// assert_eq!(q.dequeue()?, None);
+/// # Ok(()) }
+/// ```
+pub struct DQue<T, C: Codec<T> = Bincode> {
+    /// `None` once closed.
+    state: Mutex<Option<Engine>>,
+    /// Signalled when an item arrives or the queue closes.
+    changed: Condvar,
+    path: PathBuf,
+    report: OpenReport,
+    codec: C,
+    // Items are only ever held encoded, so the queue is Send + Sync for any T.
+    _item: PhantomData<fn(T) -> T>,
+}
+
+/// A queue of byte strings stored as they are; see [`Raw`].
+pub type RawQueue = DQue<Vec<u8>, Raw>;
+
+impl<T, C: Codec<T>> std::fmt::Debug for DQue<T, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DQue")
+            .field("path", &self.path)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl<T, C: Codec<T>> DQue<T, C> {
+    /// Creates a new queue at `path` with default [`Options`]; fails with
+    /// [`Error::AlreadyExists`] if one is there. The directory may exist if empty.
+    pub fn create(path: impl AsRef<Path>) -> Result<Self> {
+        Self::create_with(path, &Options::default())
+    }
+
+    /// Opens the existing queue at `path`; fails with [`Error::NotFound`] if
+    /// there is none. Needs no sizes: they are stored in the queue.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, &Options::default())
+    }
+
+    /// Opens the queue at `path`, creating it if there is none.
+    pub fn open_or_create(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_or_create_with(path, &Options::default())
+    }
+
+    /// [`create`](Self::create) with options.
+    pub fn create_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
+        Self::start(path.as_ref(), options, OpenMode::Create)
+    }
+
+    /// [`open`](Self::open) with options.
+    pub fn open_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
+        Self::start(path.as_ref(), options, OpenMode::Open)
+    }
+
+    /// [`open_or_create`](Self::open_or_create) with options.
+    pub fn open_or_create_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
+        Self::start(path.as_ref(), options, OpenMode::OpenOrCreate)
+    }
+
+    fn start(path: &Path, options: &Options, mode: OpenMode) -> Result<Self> {
+        let (engine, report) = Engine::open(path, options, C::ID, mode)?;
+        Ok(DQue {
+            path: path.to_path_buf(),
+            state: Mutex::new(Some(engine)),
+            changed: Condvar::new(),
+            report,
+            codec: C::default(),
+            _item: PhantomData,
+        })
+    }
+
+    /// The queue's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What the open found and repaired (torn tails cut, leftovers removed).
+    pub fn open_report(&self) -> &OpenReport {
+        &self.report
+    }
+
+    /// Appends an item. In [`Durability::Safe`] it is on disk when this returns.
+    pub fn enqueue(&self, item: &T) -> Result<()> {
+        self.with_engine(|engine| engine.append_with(|out| self.codec.encode(item, out)))?;
+        self.changed.notify_one();
+        Ok(())
+    }
+
+    /// Removes and returns the oldest item, or `None` when the queue is empty.
+    ///
+    /// A record that does not decode fails with [`Error::Decode`] and stays
+    /// at the head of the queue.
+    pub fn dequeue(&self) -> Result<Option<T>> {
+        self.with_engine(|engine| engine.pop_with(|id, bytes| self.decode(id, bytes)))
+    }
+
+    /// Returns the oldest item without removing it, or `None` when empty.
+    pub fn peek(&self) -> Result<Option<T>> {
+        self.with_engine(|engine| engine.peek_with(|id, bytes| self.decode(id, bytes)))
+    }
+
+    /// Like [`dequeue`](Self::dequeue), but waits for an item; fails with
+    /// [`Error::Closed`] if the queue is closed while waiting.
+    pub fn dequeue_block(&self) -> Result<T> {
+        self.wait(None, |engine| engine.pop_with(|id, b| self.decode(id, b)))
+            .map(|item| item.expect("waits without a deadline until an item comes"))
+    }
+
+    /// Like [`peek`](Self::peek), but waits for an item.
+    pub fn peek_block(&self) -> Result<T> {
+        self.wait(None, |engine| engine.peek_with(|id, b| self.decode(id, b)))
+            .map(|item| item.expect("waits without a deadline until an item comes"))
+    }
+
+    /// Like [`dequeue_block`](Self::dequeue_block), but gives up after
+    /// `timeout` and returns `None`.
+    pub fn dequeue_timeout(&self, timeout: Duration) -> Result<Option<T>> {
+        let deadline = Instant::now() + timeout;
+        self.wait(Some(deadline), |engine| {
+            engine.pop_with(|id, b| self.decode(id, b))
+        })
+    }
+
+    /// Like [`peek_block`](Self::peek_block), but gives up after `timeout`
+    /// and returns `None`.
+    pub fn peek_timeout(&self, timeout: Duration) -> Result<Option<T>> {
+        let deadline = Instant::now() + timeout;
+        self.wait(Some(deadline), |engine| {
+            engine.peek_with(|id, b| self.decode(id, b))
+        })
+    }
+
+    /// Items in the queue: exact, O(1). 0 once closed.
+    pub fn len(&self) -> usize {
+        self.state.lock().as_ref().map_or(0, |e| e.len() as usize)
+    }
+
+    /// Whether the queue holds no item.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Numbers of the segment files from head to tail (names in the directory).
+    pub fn segment_numbers(&self) -> Result<RangeInclusive<u64>> {
+        self.with_engine(|engine| Ok(engine.segment_numbers()))
+    }
+
+    /// The handle's current durability.
+    pub fn durability(&self) -> Result<Durability> {
+        self.with_engine(|engine| Ok(engine.durability()))
+    }
+
+    /// Switches durability on the open queue (dque's TurboOn / TurboOff).
+    /// Switching to `Safe` first syncs what Turbo wrote.
+    pub fn set_durability(&self, durability: Durability) -> Result<()> {
+        self.with_engine(|engine| engine.set_durability(durability))
+    }
+
+    /// Makes every call so far durable (fdatasync of head and tail), in any mode.
+    pub fn sync(&self) -> Result<()> {
+        self.with_engine(Engine::sync)
+    }
+
+    /// Syncs, releases the lock and wakes blocked callers with
+    /// [`Error::Closed`]. Later calls fail with `Closed`. Drop closes too,
+    /// but cannot report an error.
+    pub fn close(&self) -> Result<()> {
+        let engine = self.state.lock().take();
+        self.changed.notify_all();
+        match engine {
+            Some(mut engine) => engine.sync(),
+            None => Err(Error::Closed),
+        }
+    }
+
+    fn decode(&self, id: u64, bytes: &[u8]) -> Result<T> {
+        self.codec
+            .decode(bytes)
+            .map_err(|source| Error::Decode { id, source })
+    }
+
+    fn with_engine<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
+        op(self.state.lock().as_mut().ok_or(Error::Closed)?)
+    }
+
+    /// Runs `op` until it yields an item, waiting for enqueues in between.
+    fn wait<R>(
+        &self,
+        deadline: Option<Instant>,
+        mut op: impl FnMut(&mut Engine) -> Result<Option<R>>,
+    ) -> Result<Option<R>> {
+        let mut state = self.state.lock();
+        loop {
+            let engine = state.as_mut().ok_or(Error::Closed)?;
+            if let Some(item) = op(engine)? {
+                if engine.len() > 0 {
+                    // A peek leaves the item, and one wake-up may have been
+                    // meant for us: pass it on so no waiter sleeps on an item.
+                    self.changed.notify_one();
+                }
+                return Ok(Some(item));
+            }
+            match deadline {
+                None => self.changed.wait(&mut state),
+                Some(deadline) => {
+                    if self.changed.wait_until(&mut state, deadline).timed_out() {
+                        return op(state.as_mut().ok_or(Error::Closed)?);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl DQue<Vec<u8>, Raw> {
+    /// Appends a byte string without copying it into a `Vec` first.
+    pub fn enqueue_bytes(&self, bytes: &[u8]) -> Result<()> {
+        self.with_engine(|engine| {
+            engine.append_with(|out| {
+                out.extend_from_slice(bytes);
+                Ok(())
+            })
+        })?;
+        self.changed.notify_one();
+        Ok(())
+    }
+}
+
+impl<T, C: Codec<T>> Drop for DQue<T, C> {
+    fn drop(&mut self) {
+        // An error here has no one to go to; the data is in the kernel anyway.
+        let _ = self.close();
+    }
+}
+
+impl Options {
+    /// Creates a queue of `T` with these options; see [`DQue::create`].
+    pub fn create<T>(&self, path: impl AsRef<Path>) -> Result<DQue<T>>
+    where
+        Bincode: Codec<T>,
+    {
+        DQue::create_with(path, self)
+    }
+
+    /// Opens a queue of `T` with these options; see [`DQue::open`].
+    pub fn open<T>(&self, path: impl AsRef<Path>) -> Result<DQue<T>>
+    where
+        Bincode: Codec<T>,
+    {
+        DQue::open_with(path, self)
+    }
+
+    /// Opens or creates a queue of `T`; see [`DQue::open_or_create`].
+    pub fn open_or_create<T>(&self, path: impl AsRef<Path>) -> Result<DQue<T>>
+    where
+        Bincode: Codec<T>,
+    {
+        DQue::open_or_create_with(path, self)
+    }
+}

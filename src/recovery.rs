@@ -1,0 +1,185 @@
+//! Replay of a segment's frames on open, and the report of what was repaired.
+
+use std::path::PathBuf;
+
+use crate::format::{read_frame, Frame, FrameError, SEGMENT_HEADER_LEN};
+
+/// What opening a queue found and mended. Empty after a clean shutdown.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let q = dque::DQue::<u8>::create(dir.path().join("q")).unwrap();
+/// assert!(q.open_report().is_clean());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OpenReport {
+    /// Torn or garbage tails cut off segments (a crash in the middle of a write).
+    pub repairs: Vec<Repair>,
+    /// Half-written temporary files (from a crash while creating a segment or
+    /// writing the config) that were removed.
+    pub removed_temp_files: Vec<PathBuf>,
+    /// Segments whose every record was consumed, deleted on open (a crash
+    /// came between the last dequeue and the deletion).
+    pub deleted_segments: Vec<PathBuf>,
+}
+
+impl OpenReport {
+    /// True when the queue opened without mending anything.
+    pub fn is_clean(&self) -> bool {
+        self.repairs.is_empty() && self.removed_temp_files.is_empty()
+    }
+}
+
+/// One torn tail cut off a segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Repair {
+    /// The segment file.
+    pub segment: PathBuf,
+    /// Offset of the cut: the end of the last whole frame.
+    pub offset: u64,
+    /// Bytes from the cut to the last non-zero byte, now zeroed.
+    pub bytes_cut: u64,
+    /// Why the frame at the cut was not whole.
+    pub reason: String,
+}
+
+/// The frames of one segment, as replayed.
+#[derive(Debug, Default)]
+pub struct Replay {
+    /// Offsets of the record frames, in order; a record's index is its position here.
+    pub records: Vec<u32>,
+    /// Which records have a marker that settles them.
+    pub settled: Vec<bool>,
+    /// End of the last valid frame: the next frame goes here.
+    pub end: usize,
+    /// The invalid frame that stopped the replay, if it did not stop at zeros.
+    pub stopped_by: Option<&'static str>,
+}
+
+/// Reads every frame of `segment` (header included in the slice) up to the
+/// first one that is not whole and valid.
+pub fn replay(segment: &[u8], max_records: u32) -> Replay {
+    let mut replay = Replay {
+        end: SEGMENT_HEADER_LEN,
+        ..Replay::default()
+    };
+    loop {
+        let at = replay.end;
+        let frame = match read_frame(&segment[at..]) {
+            Ok(frame) => frame,
+            Err(FrameError::End) => break,
+            Err(FrameError::Invalid(why)) => {
+                replay.stopped_by = Some(why);
+                break;
+            }
+        };
+        match frame {
+            Frame::Record { .. } => {
+                if replay.records.len() >= max_records as usize {
+                    replay.stopped_by = Some("more records than the segment's limit");
+                    break;
+                }
+                replay.records.push(at as u32);
+                replay.settled.push(false);
+            }
+            Frame::Marker { index, .. } => match replay.settled.get_mut(index as usize) {
+                Some(settled @ false) => *settled = true,
+                Some(true) => {
+                    replay.stopped_by = Some("second marker for one record");
+                    break;
+                }
+                None => {
+                    replay.stopped_by = Some("marker names a record not before it");
+                    break;
+                }
+            },
+        }
+        replay.end = at + frame.size();
+    }
+    replay
+}
+
+/// Offset just past the last non-zero byte of `bytes`, or 0 if all are zero.
+pub fn nonzero_len(bytes: &[u8]) -> usize {
+    // Word-sized steps: tails are mostly zeros and can be megabytes long.
+    let words = bytes.len() / 8;
+    for (i, chunk) in bytes[words * 8..].iter().enumerate().rev() {
+        if *chunk != 0 {
+            return words * 8 + i + 1;
+        }
+    }
+    for w in (0..words).rev() {
+        let word = u64::from_ne_bytes(bytes[w * 8..w * 8 + 8].try_into().expect("8 bytes"));
+        if word != 0 {
+            let last = bytes[w * 8..w * 8 + 8]
+                .iter()
+                .rposition(|&b| b != 0)
+                .expect("nonzero");
+            return w * 8 + last + 1;
+        }
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{marker, record_prefix, MarkerType};
+
+    fn segment(frames: &[&[u8]]) -> Vec<u8> {
+        let mut bytes = vec![0u8; SEGMENT_HEADER_LEN];
+        for f in frames {
+            bytes.extend_from_slice(f);
+        }
+        bytes.extend_from_slice(&[0; 64]);
+        bytes
+    }
+
+    fn record(payload: &[u8]) -> Vec<u8> {
+        let mut f = record_prefix(payload).to_vec();
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[test]
+    fn replays_records_and_out_of_order_markers() {
+        let a = record(b"a");
+        let b = record(b"bb");
+        let bytes = segment(&[
+            &a,
+            &b,
+            &marker(MarkerType::Ack, 1),
+            &marker(MarkerType::Ack, 0),
+        ]);
+        let r = replay(&bytes, 10);
+        assert_eq!(r.records, vec![40, 49]);
+        assert_eq!(r.settled, vec![true, true]);
+        assert_eq!(r.end, 40 + 9 + 10 + 8);
+        assert_eq!(r.stopped_by, None);
+    }
+
+    #[test]
+    fn a_marker_for_an_unknown_or_settled_record_stops_the_replay() {
+        let a = record(b"a");
+        let bytes = segment(&[&a, &marker(MarkerType::Ack, 3)]);
+        assert!(replay(&bytes, 10).stopped_by.is_some());
+        let bytes = segment(&[&a, &marker(MarkerType::Ack, 0), &marker(MarkerType::Ack, 0)]);
+        let r = replay(&bytes, 10);
+        assert_eq!(r.stopped_by, Some("second marker for one record"));
+        assert_eq!(r.end, 40 + 9 + 4);
+    }
+
+    #[test]
+    fn nonzero_len_finds_the_last_nonzero_byte() {
+        let mut bytes = vec![0u8; 100];
+        assert_eq!(nonzero_len(&bytes), 0);
+        bytes[3] = 1;
+        assert_eq!(nonzero_len(&bytes), 4);
+        bytes[97] = 1;
+        assert_eq!(nonzero_len(&bytes), 98);
+        bytes[99] = 1;
+        assert_eq!(nonzero_len(&bytes), 100);
+    }
+}

@@ -1,0 +1,310 @@
+//! One segment file, open and mapped: append frames, read records, settle them.
+//!
+//! This is the only module with `unsafe`: memmap2's mapping calls.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use memmap2::MmapMut;
+
+use crate::error::{Error, Result};
+use crate::format::{
+    marker, HeaderError, MarkerType, SegmentHeader, FORMAT_VERSION, RECORD_OVERHEAD,
+    SEGMENT_HEADER_LEN,
+};
+use crate::layout::QueueDir;
+use crate::recovery::{nonzero_len, replay, OpenReport, Repair};
+
+/// A new segment's file starts this large (beyond its header) and doubles as
+/// it fills; the bytes past the last frame are zeros, the clean end.
+const INITIAL_CAPACITY: usize = 1 << 20;
+const PAGE: usize = 4096;
+
+/// An open, mapped segment and the state of its records.
+#[derive(Debug)]
+pub struct Segment {
+    pub header: SegmentHeader,
+    path: PathBuf,
+    file: File,
+    map: MmapMut,
+    /// End of the last frame: where the next one goes.
+    write_pos: usize,
+    /// Offset of each record frame; a record's index is its position here.
+    records: Vec<u32>,
+    settled: Vec<bool>,
+    settled_count: usize,
+    /// Every record before this index is settled.
+    first_unsettled: usize,
+}
+
+impl Segment {
+    /// Creates the segment durably: written under a temporary name, fsynced,
+    /// renamed into place, directory fsynced. A crash leaves either no
+    /// segment or a whole empty one.
+    pub fn create(dir: &QueueDir, header: SegmentHeader) -> Result<Segment> {
+        let temp = dir.segment_temp_path(header.number);
+        let capacity =
+            round_up_to_page(SEGMENT_HEADER_LEN + INITIAL_CAPACITY.min(header.max_bytes as usize));
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temp)
+            .map_err(|e| Error::io(&temp, e))?;
+        file.write_all(&header.encode())
+            .and_then(|()| file.set_len(capacity as u64))
+            .and_then(|()| file.sync_all())
+            .map_err(|e| Error::io(&temp, e))?;
+        let path = dir.segment_path(header.number);
+        fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
+        dir.sync()?;
+        let map = map(&file, &path)?;
+        Ok(Segment {
+            header,
+            path,
+            file,
+            map,
+            write_pos: SEGMENT_HEADER_LEN,
+            records: Vec::new(),
+            settled: Vec::new(),
+            settled_count: 0,
+            first_unsettled: 0,
+        })
+    }
+
+    /// Reads only the header of segment `number`.
+    pub fn read_header(dir: &QueueDir, number: u64) -> Result<SegmentHeader> {
+        let path = dir.segment_path(number);
+        let mut bytes = Vec::with_capacity(SEGMENT_HEADER_LEN);
+        File::open(&path)
+            .and_then(|f| f.take(SEGMENT_HEADER_LEN as u64).read_to_end(&mut bytes))
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Error::MissingSegment { path: path.clone() },
+                _ => Error::io(&path, e),
+            })?;
+        check_header(&path, &bytes, number)
+    }
+
+    /// Opens segment `number` and replays its frames.
+    ///
+    /// `sealed_records` is the record count of a segment that has a
+    /// successor: all of them must be whole, and only a torn tail of markers
+    /// after them may be cut. The last segment (`None`) may end anywhere:
+    /// whatever follows its last whole frame is cut. Cuts are zeroed durably
+    /// and reported.
+    pub fn open(
+        dir: &QueueDir,
+        number: u64,
+        sealed_records: Option<u64>,
+        report: &mut OpenReport,
+    ) -> Result<Segment> {
+        let path = dir.segment_path(number);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Error::MissingSegment { path: path.clone() },
+                _ => Error::io(&path, e),
+            })?;
+        let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+        if len < SEGMENT_HEADER_LEN as u64 {
+            return Err(Error::corrupted(
+                &path,
+                0,
+                "file is shorter than a segment header",
+            ));
+        }
+        let mut map = map(&file, &path)?;
+        let header = check_header(&path, &map, number)?;
+        let replayed = replay(&map, header.max_records);
+        if let Some(expected) = sealed_records {
+            let found = replayed.records.len() as u64;
+            if found != expected {
+                let reason = replayed.stopped_by.unwrap_or("zeros");
+                return Err(Error::corrupted(
+                    &path,
+                    replayed.end,
+                    format!(
+                        "sealed segment has {found} whole records of {expected}, then: {reason}"
+                    ),
+                ));
+            }
+        }
+        let garbage_end = replayed.end + nonzero_len(&map[replayed.end..]);
+        if garbage_end > replayed.end {
+            map[replayed.end..garbage_end].fill(0);
+            map.flush_range(replayed.end, garbage_end - replayed.end)
+                .map_err(|e| Error::io(&path, e))?;
+            report.repairs.push(Repair {
+                segment: path.clone(),
+                offset: replayed.end as u64,
+                bytes_cut: (garbage_end - replayed.end) as u64,
+                reason: replayed
+                    .stopped_by
+                    .unwrap_or("bytes after the end")
+                    .to_string(),
+            });
+        }
+        let settled_count = replayed.settled.iter().filter(|&&s| s).count();
+        let first_unsettled = replayed
+            .settled
+            .iter()
+            .position(|&s| !s)
+            .unwrap_or(replayed.settled.len());
+        Ok(Segment {
+            header,
+            path,
+            file,
+            map,
+            write_pos: replayed.end,
+            records: replayed.records,
+            settled: replayed.settled,
+            settled_count,
+            first_unsettled,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn record_count(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn unsettled_count(&self) -> usize {
+        self.records.len() - self.settled_count
+    }
+
+    /// Id of the record after the last one: the first id of the next segment.
+    pub fn end_id(&self) -> u64 {
+        self.header.first_id + self.records.len() as u64
+    }
+
+    /// Whether a record frame of `frame_len` bytes fits under the segment's
+    /// limits (its first record always does).
+    pub fn accepts(&self, frame_len: usize) -> bool {
+        if self.records.len() >= self.header.max_records as usize {
+            return false;
+        }
+        let record_bytes = self.write_pos - SEGMENT_HEADER_LEN + frame_len;
+        self.records.is_empty() || record_bytes <= self.header.max_bytes as usize
+    }
+
+    /// Copies a whole record frame into the mapping with one copy; returns
+    /// the record's index and the bytes to flush.
+    pub fn append_record(&mut self, frame: &[u8]) -> Result<(usize, Range<usize>)> {
+        debug_assert!(frame.len() >= RECORD_OVERHEAD);
+        let range = self.append(frame)?;
+        self.records.push(range.start as u32);
+        self.settled.push(false);
+        Ok((self.records.len() - 1, range))
+    }
+
+    /// Settles record `index` with a marker; returns the bytes to flush.
+    pub fn settle(&mut self, index: usize) -> Result<Range<usize>> {
+        debug_assert!(!self.settled[index]);
+        let range = self.append(&marker(MarkerType::Ack, index as u32))?;
+        self.settled[index] = true;
+        self.settled_count += 1;
+        while self.settled.get(self.first_unsettled) == Some(&true) {
+            self.first_unsettled += 1;
+        }
+        Ok(range)
+    }
+
+    /// Index of the oldest record not yet settled.
+    pub fn first_unsettled(&self) -> Option<usize> {
+        (self.first_unsettled < self.records.len()).then_some(self.first_unsettled)
+    }
+
+    /// The payload of record `index`, read from the mapping.
+    pub fn payload(&self, index: usize) -> &[u8] {
+        let at = self.records[index] as usize;
+        let word = u32::from_le_bytes(self.map[at..at + 4].try_into().expect("4 bytes"));
+        let len = (word & crate::format::MAX_RECORD_PAYLOAD) as usize;
+        &self.map[at + RECORD_OVERHEAD..at + RECORD_OVERHEAD + len]
+    }
+
+    /// Writes `range` of the mapping to disk (msync) and waits for it.
+    pub fn flush(&self, range: Range<usize>) -> Result<()> {
+        self.map
+            .flush_range(range.start, range.len())
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    /// Makes every byte written so far durable (fdatasync).
+    pub fn sync(&self) -> Result<()> {
+        self.file.sync_data().map_err(|e| Error::io(&self.path, e))
+    }
+
+    /// Removes the file; its directory entry is gone durably on return.
+    pub fn delete(self, dir: &QueueDir) -> Result<()> {
+        let Segment {
+            path, map, file, ..
+        } = self;
+        drop(map);
+        drop(file);
+        fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+        dir.sync()
+    }
+
+    fn append(&mut self, frame: &[u8]) -> Result<Range<usize>> {
+        let range = self.write_pos..self.write_pos + frame.len();
+        if range.end > self.map.len() {
+            self.grow(range.end)?;
+        }
+        self.map[range.clone()].copy_from_slice(frame);
+        self.write_pos = range.end;
+        Ok(range)
+    }
+
+    /// Extends the file (at least doubling it) and maps it again. The old
+    /// mapping's dirty pages stay in the page cache, so nothing is lost.
+    fn grow(&mut self, needed: usize) -> Result<()> {
+        let new_len = round_up_to_page(needed.max(self.map.len() * 2));
+        self.file
+            .set_len(new_len as u64)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.map = map(&self.file, &self.path)?;
+        Ok(())
+    }
+}
+
+fn map(file: &File, path: &Path) -> Result<MmapMut> {
+    // SAFETY: the mapping is only valid while no one truncates or rewrites the
+    // file behind our back. The queue's lock keeps every other dque handle
+    // out, and only this segment's owner changes its length (in `grow`,
+    // which maps again right after).
+    unsafe { MmapMut::map_mut(file) }.map_err(|e| Error::io(path, e))
+}
+
+fn check_header(path: &Path, bytes: &[u8], number: u64) -> Result<SegmentHeader> {
+    let header = SegmentHeader::decode(bytes).map_err(|e| match e {
+        HeaderError::Version(found) => Error::UnsupportedVersion {
+            path: path.to_path_buf(),
+            found,
+            supported: FORMAT_VERSION,
+        },
+        HeaderError::Invalid(reason) => Error::corrupted(path, 0, reason),
+    })?;
+    if header.number != number {
+        return Err(Error::corrupted(
+            path,
+            0,
+            format!(
+                "header says segment {}, file name says {number}",
+                header.number
+            ),
+        ));
+    }
+    Ok(header)
+}
+
+fn round_up_to_page(n: usize) -> usize {
+    n.div_ceil(PAGE) * PAGE
+}
