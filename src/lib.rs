@@ -39,3 +39,8 @@ pub use format::FORMAT_VERSION;
 pub use options::{Durability, Options};
 pub use queue::{DQue, RawQueue};
 pub use recovery::{OpenReport, Repair};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
