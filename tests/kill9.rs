@@ -1,0 +1,204 @@
+//! Real process crashes: a child process enqueues and dequeues numbered
+//! items, reporting each operation as it returns; the parent kills it with
+//! SIGKILL at a random moment, reopens the queue and checks that every
+//! reported enqueue is there, every reported dequeue is gone, nothing is
+//! duplicated and order is kept. In Safe and in Turbo mode: turbo must lose
+//! nothing on a process kill either.
+//!
+//! `DQUE_KILLS=500 cargo test --release --test kill9` runs a longer round.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use dque::{DQue, Durability, Options};
+
+const CHILD_QUEUE: &str = "DQUE_KILL9_QUEUE";
+const CHILD_MODE: &str = "DQUE_KILL9_MODE";
+const CHILD_START: &str = "DQUE_KILL9_START";
+const CHILD_SEED: &str = "DQUE_KILL9_SEED";
+
+fn options(mode: Durability) -> Options {
+    // Small segments: kills land in rollovers and segment deletions too.
+    Options::new().durability(mode).segment_items(64)
+}
+
+fn mode_from(name: &str) -> Durability {
+    match name {
+        "safe" => Durability::Safe,
+        _ => Durability::Turbo,
+    }
+}
+
+/// The child: runs only when started by `kill_cycles` with its env vars.
+#[test]
+fn child_process_entry() {
+    let Ok(queue_path) = std::env::var(CHILD_QUEUE) else {
+        return;
+    };
+    let mode = mode_from(&std::env::var(CHILD_MODE).unwrap());
+    let mut next: u64 = std::env::var(CHILD_START).unwrap().parse().unwrap();
+    let mut rng: u64 = std::env::var(CHILD_SEED).unwrap().parse().unwrap();
+    let queue: DQue<u64> = DQue::open_with(&queue_path, &options(mode)).unwrap();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "READY").unwrap();
+    out.flush().unwrap();
+    loop {
+        rng = lcg(rng);
+        if rng % 10 < 6 {
+            queue.enqueue(&next).unwrap();
+            writeln!(out, "E {next}").unwrap();
+            next += 1;
+        } else {
+            match queue.dequeue().unwrap() {
+                Some(n) => writeln!(out, "D {n}").unwrap(),
+                None => writeln!(out, "D -").unwrap(),
+            }
+        }
+        out.flush().unwrap();
+    }
+}
+
+fn lcg(x: u64) -> u64 {
+    x.wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407)
+}
+
+struct Reported {
+    enqueued: Vec<u64>,
+    dequeued: Vec<u64>,
+}
+
+/// Starts the child on `queue`, kills it after `run_for`, returns what it reported.
+fn run_and_kill(queue: &Path, mode: &str, start: u64, seed: u64, run_for: Duration) -> Reported {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_process_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_QUEUE, queue)
+        .env(CHILD_MODE, mode)
+        .env(CHILD_START, start.to_string())
+        .env(CHILD_SEED, seed.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            match line {
+                Ok(line) => lines.push(line),
+                Err(_) => break,
+            }
+        }
+        lines
+    });
+    std::thread::sleep(run_for);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let lines = reader.join().unwrap();
+    assert!(
+        lines.iter().any(|l| l.ends_with("READY")) || lines.is_empty(),
+        "child did not start: {lines:?}"
+    );
+    let mut reported = Reported {
+        enqueued: Vec::new(),
+        dequeued: Vec::new(),
+    };
+    for line in lines {
+        if let Some(n) = line.strip_prefix("E ") {
+            reported.enqueued.push(n.parse().unwrap());
+        } else if let Some(n) = line.strip_prefix("D ") {
+            if n != "-" {
+                reported.dequeued.push(n.parse().unwrap());
+            }
+        }
+    }
+    reported
+}
+
+fn kill_cycles(mode: &str, kills: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    DQue::<u64>::create_with(&path, &options(mode_from(mode))).unwrap();
+    let mut seed = 0x5eed ^ kills;
+    let mut total_reported = 0;
+    for cycle in 0..kills {
+        seed = lcg(seed);
+        let start = cycle * 1_000_000;
+        let run_for = Duration::from_millis(20 + seed % 60);
+        let reported = run_and_kill(&path, mode, start, seed, run_for);
+        total_reported += reported.enqueued.len();
+
+        // The queue is drained after every cycle, so it starts empty and
+        // holds exactly start.. in order.
+        let queue: DQue<u64> = DQue::open(&path).unwrap();
+        let mut left = Vec::new();
+        while let Some(n) = queue.dequeue().unwrap() {
+            left.push(n);
+        }
+        drop(queue);
+
+        let e = reported.enqueued.len() as u64;
+        let d = reported.dequeued.len() as u64;
+        assert_eq!(
+            reported.enqueued,
+            (start..start + e).collect::<Vec<_>>(),
+            "child enqueues in order"
+        );
+        assert_eq!(
+            reported.dequeued,
+            (start..start + d).collect::<Vec<_>>(),
+            "child dequeues in FIFO order"
+        );
+        // At most one operation was in flight when the kill came: it may or
+        // may not have happened. Everything reported must hold exactly.
+        let first = left.first().copied().unwrap_or(start + d);
+        assert!(
+            first == start + d || first == start + d + 1,
+            "cycle {cycle} ({mode}): reported dequeues end at {}, queue starts at {first}",
+            start + d
+        );
+        let end = first + left.len() as u64;
+        assert!(
+            end == start + e || end == start + e + 1,
+            "cycle {cycle} ({mode}): reported enqueues end at {}, queue ends at {end}; left {left:?}",
+            start + e
+        );
+        assert_eq!(
+            left,
+            (first..end).collect::<Vec<_>>(),
+            "cycle {cycle} ({mode}): lost, duplicated or reordered items"
+        );
+        assert!(
+            (first - (start + d)) + (end - (start + e)) <= 1,
+            "cycle {cycle} ({mode}): two unreported operations took effect"
+        );
+    }
+    assert!(
+        total_reported as u64 > kills,
+        "children did almost no work ({total_reported} enqueues in {kills} runs)"
+    );
+}
+
+fn kills() -> u64 {
+    std::env::var("DQUE_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50)
+}
+
+#[test]
+fn safe_mode_survives_kill_9() {
+    kill_cycles("safe", kills());
+}
+
+#[test]
+fn turbo_mode_survives_kill_9() {
+    kill_cycles("turbo", kills());
+}
