@@ -32,11 +32,9 @@ fn rate(label: &str, items: usize, start: Instant) {
 
 fn run(durability: Durability, items: usize, base: &std::path::Path) {
     let dir = tempfile::tempdir_in(base).expect("temp dir");
-    let queue: RawQueue = RawQueue::create_with(
-        dir.path().join("q"),
-        &Options::new().durability(durability),
-    )
-    .expect("create");
+    let queue: RawQueue =
+        RawQueue::create_with(dir.path().join("q"), &Options::new().durability(durability))
+            .expect("create");
     let start = Instant::now();
     for _ in 0..items {
         queue.enqueue_bytes(&PAYLOAD).expect("enqueue");
@@ -72,5 +70,9 @@ fn main() {
     let safe = count("DQUE_BENCH_SAFE_ITEMS", 20_000);
     write_fdatasync(safe, &base);
     run(Durability::Safe, safe, &base);
-    run(Durability::Turbo, count("DQUE_BENCH_TURBO_ITEMS", 2_000_000), &base);
+    run(
+        Durability::Turbo,
+        count("DQUE_BENCH_TURBO_ITEMS", 2_000_000),
+        &base,
+    );
 }

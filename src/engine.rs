@@ -237,6 +237,15 @@ impl Engine {
         Ok(Some(item))
     }
 
+    /// Retires a consumed head segment, so that a clean shutdown leaves
+    /// nothing for the next open to mend, and makes every write durable.
+    pub fn close(mut self) -> Result<()> {
+        // Best effort: a damaged next segment is reported by the dequeue
+        // that reaches it, and a segment left here is deleted on open.
+        let _ = self.retire_settled_head();
+        self.sync()
+    }
+
     /// Makes every write so far durable.
     pub fn sync(&mut self) -> Result<()> {
         let result = self
@@ -373,10 +382,17 @@ fn prepare_directory(path: &Path, mode: OpenMode) -> Result<()> {
             ),
         });
     }
-    if mode == OpenMode::Open {
+    // Segments without a config (lost or deleted): refused before the lock
+    // file is made, like any other directory that is not a queue.
+    if mode == OpenMode::Open || !listing.segments.is_empty() {
+        let holds = if listing.segments.is_empty() {
+            ""
+        } else {
+            "segments but "
+        };
         return Err(Error::NotAQueue {
             path: path.to_path_buf(),
-            reason: format!("it has no {}", crate::layout::CONFIG_FILE),
+            reason: format!("it holds {holds}no {}", crate::layout::CONFIG_FILE),
         });
     }
     Ok(())

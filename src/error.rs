@@ -61,7 +61,7 @@ pub enum Error {
     },
     /// The path exists but is not a dque queue.
     NotAQueue {
-        /// The path given.
+        /// The path given, or its config file when that is what does not parse.
         path: PathBuf,
         /// Why it is not taken for a queue.
         reason: String,

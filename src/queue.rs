@@ -204,7 +204,7 @@ impl<T, C: Codec<T>> DQue<T, C> {
         let engine = self.state.lock().take();
         self.changed.notify_all();
         match engine {
-            Some(mut engine) => engine.sync(),
+            Some(engine) => engine.close(),
             None => Err(Error::Closed),
         }
     }

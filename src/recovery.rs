@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use crate::format::{read_frame, Frame, FrameError, SEGMENT_HEADER_LEN};
 
-/// What opening a queue found and mended. Empty after a clean shutdown.
+/// What opening a queue found and mended. Empty after a clean
+/// [`close`](crate::DQue::close).
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();

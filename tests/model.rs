@@ -43,7 +43,10 @@ enum Op<T> {
     /// `peek_timeout(0)`: must behave exactly like `peek`.
     PeekNow,
     /// Close (or drop) the handle and open the queue again with these sizes.
-    Reopen { sizes: Sizes, by_drop: bool },
+    Reopen {
+        sizes: Sizes,
+        by_drop: bool,
+    },
     SetDurability(Durability),
     Sync,
 }
@@ -311,6 +314,47 @@ proptest! {
         let dir = tempfile::tempdir()?;
         let create = Sizes { items: None, bytes: Some(4096) };
         run::<Vec<u8>, Raw>(dir.path(), create, durability, &ops, MAX_RAW_PAYLOAD)?;
+    }
+}
+
+const MAX_LARGE_PAYLOAD: u32 = 48 << 10;
+
+/// A payload of `len` bytes filled from `seed` (cheap to generate and shrink).
+fn large_payload() -> impl Strategy<Value = Vec<u8>> {
+    (0..=MAX_LARGE_PAYLOAD as usize, any::<u64>()).prop_map(|(len, mut seed)| {
+        (0..len)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect()
+    })
+}
+
+/// Sizes for large items: segments of tens of items and megabytes, so a
+/// segment's file grows past its first size (and is mapped again) before
+/// it rolls over.
+fn large_sizes() -> impl Strategy<Value = Sizes> {
+    (
+        proptest::option::of(30u32..=80),
+        proptest::option::weighted(0.3, prop_oneof![Just(2u32 << 20), Just(3 << 20)]),
+    )
+        .prop_map(|(items, bytes)| Sizes { items, bytes })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    #[test]
+    fn raw_queue_matches_vecdeque_with_segments_that_grow(
+        durability in durability(),
+        ops in ops(large_payload(), large_sizes(), 150),
+    ) {
+        let dir = tempfile::tempdir()?;
+        let create = Sizes { items: Some(60), bytes: None };
+        run::<Vec<u8>, Raw>(dir.path(), create, durability, &ops, MAX_LARGE_PAYLOAD)?;
     }
 }
 

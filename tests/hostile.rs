@@ -1,0 +1,413 @@
+//! Bad input: paths that are not queues, files of other versions or
+//! codecs, items too large or not decodable, leftovers of a crash. Each
+//! must be a clear error (or a reported clean-up), never a panic, and must
+//! leave what it found as it was.
+
+mod disk;
+
+use std::fs;
+use std::path::Path;
+
+use disk::*;
+use dque::{DQue, Error, Options, RawQueue, FORMAT_VERSION};
+
+/// The three ways to open a queue.
+const CALLS: [&str; 3] = ["open", "create", "open_or_create"];
+
+/// Opens `path` as a `DQue<u32>` the way `call` names.
+fn open_by(call: &str, path: &Path) -> Result<DQue<u32>, Error> {
+    match call {
+        "open" => DQue::open(path),
+        "create" => DQue::create(path),
+        "open_or_create" => DQue::open_or_create(path),
+        _ => unreachable!("unknown call {call}"),
+    }
+}
+
+/// A closed queue of `u32` items 0..n in `dir`.
+fn make_queue(dir: &Path, n: u32, options: &Options) {
+    let q: DQue<u32> = DQue::create_with(dir, options).unwrap();
+    for i in 0..n {
+        q.enqueue(&i).unwrap();
+    }
+    q.close().unwrap();
+}
+
+fn drain_u32(q: &DQue<u32>) -> Vec<u32> {
+    let mut out = Vec::new();
+    while let Some(i) = q.dequeue().unwrap() {
+        out.push(i);
+    }
+    out
+}
+
+// Guarantee: a path that is a regular file is NotAQueue for every kind of
+// open, and the file is left as it was.
+#[test]
+fn regular_file_is_not_a_queue() {
+    let root = tempfile::tempdir().unwrap();
+    let path = root.path().join("file");
+    fs::write(&path, b"precious").unwrap();
+    for call in CALLS {
+        match open_by(call, &path) {
+            Err(Error::NotAQueue { path: p, reason }) => {
+                assert_eq!(p, path, "{call}");
+                assert!(!reason.is_empty());
+            }
+            other => panic!("{call}: expected NotAQueue, got {other:?}"),
+        }
+    }
+    assert_eq!(fs::read(&path).unwrap(), b"precious");
+}
+
+// Guarantee: a directory holding someone else's files and no dque.conf is
+// NotAQueue for every kind of open, and is left untouched: no dque.conf,
+// no dque.lock, no segment written into it.
+#[test]
+fn foreign_directory_is_not_a_queue_and_is_untouched() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("photos");
+    fs::create_dir(&dir).unwrap();
+    fs::write(dir.join("holiday.jpg"), b"\xff\xd8jpeg").unwrap();
+    fs::write(dir.join("notes.txt"), b"do not delete").unwrap();
+    fs::create_dir(dir.join("sub")).unwrap();
+    let before = names(&dir);
+    for call in CALLS {
+        match open_by(call, &dir) {
+            Err(Error::NotAQueue { path, .. }) => assert_eq!(path, dir, "{call}"),
+            other => panic!("{call}: expected NotAQueue, got {other:?}"),
+        }
+        assert_eq!(names(&dir), before, "{call} changed the directory");
+    }
+    assert_eq!(fs::read(dir.join("notes.txt")).unwrap(), b"do not delete");
+}
+
+// Regression: a directory of segment files whose dque.conf is gone (lost
+// or deleted by hand) was refused with NotAQueue only after the lock was
+// taken, so create/open_or_create left a dque.lock behind in a directory
+// that is not a queue. It must be refused before anything is written.
+#[test]
+fn segments_without_config_are_not_a_queue_and_are_untouched() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("q");
+    make_queue(&dir, 5, &Options::new());
+    fs::remove_file(dir.join(CONFIG)).unwrap();
+    fs::remove_file(dir.join(LOCK)).unwrap();
+    let before = snapshot(&dir);
+    let names_before = names(&dir);
+    for call in CALLS {
+        match open_by(call, &dir) {
+            Err(Error::NotAQueue { path, .. }) => assert_eq!(path, dir, "{call}"),
+            other => panic!("{call}: expected NotAQueue, got {other:?}"),
+        }
+        assert_eq!(names(&dir), names_before, "{call} changed the directory");
+    }
+    assert_eq!(snapshot(&dir), before);
+}
+
+// Guarantee: `open` never creates: a missing path is NotFound and stays
+// missing; an existing empty directory is refused and stays empty.
+#[test]
+fn open_never_creates() {
+    let root = tempfile::tempdir().unwrap();
+    let missing = root.path().join("missing").join("q");
+    match DQue::<u32>::open(&missing) {
+        Err(Error::NotFound { path }) => assert_eq!(path, missing),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    assert!(!missing.exists());
+    assert!(!root.path().join("missing").exists());
+
+    let empty = root.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    let result = DQue::<u32>::open(&empty);
+    assert!(
+        matches!(
+            result,
+            Err(Error::NotAQueue { .. } | Error::NotFound { .. })
+        ),
+        "{result:?}"
+    );
+    assert!(
+        names(&empty).is_empty(),
+        "open wrote into an empty directory"
+    );
+}
+
+// Guarantee: `create` on an existing queue is AlreadyExists and leaves the
+// queue and its items as they were.
+#[test]
+fn create_on_an_existing_queue_is_already_exists() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("q");
+    make_queue(&dir, 3, &Options::new().segment_items(2));
+    let before = snapshot(&dir);
+    for options in [Options::new(), Options::new().segment_items(50)] {
+        match DQue::<u32>::create_with(&dir, &options) {
+            Err(Error::AlreadyExists { path }) => assert_eq!(path, dir),
+            other => panic!("expected AlreadyExists, got {other:?}"),
+        }
+        assert_eq!(snapshot(&dir), before, "a refused create changed the queue");
+    }
+    let q: DQue<u32> = DQue::open(&dir).unwrap();
+    assert_eq!(drain_u32(&q), [0, 1, 2]);
+}
+
+// Guarantee: a config written by a newer format version is
+// UnsupportedVersion naming the config file, and is not rewritten (even
+// when the open asks for other segment sizes).
+#[test]
+fn config_of_a_newer_version_is_unsupported() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("q");
+    make_queue(&dir, 3, &Options::new());
+    let newer = config_bytes(FORMAT_VERSION + 1, 100, 1 << 20, 1);
+    fs::write(dir.join(CONFIG), &newer).unwrap();
+    // A newer format may also change the config's size.
+    let mut longer = newer.clone();
+    longer.extend_from_slice(&[7; 12]);
+    for bytes in [newer, longer] {
+        fs::write(dir.join(CONFIG), &bytes).unwrap();
+        let before = snapshot(&dir);
+        for options in [Options::new(), Options::new().segment_items(9)] {
+            match DQue::<u32>::open_with(&dir, &options) {
+                Err(Error::UnsupportedVersion {
+                    path,
+                    found,
+                    supported,
+                }) => {
+                    assert_eq!(path, dir.join(CONFIG));
+                    assert_eq!((found, supported), (FORMAT_VERSION + 1, FORMAT_VERSION));
+                }
+                other => panic!("expected UnsupportedVersion, got {other:?}"),
+            }
+            assert_eq!(snapshot(&dir), before);
+        }
+    }
+}
+
+// Guarantee: a config that does not parse (garbage, truncated, empty,
+// wrong CRC, out-of-range limits) is NotAQueue, never a panic, and is not
+// overwritten.
+#[test]
+fn garbage_config_is_not_a_queue() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("q");
+    make_queue(&dir, 3, &Options::new());
+    let good = fs::read(dir.join(CONFIG)).unwrap();
+    assert_eq!(good.len(), 28);
+    let mut bad_crc = good.clone();
+    bad_crc[9] ^= 0x40;
+    let zero_limit = config_bytes(FORMAT_VERSION, 0, 1 << 20, 1);
+    let mut rng = Rng::new(3);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("random", rng.nonzero_bytes(28)),
+        ("empty", Vec::new()),
+        ("magic only", b"DQCF".to_vec()),
+        ("truncated", good[..20].to_vec()),
+        ("too long", [good.clone(), vec![1]].concat()),
+        ("bad crc", bad_crc),
+        ("zero record limit", zero_limit),
+        ("text", b"segment_items = 100\n".to_vec()),
+    ];
+    for (name, bytes) in cases {
+        fs::write(dir.join(CONFIG), &bytes).unwrap();
+        let before = snapshot(&dir);
+        for call in ["open", "open_or_create"] {
+            match open_by(call, &dir) {
+                Err(Error::NotAQueue { path, reason }) => {
+                    assert!(path.starts_with(&dir), "{name}/{call}: {path:?}");
+                    assert!(!reason.is_empty());
+                }
+                other => panic!("{name}/{call}: expected NotAQueue, got {other:?}"),
+            }
+            assert_eq!(snapshot(&dir), before, "{name}/{call} changed the queue");
+        }
+    }
+    fs::write(dir.join(CONFIG), &good).unwrap();
+    let q: DQue<u32> = DQue::open(&dir).unwrap();
+    assert_eq!(drain_u32(&q), [0, 1, 2]);
+}
+
+// Guarantee: a segment whose header carries a newer format version (head,
+// middle or tail) is UnsupportedVersion naming that segment, and no file
+// is changed.
+#[test]
+fn segment_of_a_newer_version_is_unsupported() {
+    let root = tempfile::tempdir().unwrap();
+    let src = root.path().join("src");
+    make_queue(&src, 9, &Options::new().segment_items(3));
+    let files = snapshot(&src);
+    for seg in 1..=3 {
+        let mut damaged = files.clone();
+        set_header_version(damaged.get_mut(&seg_name(seg)).unwrap(), FORMAT_VERSION + 1);
+        let dst = root.path().join(format!("newer{seg}"));
+        restore(&damaged, &dst);
+        match DQue::<u32>::open(&dst) {
+            Err(Error::UnsupportedVersion { path, found, .. }) => {
+                assert_eq!(path, seg_path(&dst, seg));
+                assert_eq!(found, FORMAT_VERSION + 1);
+            }
+            other => panic!("segment {seg}: expected UnsupportedVersion, got {other:?}"),
+        }
+        assert_eq!(snapshot(&dst), damaged);
+    }
+}
+
+// Guarantee: a queue opened with another codec than it was written with is
+// CodecMismatch (both ways), and the queue is left as it was.
+#[test]
+fn opening_with_another_codec_is_a_codec_mismatch() {
+    let root = tempfile::tempdir().unwrap();
+    let typed = root.path().join("typed");
+    make_queue(&typed, 2, &Options::new());
+    let before = snapshot(&typed);
+    match RawQueue::open(&typed) {
+        Err(Error::CodecMismatch {
+            path,
+            found,
+            expected,
+        }) => {
+            assert_eq!(path, typed.join(CONFIG));
+            assert_eq!((found, expected), (1, 0));
+        }
+        other => panic!("expected CodecMismatch, got {other:?}"),
+    }
+    assert_eq!(snapshot(&typed), before);
+    let q: DQue<u32> = DQue::open(&typed).unwrap();
+    assert_eq!(drain_u32(&q), [0, 1]);
+
+    let raw = root.path().join("raw");
+    let q = RawQueue::create(&raw).unwrap();
+    q.enqueue_bytes(b"bytes").unwrap();
+    q.close().unwrap();
+    match DQue::<u32>::open_or_create(&raw) {
+        Err(Error::CodecMismatch {
+            found, expected, ..
+        }) => assert_eq!((found, expected), (0, 1)),
+        other => panic!("expected CodecMismatch, got {other:?}"),
+    }
+    let q = RawQueue::open(&raw).unwrap();
+    assert_eq!(q.dequeue().unwrap(), Some(b"bytes".to_vec()));
+}
+
+// Guarantee: an item over max_item_bytes is ItemTooLarge and writes
+// nothing: len and the segment bytes are unchanged, the queue still works,
+// and a reopen shows the same items.
+#[test]
+fn item_over_max_item_bytes_writes_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("q");
+    let options = turbo().max_item_bytes(100).segment_items(2);
+    let q = RawQueue::create_with(&dir, &options).unwrap();
+    q.enqueue_bytes(&[1; 100]).unwrap();
+    let before = snapshot(&dir);
+    for size in [101, 4096, 1 << 20] {
+        match q.enqueue_bytes(&vec![2; size]) {
+            Err(Error::ItemTooLarge { size: s, max }) => assert_eq!((s, max), (size, 100)),
+            other => panic!("expected ItemTooLarge, got {other:?}"),
+        }
+        assert_eq!(q.len(), 1);
+        assert_eq!(snapshot(&dir), before, "a refused item reached the disk");
+    }
+    q.enqueue_bytes(&[3; 7]).unwrap();
+    q.close().unwrap();
+
+    // Typed: the limit applies to the encoded size (bincode: length + bytes).
+    let typed = root.path().join("typed");
+    let q: DQue<Vec<u8>> = DQue::create_with(&typed, &turbo().max_item_bytes(10)).unwrap();
+    q.enqueue(&vec![0; 9]).unwrap();
+    match q.enqueue(&vec![0; 10]) {
+        Err(Error::ItemTooLarge { size, max }) => assert_eq!((size, max), (11, 10)),
+        other => panic!("expected ItemTooLarge, got {other:?}"),
+    }
+    assert_eq!(q.len(), 1);
+    q.close().unwrap();
+
+    let q = RawQueue::open_with(&dir, &options).unwrap();
+    assert!(q.open_report().is_clean());
+    assert_eq!(q.len(), 2);
+    assert_eq!(drain(&q), [vec![1; 100], vec![3; 7]]);
+    let q: DQue<Vec<u8>> = DQue::open(&typed).unwrap();
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.dequeue().unwrap(), Some(vec![0; 9]));
+}
+
+// Guarantee: a record that does not decode as the item type is
+// Error::Decode naming its id, and it stays in the queue: peek and dequeue
+// give the same error again, len is unchanged, and the record can still be
+// read as what it was written as.
+#[test]
+fn undecodable_record_is_a_decode_error_and_is_not_dropped() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("q");
+    let bad = vec![0xff, 0xfe, 0xfd]; // not UTF-8
+    let q: DQue<Vec<u8>> = DQue::create(&dir).unwrap();
+    q.enqueue(&b"first".to_vec()).unwrap();
+    q.enqueue(&bad).unwrap();
+    q.enqueue(&b"third".to_vec()).unwrap();
+    q.close().unwrap();
+
+    // Same codec id (bincode), another item type.
+    let q: DQue<String> = DQue::open(&dir).unwrap();
+    assert_eq!(q.dequeue().unwrap().as_deref(), Some("first"));
+    for _ in 0..3 {
+        match q.peek() {
+            Err(Error::Decode { id, .. }) => assert_eq!(id, 1),
+            other => panic!("peek: expected Decode, got {other:?}"),
+        }
+        match q.dequeue() {
+            Err(Error::Decode { id, .. }) => assert_eq!(id, 1),
+            other => panic!("dequeue: expected Decode, got {other:?}"),
+        }
+        assert_eq!(q.len(), 2);
+    }
+    q.close().unwrap();
+
+    let q: DQue<Vec<u8>> = DQue::open(&dir).unwrap();
+    assert_eq!(q.len(), 2);
+    assert_eq!(q.dequeue().unwrap(), Some(bad));
+    assert_eq!(q.dequeue().unwrap(), Some(b"third".to_vec()));
+
+    // Trailing bytes are refused too: a u64 read as a u8.
+    let ints = root.path().join("ints");
+    let q: DQue<u64> = DQue::create(&ints).unwrap();
+    q.enqueue(&u64::MAX).unwrap();
+    q.close().unwrap();
+    let q: DQue<u8> = DQue::open(&ints).unwrap();
+    let result = q.dequeue();
+    assert!(
+        matches!(result, Err(Error::Decode { id: 0, .. })),
+        "{result:?}"
+    );
+    assert_eq!(q.len(), 1);
+}
+
+// Guarantee: temporary files left by a crash while creating a segment or
+// writing the config are removed on open and listed in
+// removed_temp_files; the queue is intact and the next open is clean.
+#[test]
+fn leftover_temp_files_are_removed_and_reported() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("q");
+    make_queue(&dir, 4, &Options::new().segment_items(3));
+    let seg_tmp = dir.join(format!("{}.tmp", seg_name(3)));
+    let conf_tmp = dir.join("dque.conf.tmp");
+    fs::write(&seg_tmp, b"DQSG half written").unwrap();
+    fs::write(&conf_tmp, b"DQCF").unwrap();
+
+    let q: DQue<u32> = DQue::open(&dir).unwrap();
+    let report = q.open_report();
+    let mut removed = report.removed_temp_files.clone();
+    removed.sort();
+    assert_eq!(removed, [seg_tmp.clone(), conf_tmp.clone()]);
+    assert!(!report.is_clean());
+    assert!(report.repairs.is_empty());
+    assert!(!seg_tmp.exists() && !conf_tmp.exists());
+    assert_eq!(q.len(), 4);
+    q.close().unwrap();
+
+    let q: DQue<u32> = DQue::open(&dir).unwrap();
+    assert!(q.open_report().is_clean(), "{:?}", q.open_report());
+    assert_eq!(drain_u32(&q), [0, 1, 2, 3]);
+}
