@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use crate::error::{CodecError, Error, Result};
-use crate::format::{record_prefix, Config, SegmentHeader, RECORD_OVERHEAD};
+use crate::format::{record_frame_len, record_prefix, Config, SegmentHeader, RECORD_OVERHEAD};
 use crate::layout::QueueDir;
 use crate::lock::DirLock;
 use crate::options::{Durability, Options, DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ITEMS};
@@ -185,6 +185,7 @@ impl Engine {
                 } else {
                     let prefix = record_prefix(&frame[RECORD_OVERHEAD..]);
                     frame[..RECORD_OVERHEAD].copy_from_slice(&prefix);
+                    frame.resize(record_frame_len(payload_len), 0);
                     self.append_frame(&frame)
                 }
             }

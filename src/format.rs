@@ -17,6 +17,9 @@ pub const SEGMENT_HEADER_LEN: usize = 40;
 pub const CONFIG_LEN: usize = 28;
 /// Bytes before a record's payload: head word and CRC.
 pub const RECORD_OVERHEAD: usize = 8;
+/// Every frame starts at a multiple of this, so a 4-byte marker never
+/// straddles two disk sectors and cannot be torn into another valid marker.
+pub const FRAME_ALIGN: usize = 4;
 /// Size of a marker frame.
 pub const MARKER_LEN: usize = 4;
 
@@ -179,13 +182,19 @@ pub enum Frame {
 }
 
 impl Frame {
-    /// Bytes the frame takes in the segment.
+    /// Bytes the frame takes in the segment, padding included.
     pub fn size(&self) -> usize {
         match self {
-            Frame::Record { len } => RECORD_OVERHEAD + len,
+            Frame::Record { len } => record_frame_len(*len),
             Frame::Marker { .. } => MARKER_LEN,
         }
     }
+}
+
+/// Bytes a record frame with a payload of `payload_len` bytes takes: head
+/// word, CRC, payload, and zero padding up to the next multiple of 4.
+pub fn record_frame_len(payload_len: usize) -> usize {
+    (RECORD_OVERHEAD + payload_len).next_multiple_of(FRAME_ALIGN)
 }
 
 /// Why no frame could be read at an offset.
@@ -217,11 +226,14 @@ pub fn read_frame(bytes: &[u8]) -> Result<Frame, FrameError> {
         KIND_RECORD => {
             let len = (word & RECORD_LEN_MASK) as usize;
             let frame = bytes
-                .get(..RECORD_OVERHEAD + len)
+                .get(..record_frame_len(len))
                 .ok_or(FrameError::Invalid("record runs past the end of the file"))?;
-            let stored = le_u32(frame, 4);
-            if stored != record_crc(&frame[..4], &frame[RECORD_OVERHEAD..]) {
+            let (payload, padding) = frame[RECORD_OVERHEAD..].split_at(len);
+            if le_u32(frame, 4) != record_crc(&frame[..4], payload) {
                 return Err(FrameError::Invalid("record CRC does not match"));
+            }
+            if padding.iter().any(|&b| b != 0) {
+                return Err(FrameError::Invalid("record padding is not zero"));
             }
             Ok(Frame::Record { len })
         }
@@ -239,7 +251,8 @@ pub fn read_frame(bytes: &[u8]) -> Result<Frame, FrameError> {
     }
 }
 
-/// Head word and CRC of a record frame for `payload`, to be written right before it.
+/// Head word and CRC of a record frame for `payload`, to be written right
+/// before it (and zero padding after it, see [`record_frame_len`]).
 pub fn record_prefix(payload: &[u8]) -> [u8; RECORD_OVERHEAD] {
     debug_assert!(payload.len() <= MAX_RECORD_PAYLOAD as usize);
     let word = ((KIND_RECORD << KIND_SHIFT) | payload.len() as u32).to_le_bytes();
@@ -279,7 +292,13 @@ mod tests {
         let payload = b"hello";
         let mut frame = record_prefix(payload).to_vec();
         frame.extend_from_slice(payload);
+        frame.resize(record_frame_len(payload.len()), 0);
+        assert_eq!(frame.len(), 16);
         assert_eq!(read_frame(&frame), Ok(Frame::Record { len: 5 }));
+        assert!(
+            read_frame(&frame[..13]).is_err(),
+            "padding is part of the frame"
+        );
         for bit in 0..frame.len() * 8 {
             let mut bad = frame.clone();
             bad[bit / 8] ^= 1 << (bit % 8);

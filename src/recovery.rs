@@ -127,7 +127,7 @@ pub fn nonzero_len(bytes: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{marker, record_prefix, MarkerType};
+    use crate::format::{marker, record_frame_len, record_prefix, MarkerType};
 
     fn segment(frames: &[&[u8]]) -> Vec<u8> {
         let mut bytes = vec![0u8; SEGMENT_HEADER_LEN];
@@ -141,6 +141,7 @@ mod tests {
     fn record(payload: &[u8]) -> Vec<u8> {
         let mut f = record_prefix(payload).to_vec();
         f.extend_from_slice(payload);
+        f.resize(record_frame_len(payload.len()), 0);
         f
     }
 
@@ -155,9 +156,9 @@ mod tests {
             &marker(MarkerType::Ack, 0),
         ]);
         let r = replay(&bytes, 10);
-        assert_eq!(r.records, vec![40, 49]);
+        assert_eq!(r.records, vec![40, 52]);
         assert_eq!(r.settled, vec![true, true]);
-        assert_eq!(r.end, 40 + 9 + 10 + 8);
+        assert_eq!(r.end, 40 + 12 + 12 + 8);
         assert_eq!(r.stopped_by, None);
     }
 
@@ -169,7 +170,7 @@ mod tests {
         let bytes = segment(&[&a, &marker(MarkerType::Ack, 0), &marker(MarkerType::Ack, 0)]);
         let r = replay(&bytes, 10);
         assert_eq!(r.stopped_by, Some("second marker for one record"));
-        assert_eq!(r.end, 40 + 9 + 4);
+        assert_eq!(r.end, 40 + 12 + 4);
     }
 
     #[test]

@@ -154,7 +154,8 @@ where
     C: Codec<T>,
 {
     let path = dir.join("q");
-    let max_frame = max_payload + RECORD_OVERHEAD;
+    // Frames are padded to a multiple of 4 bytes.
+    let max_frame = (max_payload + RECORD_OVERHEAD).next_multiple_of(4);
     let mut limits = Limits {
         items: DEFAULT_SEGMENT_ITEMS,
         bytes: DEFAULT_SEGMENT_BYTES,

@@ -16,6 +16,8 @@ pub const HEADER_LEN: usize = 40;
 pub const RECORD_OVERHEAD: usize = 8;
 /// Bytes of a marker frame.
 pub const MARKER_LEN: usize = 4;
+/// Frames start at multiples of this; records are zero-padded to it.
+pub const FRAME_ALIGN: usize = 4;
 /// Name of the config file.
 pub const CONFIG: &str = "dque.conf";
 /// Name of the lock file.
@@ -176,7 +178,7 @@ impl Layout {
         let start = self.end();
         self.frames.push(Frame {
             start,
-            end: start + RECORD_OVERHEAD + payload(id).len(),
+            end: start + (RECORD_OVERHEAD + payload(id).len()).next_multiple_of(FRAME_ALIGN),
             kind: Kind::Record(id),
         });
         id
@@ -231,7 +233,15 @@ impl Layout {
                         u32::from_le_bytes(segment[f.start..f.start + 4].try_into().unwrap());
                     assert_eq!(word >> 30, 0b10, "record {id} kind at {}", f.start);
                     assert_eq!(word & ((1 << 30) - 1), payload(id).len() as u32);
-                    assert_eq!(&segment[f.start + RECORD_OVERHEAD..f.end], &payload(id)[..]);
+                    let payload_end = f.start + RECORD_OVERHEAD + payload(id).len();
+                    assert_eq!(
+                        &segment[f.start + RECORD_OVERHEAD..payload_end],
+                        &payload(id)[..]
+                    );
+                    assert!(
+                        segment[payload_end..f.end].iter().all(|&b| b == 0),
+                        "record {id} padding"
+                    );
                 }
                 Kind::Ack(id) => {
                     let index = (id - self.first_id) as u32;
@@ -240,9 +250,8 @@ impl Layout {
                 }
             }
         }
-        assert_eq!(
-            nonzero_end(segment),
-            self.data_end(),
+        assert!(
+            segment[self.data_end()..].iter().all(|&b| b == 0),
             "bytes after the layout"
         );
     }
