@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
+use crate::faults::{self, Durable, FaultOp};
 use crate::format::{Config, HeaderError};
 use crate::lock::LOCK_FILE;
 
@@ -76,9 +77,12 @@ impl QueueDir {
 
     /// Makes renames, creations and deletions in the directory durable.
     pub fn sync(&self) -> Result<()> {
-        File::open(&self.path)
+        faults::check(FaultOp::Sync, &self.path)
+            .and_then(|()| File::open(&self.path))
             .and_then(|dir| dir.sync_all())
-            .map_err(|e| Error::io(&self.path, e))
+            .map_err(|e| Error::io(&self.path, e))?;
+        faults::synced(&self.path, Durable::Dir);
+        Ok(())
     }
 
     pub fn read_config(&self) -> Result<Config> {
@@ -100,12 +104,20 @@ impl QueueDir {
     /// Replaces the config atomically: temp file, fsync, rename, fsync directory.
     pub fn write_config(&self, config: &Config) -> Result<()> {
         let temp = self.path.join(CONFIG_TEMP);
-        let mut file = File::create(&temp).map_err(|e| Error::io(&temp, e))?;
-        file.write_all(&config.encode())
-            .and_then(|()| file.sync_all())
+        faults::check(FaultOp::Write, &temp)
+            .and_then(|()| File::create(&temp))
+            .and_then(|mut file| {
+                file.write_all(&config.encode())?;
+                faults::check(FaultOp::Sync, &temp)?;
+                file.sync_all()
+            })
             .map_err(|e| Error::io(&temp, e))?;
+        faults::synced(&temp, Durable::File);
         let path = self.config_path();
-        fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
+        faults::check(FaultOp::Write, &path)
+            .and_then(|()| fs::rename(&temp, &path))
+            .map_err(|e| Error::io(&path, e))?;
+        faults::renamed(&temp, &path);
         self.sync()
     }
 }

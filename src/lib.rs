@@ -25,6 +25,10 @@
 mod codec;
 mod engine;
 mod error;
+#[cfg(feature = "fault-injection")]
+pub mod faults;
+#[cfg(not(feature = "fault-injection"))]
+mod faults;
 mod format;
 mod layout;
 mod lock;

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use memmap2::MmapMut;
 
 use crate::error::{Error, Result};
+use crate::faults::{self, Durable, FaultOp};
 use crate::format::{
     marker, HeaderError, MarkerType, SegmentHeader, FORMAT_VERSION, RECORD_OVERHEAD,
     SEGMENT_HEADER_LEN,
@@ -47,19 +48,27 @@ impl Segment {
         let temp = dir.segment_temp_path(header.number);
         let capacity =
             round_up_to_page(SEGMENT_HEADER_LEN + INITIAL_CAPACITY.min(header.max_bytes as usize));
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&temp)
+        let file = faults::check(FaultOp::Write, &temp)
+            .and_then(|()| {
+                let mut file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&temp)?;
+                file.write_all(&header.encode())?;
+                preallocate(&file, capacity)?;
+                faults::check(FaultOp::Sync, &temp)?;
+                file.sync_all()?;
+                Ok(file)
+            })
             .map_err(|e| Error::io(&temp, e))?;
-        file.write_all(&header.encode())
-            .and_then(|()| file.set_len(capacity as u64))
-            .and_then(|()| file.sync_all())
-            .map_err(|e| Error::io(&temp, e))?;
+        faults::synced(&temp, Durable::File);
         let path = dir.segment_path(header.number);
-        fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
+        faults::check(FaultOp::Write, &path)
+            .and_then(|()| fs::rename(&temp, &path))
+            .map_err(|e| Error::io(&path, e))?;
+        faults::renamed(&temp, &path);
         dir.sync()?;
         let map = map(&file, &path)?;
         Ok(Segment {
@@ -136,9 +145,13 @@ impl Segment {
         }
         let garbage_end = replayed.end + nonzero_len(&map[replayed.end..]);
         if garbage_end > replayed.end {
-            map[replayed.end..garbage_end].fill(0);
-            map.flush_range(replayed.end, garbage_end - replayed.end)
+            let cut = replayed.end..garbage_end;
+            faults::check(FaultOp::Write, &path).map_err(|e| Error::io(&path, e))?;
+            map[cut.clone()].fill(0);
+            faults::check(FaultOp::Sync, &path)
+                .and_then(|()| map.flush_range(cut.start, cut.len()))
                 .map_err(|e| Error::io(&path, e))?;
+            faults::synced(&path, Durable::Range(cut));
             report.repairs.push(Repair {
                 segment: path.clone(),
                 offset: replayed.end as u64,
@@ -232,14 +245,20 @@ impl Segment {
 
     /// Writes `range` of the mapping to disk (msync) and waits for it.
     pub fn flush(&self, range: Range<usize>) -> Result<()> {
-        self.map
-            .flush_range(range.start, range.len())
-            .map_err(|e| Error::io(&self.path, e))
+        faults::check(FaultOp::Sync, &self.path)
+            .and_then(|()| self.map.flush_range(range.start, range.len()))
+            .map_err(|e| Error::io(&self.path, e))?;
+        faults::synced(&self.path, Durable::Range(range));
+        Ok(())
     }
 
     /// Makes every byte written so far durable (fdatasync).
     pub fn sync(&self) -> Result<()> {
-        self.file.sync_data().map_err(|e| Error::io(&self.path, e))
+        faults::check(FaultOp::Sync, &self.path)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| Error::io(&self.path, e))?;
+        faults::synced(&self.path, Durable::File);
+        Ok(())
     }
 
     /// Removes the file; its directory entry is gone durably on return.
@@ -249,7 +268,9 @@ impl Segment {
         } = self;
         drop(map);
         drop(file);
-        fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+        faults::check(FaultOp::Write, &path)
+            .and_then(|()| fs::remove_file(&path))
+            .map_err(|e| Error::io(&path, e))?;
         dir.sync()
     }
 
@@ -258,6 +279,7 @@ impl Segment {
         if range.end > self.map.len() {
             self.grow(range.end)?;
         }
+        faults::check(FaultOp::Write, &self.path).map_err(|e| Error::io(&self.path, e))?;
         self.map[range.clone()].copy_from_slice(frame);
         self.write_pos = range.end;
         Ok(range)
@@ -267,8 +289,8 @@ impl Segment {
     /// mapping's dirty pages stay in the page cache, so nothing is lost.
     fn grow(&mut self, needed: usize) -> Result<()> {
         let new_len = round_up_to_page(needed.max(self.map.len() * 2));
-        self.file
-            .set_len(new_len as u64)
+        faults::check(FaultOp::Write, &self.path)
+            .and_then(|()| preallocate(&self.file, new_len))
             .map_err(|e| Error::io(&self.path, e))?;
         self.map = map(&self.file, &self.path)?;
         Ok(())
@@ -303,6 +325,20 @@ fn check_header(path: &Path, bytes: &[u8], number: u64) -> Result<SegmentHeader>
         ));
     }
     Ok(header)
+}
+
+/// Extends the file to `len` bytes with blocks reserved, so that writes
+/// through the mapping never need space the disk no longer has (which would
+/// be a SIGBUS, not an error). Falls back to a sparse extension where the
+/// file system cannot reserve.
+fn preallocate(file: &File, len: usize) -> std::io::Result<()> {
+    // The length first: `allocate` skips files that already hold enough
+    // blocks without extending them.
+    file.set_len(len as u64)?;
+    match fs4::FileExt::allocate(file, len as u64) {
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => Ok(()),
+        other => other,
+    }
 }
 
 fn round_up_to_page(n: usize) -> usize {

@@ -1,0 +1,344 @@
+//! The seam between the queue and the file system, for tests.
+//!
+//! Every step that changes files calls [`check`] first (which may fail it)
+//! and every step that makes bytes durable reports to [`synced`] after. In a
+//! normal build both are empty and vanish; with the `fault-injection`
+//! feature a [`FaultPlan`] installed on a queue directory can fail the Nth
+//! write or sync (with any error, such as "no space") and take crash images:
+//! the files as a power loss could leave them.
+
+use std::io;
+use std::ops::Range;
+use std::path::Path;
+
+/// A kind of step a [`FaultPlan`] can fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FaultOp {
+    /// A step that changes bytes or names: a copy into a mapping, a file
+    /// extension, a file written, renamed or removed.
+    Write,
+    /// A step that makes bytes durable: msync, fdatasync, fsync (of a file
+    /// or of the directory).
+    Sync,
+}
+
+/// What became durable.
+#[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
+pub(crate) enum Durable {
+    /// The whole file.
+    File,
+    /// These bytes of the file.
+    Range(Range<usize>),
+    /// The directory's entries.
+    Dir,
+}
+
+/// Called before a step on `path`; an injected failure comes back as its error.
+#[inline(always)]
+pub(crate) fn check(op: FaultOp, path: &Path) -> io::Result<()> {
+    #[cfg(feature = "fault-injection")]
+    return plan::check(op, path);
+    #[cfg(not(feature = "fault-injection"))]
+    {
+        let _ = (op, path);
+        Ok(())
+    }
+}
+
+/// Called after a step made `what` of `path` durable.
+#[inline(always)]
+pub(crate) fn synced(path: &Path, what: Durable) {
+    #[cfg(feature = "fault-injection")]
+    plan::synced(path, what);
+    #[cfg(not(feature = "fault-injection"))]
+    let _ = (path, what);
+}
+
+/// Called after `from` was renamed to `to`: durable bytes follow the file.
+#[inline(always)]
+pub(crate) fn renamed(from: &Path, to: &Path) {
+    #[cfg(feature = "fault-injection")]
+    plan::renamed(from, to);
+    #[cfg(not(feature = "fault-injection"))]
+    let _ = (from, to);
+}
+
+#[cfg(feature = "fault-injection")]
+pub use plan::{CrashImage, FaultPlan};
+
+#[cfg(feature = "fault-injection")]
+mod plan {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::fs;
+    use std::io;
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
+
+    use super::{Durable, FaultOp};
+    use crate::lock::LOCK_FILE;
+
+    /// Disk sectors are written whole or not at all; anything larger may tear.
+    const SECTOR: usize = 512;
+
+    static PLANS: Mutex<Vec<(PathBuf, Arc<Mutex<State>>)>> = Mutex::new(Vec::new());
+
+    #[derive(Default)]
+    struct State {
+        counts: BTreeMap<FaultOpKey, u64>,
+        failures: Vec<(FaultOpKey, u64, io::ErrorKind)>,
+        /// Durable bytes of each file, by name.
+        durable: BTreeMap<String, Vec<u8>>,
+        /// Names whose existence is durable (the directory was fsynced).
+        durable_names: BTreeSet<String>,
+        capture_seed: Option<u64>,
+        captured: Vec<CrashImage>,
+    }
+
+    type FaultOpKey = u8;
+
+    fn key(op: FaultOp) -> FaultOpKey {
+        op as u8
+    }
+
+    /// Faults and crash images for the queue in one directory, installed
+    /// until dropped. Every queue step under that directory goes through it.
+    ///
+    /// ```
+    /// use dque::faults::{FaultOp, FaultPlan};
+    /// use dque::{DQue, Error};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("q");
+    /// let q = DQue::<u32>::create(&path).unwrap();
+    /// let plan = FaultPlan::install(&path);
+    /// plan.fail_nth(FaultOp::Sync, 1, std::io::ErrorKind::Other);
+    /// assert!(q.enqueue(&1).is_err());
+    /// assert!(matches!(q.enqueue(&2), Err(Error::WritesRefused { .. })));
+    /// ```
+    pub struct FaultPlan {
+        dir: PathBuf,
+        state: Arc<Mutex<State>>,
+    }
+
+    impl FaultPlan {
+        /// Installs a plan on the queue directory `dir`. Files already there
+        /// are taken as durable, as they would be after a clean shutdown.
+        pub fn install(dir: impl AsRef<Path>) -> FaultPlan {
+            let dir = dir.as_ref().to_path_buf();
+            let state = Arc::new(Mutex::new(State::default()));
+            {
+                let mut s = state.lock();
+                for (name, bytes) in read_dir_files(&dir) {
+                    s.durable_names.insert(name.clone());
+                    s.durable.insert(name, bytes);
+                }
+            }
+            PLANS.lock().push((dir.clone(), Arc::clone(&state)));
+            FaultPlan { dir, state }
+        }
+
+        /// The `n`th step of kind `op` from now (1 is the next one) fails
+        /// with `kind`, and does nothing.
+        pub fn fail_nth(&self, op: FaultOp, n: u64, kind: io::ErrorKind) {
+            let mut s = self.state.lock();
+            let at = s.counts.get(&key(op)).copied().unwrap_or(0) + n;
+            s.failures.push((key(op), at, kind));
+        }
+
+        /// Steps of kind `op` seen so far.
+        pub fn count(&self, op: FaultOp) -> u64 {
+            self.state.lock().counts.get(&key(op)).copied().unwrap_or(0)
+        }
+
+        /// From now on, takes a crash image right before every sync step:
+        /// the files as a power loss in the middle of that call would leave
+        /// them. Collect them with [`take_captured`](Self::take_captured).
+        pub fn capture_before_syncs(&self, seed: u64) {
+            self.state.lock().capture_seed = Some(seed);
+        }
+
+        /// The crash images captured so far, oldest first.
+        pub fn take_captured(&self) -> Vec<CrashImage> {
+            std::mem::take(&mut self.state.lock().captured)
+        }
+
+        /// The files as a power loss now could leave them: what was made
+        /// durable, plus, sector by sector, any mix of old and new contents
+        /// of what was not; names created or removed since the directory was
+        /// last fsynced may or may not be there. `seed` picks one such image.
+        pub fn crash_image(&self, seed: u64) -> CrashImage {
+            image(&self.dir, &self.state.lock(), seed)
+        }
+    }
+
+    impl Drop for FaultPlan {
+        fn drop(&mut self) {
+            PLANS
+                .lock()
+                .retain(|(_, state)| !Arc::ptr_eq(state, &self.state));
+        }
+    }
+
+    /// Files of a queue directory as a crash left them (the lock file aside).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct CrashImage {
+        /// Contents by file name.
+        pub files: BTreeMap<String, Vec<u8>>,
+    }
+
+    impl CrashImage {
+        /// Writes the image's files into `dir`, creating it.
+        pub fn write_to(&self, dir: impl AsRef<Path>) -> io::Result<()> {
+            let dir = dir.as_ref();
+            fs::create_dir_all(dir)?;
+            for (name, bytes) in &self.files {
+                fs::write(dir.join(name), bytes)?;
+            }
+            Ok(())
+        }
+    }
+
+    fn plan_for(path: &Path) -> Option<(PathBuf, Arc<Mutex<State>>)> {
+        PLANS
+            .lock()
+            .iter()
+            .find(|(dir, _)| path.starts_with(dir))
+            .map(|(dir, state)| (dir.clone(), Arc::clone(state)))
+    }
+
+    fn name_in(dir: &Path, path: &Path) -> Option<String> {
+        let name = path.strip_prefix(dir).ok()?.to_str()?.to_string();
+        (!name.is_empty()).then_some(name)
+    }
+
+    pub(super) fn check(op: FaultOp, path: &Path) -> io::Result<()> {
+        let Some((dir, state)) = plan_for(path) else {
+            return Ok(());
+        };
+        let mut s = state.lock();
+        let count = s.counts.entry(key(op)).or_insert(0);
+        *count += 1;
+        let now = *count;
+        if op == FaultOp::Sync {
+            if let Some(seed) = s.capture_seed {
+                let image = image(&dir, &s, seed ^ now);
+                s.captured.push(image);
+            }
+        }
+        match s
+            .failures
+            .iter()
+            .position(|&(k, at, _)| k == key(op) && at == now)
+        {
+            Some(i) => {
+                let (_, _, kind) = s.failures.remove(i);
+                Err(io::Error::new(
+                    kind,
+                    format!("injected {op:?} failure #{now}"),
+                ))
+            }
+            None => Ok(()),
+        }
+    }
+
+    pub(super) fn synced(path: &Path, what: Durable) {
+        let Some((dir, state)) = plan_for(path) else {
+            return;
+        };
+        let mut s = state.lock();
+        if let Durable::Dir = what {
+            s.durable_names = read_dir_files(&dir).into_keys().collect();
+            return;
+        }
+        let Some(name) = name_in(&dir, path) else {
+            return;
+        };
+        let current = fs::read(path).unwrap_or_default();
+        let durable = s.durable.entry(name).or_default();
+        match what {
+            Durable::File | Durable::Dir => *durable = current,
+            Durable::Range(range) => {
+                durable.resize(current.len(), 0);
+                let range = range.start.min(current.len())..range.end.min(current.len());
+                durable[range.clone()].copy_from_slice(&current[range]);
+            }
+        }
+    }
+
+    pub(super) fn renamed(from: &Path, to: &Path) {
+        let Some((dir, state)) = plan_for(to) else {
+            return;
+        };
+        let mut s = state.lock();
+        if let (Some(from), Some(to)) = (name_in(&dir, from), name_in(&dir, to)) {
+            if let Some(bytes) = s.durable.remove(&from) {
+                s.durable.insert(to, bytes);
+            }
+        }
+    }
+
+    fn read_dir_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+        let mut files = BTreeMap::new();
+        let Ok(entries) = fs::read_dir(dir) else {
+            return files;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == LOCK_FILE {
+                continue;
+            }
+            if let Ok(bytes) = fs::read(entry.path()) {
+                files.insert(name, bytes);
+            }
+        }
+        files
+    }
+
+    fn image(dir: &Path, s: &State, seed: u64) -> CrashImage {
+        let mut rng = seed | 1;
+        let mut coin = move |n: u64| {
+            // xorshift64: enough to pick among crash outcomes.
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let current = read_dir_files(dir);
+        let names: BTreeSet<&String> = current.keys().chain(&s.durable_names).collect();
+        let mut files = BTreeMap::new();
+        for name in names {
+            let exists = match (s.durable_names.contains(name), current.contains_key(name)) {
+                (true, true) => true,
+                (false, false) => false,
+                // Created or removed since the last directory fsync: either way.
+                _ => coin(2) == 0,
+            };
+            if !exists {
+                continue;
+            }
+            let old = s.durable.get(name).map(Vec::as_slice).unwrap_or(&[]);
+            let new = current.get(name).map(Vec::as_slice).unwrap_or(old);
+            files.insert(name.clone(), torn_mix(old, new, &mut coin));
+        }
+        CrashImage { files }
+    }
+
+    /// Each sector that differs comes from the old or the new contents; the
+    /// length is the old or the new one.
+    fn torn_mix(old: &[u8], new: &[u8], coin: &mut impl FnMut(u64) -> u64) -> Vec<u8> {
+        let len = if coin(2) == 0 { old.len() } else { new.len() };
+        let mut out = vec![0u8; len];
+        for start in (0..len).step_by(SECTOR) {
+            let end = (start + SECTOR).min(len);
+            let pick_new = coin(2) == 0;
+            let source = if pick_new { new } else { old };
+            // Bytes past the end of the chosen version stay zero.
+            if let Some(bytes) = source.get(start..end.min(source.len())) {
+                out[start..start + bytes.len()].copy_from_slice(bytes);
+            }
+        }
+        out
+    }
+}

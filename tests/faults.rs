@@ -1,0 +1,283 @@
+//! Failing disks and simulated power loss, through the `fault-injection`
+//! seam: the Nth write or sync fails, or the files are cut to a crash image
+//! (what was fsynced, plus any sector-wise mix of what was not).
+//!
+//! Runs with `cargo test --all-features` (CI does).
+
+use std::collections::VecDeque;
+use std::io::ErrorKind;
+use std::path::Path;
+
+use dque::faults::{CrashImage, FaultOp, FaultPlan};
+use dque::{DQue, Durability, Error, Options};
+
+fn options(durability: Durability) -> Options {
+    // Small segments: rollovers and deletions happen every few calls.
+    Options::new()
+        .durability(durability)
+        .segment_items(4)
+        .max_item_bytes(1 << 20)
+}
+
+/// Payload of item `n`: its number, padded so items vary in size.
+fn item(n: u64) -> Vec<u8> {
+    let mut bytes = n.to_le_bytes().to_vec();
+    bytes.resize(8 + (n as usize * 37) % 300, n as u8);
+    bytes
+}
+
+fn number(bytes: &[u8]) -> u64 {
+    u64::from_le_bytes(bytes[..8].try_into().unwrap())
+}
+
+/// The numbers in the queue at `path`, drained from a fresh open.
+fn contents(path: &Path) -> Result<Vec<u64>, Error> {
+    let queue: DQue<Vec<u8>> = DQue::open(path)?;
+    let mut numbers = Vec::new();
+    while let Some(bytes) = queue.dequeue()? {
+        numbers.push(number(&bytes));
+    }
+    Ok(numbers)
+}
+
+fn reopen_image(image: &CrashImage, at: &Path) -> Result<Vec<u64>, Error> {
+    image.write_to(at).unwrap();
+    let result = contents(at);
+    std::fs::remove_dir_all(at).unwrap();
+    result
+}
+
+/// A fixed script: mostly enqueues, some dequeues.
+fn script_step(step: u64) -> bool {
+    step % 3 != 2
+}
+
+/// Runs the script until a call fails; returns the model of acknowledged
+/// calls and the error of the failing call with whether it was an enqueue.
+fn run_until_failure(
+    queue: &DQue<Vec<u8>>,
+    steps: u64,
+) -> (VecDeque<u64>, Option<(Error, Option<u64>)>) {
+    let mut model = VecDeque::new();
+    let mut next = 0;
+    for step in 0..steps {
+        if script_step(step) {
+            match queue.enqueue(&item(next)) {
+                Ok(()) => model.push_back(next),
+                Err(e) => return (model, Some((e, Some(next)))),
+            }
+            next += 1;
+        } else {
+            match queue.dequeue() {
+                Ok(got) => assert_eq!(got.map(|b| number(&b)), model.pop_front()),
+                Err(e) => return (model, Some((e, None))),
+            }
+        }
+    }
+    (model, None)
+}
+
+// Guarantee: a failed write (including "no space" when a segment grows or a
+// new one is made) returns the error, writes no half frame, and loses no
+// acknowledged call: the reopened queue holds exactly what was acknowledged.
+#[test]
+fn failed_write_returns_the_error_and_loses_nothing() {
+    for n in 1..=40 {
+        for durability in [Durability::Safe, Durability::Turbo] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("q");
+            let queue: DQue<Vec<u8>> = DQue::create_with(&path, &options(durability)).unwrap();
+            let plan = FaultPlan::install(&path);
+            plan.fail_nth(FaultOp::Write, n, ErrorKind::StorageFull);
+            let (model, failure) = run_until_failure(&queue, 60);
+            let (error, _) = failure.unwrap_or_else(|| panic!("write {n} never failed"));
+            match &error {
+                Error::Io { source, .. } => assert_eq!(source.kind(), ErrorKind::StorageFull),
+                other => panic!("write {n}: expected the injected I/O error, got {other}"),
+            }
+            drop(queue);
+            drop(plan);
+            assert_eq!(
+                contents(&path).unwrap(),
+                Vec::from(model),
+                "write {n} ({durability:?}): reopened queue differs from the acknowledged calls"
+            );
+        }
+    }
+}
+
+// Guarantee: after a write that failed before touching the file (no space
+// to grow a segment), the same handle keeps working once space is back.
+#[test]
+fn queue_keeps_working_after_a_failed_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let queue: DQue<Vec<u8>> = DQue::create_with(&path, &options(Durability::Safe)).unwrap();
+    let plan = FaultPlan::install(&path);
+    queue.enqueue(&item(0)).unwrap();
+    // The next write step is the copy of the record into the mapping.
+    plan.fail_nth(FaultOp::Write, 1, ErrorKind::StorageFull);
+    assert!(queue.enqueue(&item(1)).is_err());
+    assert_eq!(queue.len(), 1);
+    queue.enqueue(&item(2)).unwrap();
+    assert_eq!(queue.dequeue().unwrap().map(|b| number(&b)), Some(0));
+    drop(queue);
+    drop(plan);
+    assert_eq!(contents(&path).unwrap(), vec![2]);
+}
+
+// Guarantee: a failed fsync returns the error, and the handle refuses every
+// later write (it cannot know what reached the disk) until reopened; the
+// reopened queue holds every acknowledged call, and the failed call either
+// took effect or did not.
+#[test]
+fn failed_sync_refuses_later_writes_until_reopen() {
+    for n in 1..=30 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q");
+        let queue: DQue<Vec<u8>> = DQue::create_with(&path, &options(Durability::Safe)).unwrap();
+        let plan = FaultPlan::install(&path);
+        plan.fail_nth(FaultOp::Sync, n, ErrorKind::Other);
+        let (model, failure) = run_until_failure(&queue, 60);
+        let (error, enqueued) = failure.unwrap_or_else(|| panic!("sync {n} never failed"));
+        assert!(
+            matches!(error, Error::Io { .. }),
+            "sync {n}: expected the injected I/O error, got {error}"
+        );
+        let refused = queue.enqueue(&item(999)).unwrap_err();
+        assert!(
+            matches!(refused, Error::WritesRefused { .. }),
+            "sync {n}: a write after a failed sync must be refused, got {refused}"
+        );
+        assert!(matches!(queue.dequeue(), Err(Error::WritesRefused { .. })));
+        drop(queue);
+        drop(plan);
+
+        let after = contents(&path).unwrap();
+        let without: Vec<u64> = model.iter().copied().collect();
+        let mut with = without.clone();
+        match enqueued {
+            Some(n) => with.push(n),
+            None => {
+                with.remove(0);
+            }
+        }
+        assert!(
+            after == without || after == with,
+            "sync {n}: reopened {after:?}, acknowledged {without:?}"
+        );
+    }
+}
+
+// Guarantee (Safe): a power loss in the middle of any call keeps every call
+// acknowledged before it, and the interrupted call either happened whole or
+// not at all; the queue always reopens.
+#[test]
+fn safe_crash_images_keep_every_acknowledged_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let queue: DQue<Vec<u8>> = DQue::create_with(&path, &options(Durability::Safe)).unwrap();
+    let plan = FaultPlan::install(&path);
+    plan.capture_before_syncs(0xC0FFEE);
+    let mut model: VecDeque<u64> = VecDeque::new();
+    let mut next = 0;
+    let (mut images, mut lost_in_flight) = (0, 0);
+    for step in 0..90u64 {
+        let before: Vec<u64> = model.iter().copied().collect();
+        if script_step(step) || step % 7 == 0 {
+            queue.enqueue(&item(next)).unwrap();
+            model.push_back(next);
+            next += 1;
+        } else {
+            let got = queue.dequeue().unwrap().map(|b| number(&b));
+            assert_eq!(got, model.pop_front());
+        }
+        let after: Vec<u64> = model.iter().copied().collect();
+        for (i, image) in plan.take_captured().iter().enumerate() {
+            let reopened = reopen_image(image, &dir.path().join("image"))
+                .unwrap_or_else(|e| panic!("step {step} image {i} does not open: {e}"));
+            assert!(
+                reopened == before || reopened == after,
+                "step {step} image {i}: {reopened:?} is neither {before:?} nor {after:?}"
+            );
+            images += 1;
+            lost_in_flight += usize::from(reopened != after);
+        }
+    }
+    assert!(images >= 90, "only {images} crash images were taken");
+    // Both outcomes of an interrupted call must show up, or the images test nothing.
+    assert!(
+        lost_in_flight > 0 && lost_in_flight < images,
+        "{lost_in_flight} of {images} images lost the call in flight"
+    );
+}
+
+// Guarantee (Turbo): after a power loss the queue reopens holding a window
+// of the items in order: a prefix of the enqueues survives (at least those
+// before the last sync) and a prefix of the dequeues (likewise); nothing is
+// duplicated or reordered.
+#[test]
+fn turbo_crash_images_keep_a_prefix_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let queue: DQue<Vec<u8>> = DQue::create_with(&path, &options(Durability::Turbo)).unwrap();
+    let plan = FaultPlan::install(&path);
+    let (mut enqueued, mut dequeued) = (0u64, 0u64);
+    let (mut synced_enqueued, mut synced_dequeued) = (0u64, 0u64);
+    let mut rng = 0x9E3779B97F4A7C15u64;
+    let (mut images, mut lost_enqueues, mut redelivered) = (0, 0, 0);
+    for step in 0..300u64 {
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1);
+        match (rng >> 33) % 10 {
+            0..=5 => {
+                queue.enqueue(&item(enqueued)).unwrap();
+                enqueued += 1;
+            }
+            6..=8 => {
+                if let Some(bytes) = queue.dequeue().unwrap() {
+                    assert_eq!(number(&bytes), dequeued);
+                    dequeued += 1;
+                }
+            }
+            _ => {
+                queue.sync().unwrap();
+                (synced_enqueued, synced_dequeued) = (enqueued, dequeued);
+            }
+        }
+        if step % 3 != 0 {
+            continue;
+        }
+        let image = plan.crash_image(rng);
+        let reopened = reopen_image(&image, &dir.path().join("image"))
+            .unwrap_or_else(|e| panic!("step {step}: crash image does not open: {e}"));
+        let first = reopened.first().copied().unwrap_or(enqueued.min(dequeued));
+        let end = first + reopened.len() as u64;
+        assert_eq!(
+            reopened,
+            (first..end).collect::<Vec<_>>(),
+            "step {step}: items lost in the middle, duplicated or reordered"
+        );
+        if !reopened.is_empty() {
+            assert!(
+                (synced_dequeued..=dequeued).contains(&first),
+                "step {step}: first item {first}, dequeues acknowledged {dequeued}, synced {synced_dequeued}"
+            );
+        }
+        assert!(
+            (synced_enqueued..=enqueued).contains(&end) || reopened.is_empty(),
+            "step {step}: items end at {end}, enqueues acknowledged {enqueued}, synced {synced_enqueued}"
+        );
+        assert!(
+            reopened.len() as u64 >= synced_enqueued.saturating_sub(dequeued),
+            "step {step}: synced items are missing"
+        );
+        images += 1;
+        lost_enqueues += usize::from(end < enqueued && !reopened.is_empty());
+        redelivered += usize::from(first < dequeued && !reopened.is_empty());
+    }
+    // Power loss in turbo must really lose recent calls in some images.
+    assert!(
+        lost_enqueues > 0 && redelivered > 0,
+        "of {images} images, {lost_enqueues} lost enqueues and {redelivered} redelivered"
+    );
+}
