@@ -164,6 +164,16 @@ impl Engine {
         self.head.header.number..=self.tail().header.number
     }
 
+    /// The queue directory (read-only, for `verify`).
+    pub fn dir(&self) -> &QueueDir {
+        &self.dir
+    }
+
+    /// The mapped segments: the head, and the tail when it is another one.
+    pub fn mapped_segments(&self) -> (&Segment, Option<&Segment>) {
+        (&self.head, self.tail.as_ref())
+    }
+
     /// Appends one record whose payload `encode` writes; returns its id.
     pub fn append_with(
         &mut self,

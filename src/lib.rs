@@ -36,6 +36,7 @@ mod options;
 mod queue;
 mod recovery;
 mod segment;
+mod verify;
 
 pub use codec::{Bincode, Codec, Raw};
 pub use error::{CodecError, Error, Result};
@@ -43,6 +44,7 @@ pub use format::FORMAT_VERSION;
 pub use options::{Durability, Options};
 pub use queue::{DQue, RawQueue};
 pub use recovery::{OpenReport, Repair};
+pub use verify::{Problem, SegmentSummary, VerifyReport};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

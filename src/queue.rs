@@ -12,6 +12,7 @@ use crate::engine::{Engine, OpenMode};
 use crate::error::{Error, Result};
 use crate::options::{Durability, Options};
 use crate::recovery::OpenReport;
+use crate::verify::VerifyReport;
 
 /// A durable FIFO queue of `T` items in one directory.
 ///
@@ -174,6 +175,88 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// Whether the queue holds no item.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Removes the oldest record and returns its payload bytes as stored,
+    /// without decoding them, or `None` when the queue is empty.
+    ///
+    /// This is how a record that fails with [`Error::Decode`] (a "poison"
+    /// item) is skipped on purpose, or taken aside to be looked at.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q: dque::DQue<Vec<u8>> = dque::DQue::create(dir.path().join("q"))?;
+    /// q.enqueue(&vec![0xff])?; // not UTF-8
+    /// q.enqueue(&b"ok".to_vec())?;
+    /// q.close()?;
+    ///
+    /// let q: dque::DQue<String> = dque::DQue::open(dir.path().join("q"))?;
+    /// assert!(matches!(q.dequeue(), Err(dque::Error::Decode { id: 0, .. })));
+    /// let poison = q.dequeue_raw()?.expect("the record stays until taken");
+    /// assert_eq!(poison, [1, 0xff]); // bincode: length, then the bytes
+    /// assert_eq!(q.dequeue()?.as_deref(), Some("ok"));
+    /// # Ok(()) }
+    /// ```
+    pub fn dequeue_raw(&self) -> Result<Option<Vec<u8>>> {
+        self.with_engine(|engine| engine.pop_with(|_, bytes| Ok(bytes.to_vec())))
+    }
+
+    /// Returns the oldest record's payload bytes without decoding or
+    /// removing them, or `None` when the queue is empty.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q: dque::DQue<u8> = dque::DQue::create(dir.path().join("q"))?;
+    /// q.enqueue(&7)?;
+    /// assert_eq!(q.peek_raw()?, Some(vec![7]));
+    /// assert_eq!(q.len(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn peek_raw(&self) -> Result<Option<Vec<u8>>> {
+        self.with_engine(|engine| engine.peek_with(|_, bytes| Ok(bytes.to_vec())))
+    }
+
+    /// Reads every segment from head to tail and checks it, without
+    /// consuming, repairing or writing anything: an operator's check of a
+    /// queue in use.
+    ///
+    /// Checked: each header (magic, version, CRC, number), that the segment
+    /// numbers follow each other with no file missing or left outside them,
+    /// that first ids agree (a sealed segment holds exactly its successor's
+    /// first id minus its own records, all of them whole), that every frame
+    /// up to each segment's clean end is valid (CRC, padding, markers) with
+    /// only zeros after it, that the config parses and names this codec, and
+    /// that the segments hold exactly [`len`](Self::len) items.
+    ///
+    /// Damage is reported in [`VerifyReport::problems`] with the file and
+    /// offset; the call itself fails only when the queue is closed or its
+    /// directory cannot be listed. It holds the queue's lock while it runs,
+    /// so other calls wait: it reads every byte of the queue. The mapped
+    /// head and tail are read in place; every other segment is read whole
+    /// into memory, one at a time.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q: dque::DQue<String> = dque::Options::new()
+    ///     .segment_items(10)
+    ///     .create(dir.path().join("q"))?;
+    /// for i in 0..25 {
+    ///     q.enqueue(&format!("job {i}"))?;
+    /// }
+    /// q.dequeue()?;
+    /// let report = q.verify()?;
+    /// assert!(report.is_healthy(), "{report}");
+    /// assert_eq!(report.items(), q.len() as u64);
+    /// for segment in &report.segments {
+    ///     println!("{}: {} records from id {}", segment.path.display(), segment.records, segment.first_id);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.with_engine(|engine| crate::verify::verify(engine, &self.path, C::ID))
     }
 
     /// Numbers of the segment files from head to tail (names in the directory).

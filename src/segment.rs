@@ -185,6 +185,11 @@ impl Segment {
         &self.path
     }
 
+    /// The whole mapped file, header included (read-only, for `verify`).
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
     pub fn record_count(&self) -> usize {
         self.records.len()
     }
