@@ -3,9 +3,9 @@
 //! blocking calls.
 
 use std::fs;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use crate::commit::SyncBatch;
 use crate::error::{CodecError, Error, Result};
 use crate::format::{record_frame_len, record_prefix, Config, SegmentHeader, RECORD_OVERHEAD};
 use crate::layout::QueueDir;
@@ -39,6 +39,8 @@ pub struct Engine {
     len: u64,
     /// Set when a write or fsync failed: no later write can be trusted.
     refused: Option<String>,
+    /// Frames written since open; group commit's tickets.
+    written: u64,
     /// Reused buffer where each record frame is assembled before its one copy.
     scratch: Vec<u8>,
     _lock: DirLock,
@@ -57,13 +59,21 @@ impl Engine {
         let lock = DirLock::acquire(path)?;
         // Listed again under the lock: another handle may have changed it.
         let listing = dir.list()?;
+        if listing.has_config && mode == OpenMode::Create {
+            return Err(Error::AlreadyExists {
+                path: path.to_path_buf(),
+            });
+        }
         let mut report = OpenReport::default();
+        // Leftovers of a crash go first: writing the config reuses its temp name.
+        for temp in &listing.temp_files {
+            fs::remove_file(temp).map_err(|e| Error::io(temp, e))?;
+            report.removed_temp_files.push(temp.clone());
+        }
+        if !listing.temp_files.is_empty() {
+            dir.sync()?;
+        }
         let config = if listing.has_config {
-            if mode == OpenMode::Create {
-                return Err(Error::AlreadyExists {
-                    path: path.to_path_buf(),
-                });
-            }
             let stored = dir.read_config()?;
             if stored.codec_id != codec_id {
                 return Err(Error::CodecMismatch {
@@ -88,13 +98,6 @@ impl Engine {
             dir.write_config(&config)?;
             config
         };
-        for temp in &listing.temp_files {
-            fs::remove_file(temp).map_err(|e| Error::io(temp, e))?;
-            report.removed_temp_files.push(temp.clone());
-        }
-        if !listing.temp_files.is_empty() {
-            dir.sync()?;
-        }
 
         let segments = &listing.segments;
         for pair in segments.windows(2) {
@@ -130,6 +133,7 @@ impl Engine {
             tail,
             len: 0,
             refused: None,
+            written: 0,
             scratch: Vec::new(),
             _lock: lock,
         };
@@ -179,42 +183,63 @@ impl Engine {
         &mut self,
         encode: impl FnOnce(&mut Vec<u8>) -> Result<(), CodecError>,
     ) -> Result<u64> {
+        let mut encode = Some(encode);
+        self.append_many(1, |_, out| (encode.take().expect("called once"))(out))
+    }
+
+    /// Appends `count` records, the `i`th written by `encode(i, ..)`; returns
+    /// the id of the last. Every item is encoded and checked before the first
+    /// is written, so an encoding error or an item too large writes nothing.
+    pub fn append_many(
+        &mut self,
+        count: usize,
+        mut encode: impl FnMut(usize, &mut Vec<u8>) -> Result<(), CodecError>,
+    ) -> Result<u64> {
         self.check_writable()?;
-        let mut frame = std::mem::take(&mut self.scratch);
-        frame.clear();
-        frame.resize(RECORD_OVERHEAD, 0);
-        let result = match encode(&mut frame) {
-            Err(e) => Err(Error::Encode(e)),
-            Ok(()) => {
-                let payload_len = frame.len() - RECORD_OVERHEAD;
-                if payload_len > self.max_item_bytes as usize {
-                    Err(Error::ItemTooLarge {
-                        size: payload_len,
-                        max: self.max_item_bytes,
-                    })
-                } else {
-                    let prefix = record_prefix(&frame[RECORD_OVERHEAD..]);
-                    frame[..RECORD_OVERHEAD].copy_from_slice(&prefix);
-                    frame.resize(record_frame_len(payload_len), 0);
-                    self.append_frame(&frame)
-                }
+        let mut frames = std::mem::take(&mut self.scratch);
+        frames.clear();
+        let mut spans = Vec::with_capacity(count);
+        let encoded = (0..count).try_for_each(|i| {
+            let start = frames.len();
+            frames.resize(start + RECORD_OVERHEAD, 0);
+            encode(i, &mut frames).map_err(Error::Encode)?;
+            let payload_len = frames.len() - start - RECORD_OVERHEAD;
+            if payload_len > self.max_item_bytes as usize {
+                return Err(Error::ItemTooLarge {
+                    size: payload_len,
+                    max: self.max_item_bytes,
+                });
             }
-        };
-        self.scratch = frame;
+            let prefix = record_prefix(&frames[start + RECORD_OVERHEAD..]);
+            frames[start..start + RECORD_OVERHEAD].copy_from_slice(&prefix);
+            frames.resize(start + record_frame_len(payload_len), 0);
+            spans.push((start, payload_len));
+            Ok(())
+        });
+        let result = encoded.and_then(|()| {
+            let mut last_id = None;
+            for (i, &(start, payload_len)) in spans.iter().enumerate() {
+                let end = spans.get(i + 1).map_or(frames.len(), |&(next, _)| next);
+                last_id = Some(self.append_frame(&frames[start..end], payload_len)?);
+            }
+            last_id.ok_or(Error::InvalidOption {
+                name: "batch",
+                reason: "a batch needs at least one item".into(),
+            })
+        });
+        self.scratch = frames;
         result
     }
 
-    fn append_frame(&mut self, frame: &[u8]) -> Result<u64> {
+    fn append_frame(&mut self, frame: &[u8], payload_len: usize) -> Result<u64> {
         if !self.tail().accepts(frame.len()) {
             self.roll_over()?;
         }
         let tail = self.tail.as_mut().unwrap_or(&mut self.head);
-        let (index, range) = tail.append_record(frame)?;
-        let id = tail.header.first_id + index as u64;
-        // Counted before the flush: the bytes are in the file whether or not it succeeds.
+        let (index, _) = tail.append_record(frame, payload_len)?;
+        self.written += 1;
         self.len += 1;
-        self.flush_if_safe(Tail, range)?;
-        Ok(id)
+        Ok(tail.header.first_id + index as u64)
     }
 
     /// Calls `read` on the oldest unsettled record's id and payload.
@@ -242,10 +267,38 @@ impl Engine {
         };
         let id = self.head.header.first_id + index as u64;
         let item = read(id, self.head.payload(index))?;
-        let range = self.head.settle(index)?;
+        self.head.settle(index)?;
+        self.written += 1;
         self.len -= 1;
-        self.flush_if_safe(Head, range)?;
         Ok(Some(item))
+    }
+
+    /// The ticket a caller who just wrote must see durable before it
+    /// returns: `None` unless the durability is `Safe`.
+    pub fn ticket_to_wait(&self) -> Option<u64> {
+        (self.durability == Durability::Safe).then_some(self.written)
+    }
+
+    /// Tickets written so far: every write counts one.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// What a group-commit leader must sync to make every write so far
+    /// durable: the head and the tail (segments before the tail were
+    /// fsynced when they were sealed).
+    pub fn sync_batch(&self) -> SyncBatch {
+        let mut files = vec![self.head.file_handle()];
+        files.extend(self.tail.as_ref().map(Segment::file_handle));
+        SyncBatch {
+            files,
+            ticket: self.written,
+        }
+    }
+
+    /// Stops all writes: a sync failed, so nothing after it is known durable.
+    pub fn refuse(&mut self, cause: &Error) {
+        self.refused.get_or_insert_with(|| cause.to_string());
     }
 
     /// Retires a consumed head segment, so that a clean shutdown leaves
@@ -257,24 +310,12 @@ impl Engine {
         self.sync()
     }
 
-    /// Makes every write so far durable.
+    /// Makes every write so far durable, under the lock.
     pub fn sync(&mut self) -> Result<()> {
         let result = self
             .head
             .sync()
             .and_then(|()| self.tail.as_ref().map_or(Ok(()), Segment::sync));
-        self.refuse_on_error(result)
-    }
-
-    fn flush_if_safe(&mut self, which: Which, range: Range<usize>) -> Result<()> {
-        if self.durability != Durability::Safe {
-            return Ok(());
-        }
-        let segment = match which {
-            Head => &self.head,
-            Tail => self.tail(),
-        };
-        let result = segment.flush(range);
         self.refuse_on_error(result)
     }
 
@@ -336,7 +377,11 @@ impl Engine {
             } else {
                 let sealed = sealed_records(&self.dir, next_number, tail.header.number)?;
                 // Middle segments were sealed before their successor existed: no cut is allowed.
-                Segment::open(&self.dir, next_number, sealed, &mut OpenReport::default())?
+                let middle =
+                    Segment::open(&self.dir, next_number, sealed, &mut OpenReport::default())?;
+                // Counted as items at open, when only its header was read.
+                self.len -= (middle.record_count() - middle.unsettled_count()) as u64;
+                middle
             };
             let done = std::mem::replace(&mut self.head, next);
             deleted.push(done.path().to_path_buf());
@@ -346,13 +391,6 @@ impl Engine {
         Ok(deleted)
     }
 }
-
-#[derive(Clone, Copy)]
-enum Which {
-    Head,
-    Tail,
-}
-use Which::{Head, Tail};
 
 /// Checks the path and makes the directory when the mode allows, without
 /// touching a directory that holds someone else's files.

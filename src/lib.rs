@@ -23,12 +23,14 @@
 #![deny(missing_docs)]
 
 mod codec;
+mod commit;
 mod engine;
 mod error;
 #[cfg(feature = "fault-injection")]
 pub mod faults;
 #[cfg(not(feature = "fault-injection"))]
 mod faults;
+mod flusher;
 mod format;
 mod layout;
 mod lock;
@@ -36,6 +38,7 @@ mod options;
 mod queue;
 mod recovery;
 mod segment;
+mod shared;
 mod verify;
 
 pub use codec::{Bincode, Codec, Raw};

@@ -5,13 +5,17 @@ use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use crate::codec::{Bincode, Codec, Raw};
 use crate::engine::{Engine, OpenMode};
 use crate::error::{Error, Result};
+use crate::flusher::Flusher;
 use crate::options::{Durability, Options};
 use crate::recovery::OpenReport;
+use crate::shared::Shared;
 use crate::verify::VerifyReport;
 
 /// A durable FIFO queue of `T` items in one directory.
@@ -38,10 +42,9 @@ use crate::verify::VerifyReport;
 /// # Ok(()) }
 /// ```
 pub struct DQue<T, C: Codec<T> = Bincode> {
-    /// `None` once closed.
-    state: Mutex<Option<Engine>>,
-    /// Signalled when an item arrives or the queue closes.
-    changed: Condvar,
+    shared: Arc<Shared>,
+    /// Runs while the durability is `Periodic`.
+    flusher: Mutex<Option<Flusher>>,
     path: PathBuf,
     report: OpenReport,
     codec: C,
@@ -96,14 +99,30 @@ impl<T, C: Codec<T>> DQue<T, C> {
 
     fn start(path: &Path, options: &Options, mode: OpenMode) -> Result<Self> {
         let (engine, report) = Engine::open(path, options, C::ID, mode)?;
-        Ok(DQue {
+        let queue = DQue {
             path: path.to_path_buf(),
-            state: Mutex::new(Some(engine)),
-            changed: Condvar::new(),
+            shared: Arc::new(Shared::new(engine)),
+            flusher: Mutex::new(None),
             report,
             codec: C::default(),
             _item: PhantomData,
-        })
+        };
+        queue.run_flusher_for(options.durability)?;
+        Ok(queue)
+    }
+
+    /// Starts or stops the background flusher to match `durability`.
+    fn run_flusher_for(&self, durability: Durability) -> Result<()> {
+        let mut flusher = self.flusher.lock();
+        if let Some(running) = flusher.take() {
+            running.stop();
+        }
+        if let Durability::Periodic(interval) = durability {
+            let started = Flusher::start(Arc::downgrade(&self.shared), interval)
+                .map_err(|e| Error::io(&self.path, e))?;
+            *flusher = Some(started);
+        }
+        Ok(())
     }
 
     /// The queue's directory.
@@ -116,11 +135,54 @@ impl<T, C: Codec<T>> DQue<T, C> {
         &self.report
     }
 
-    /// Appends an item. In [`Durability::Safe`] it is on disk when this returns.
+    /// Appends an item. In [`Durability::Safe`] it is on disk when this
+    /// returns; callers enqueueing at the same time share one fsync.
     pub fn enqueue(&self, item: &T) -> Result<()> {
-        self.with_engine(|engine| engine.append_with(|out| self.codec.encode(item, out)))?;
-        self.changed.notify_one();
+        self.shared
+            .write_item(|engine| engine.append_with(|out| self.codec.encode(item, out)))?;
         Ok(())
+    }
+
+    /// Appends every item of `items` in order, with one fsync for all in
+    /// [`Durability::Safe`]. Every item is encoded first: if one cannot be
+    /// (or is too large), nothing is written. An empty batch does nothing.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q = dque::DQue::<u32>::create(dir.path().join("q"))?;
+    /// q.enqueue_batch(&[1, 2, 3])?;
+    /// assert_eq!(q.dequeue_batch(2)?, vec![1, 2]);
+    /// assert_eq!(q.len(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn enqueue_batch(&self, items: &[T]) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        self.shared.write_item(|engine| {
+            engine.append_many(items.len(), |i, out| self.codec.encode(&items[i], out))
+        })?;
+        Ok(())
+    }
+
+    /// Removes and returns up to `max` of the oldest items (fewer when the
+    /// queue holds fewer), with one fsync for all in [`Durability::Safe`].
+    /// A record that does not decode ends the batch before it; if it is the
+    /// first, the call fails with [`Error::Decode`] and the record stays.
+    pub fn dequeue_batch(&self, max: usize) -> Result<Vec<T>> {
+        self.shared.write(|engine| {
+            let mut items = Vec::with_capacity(max.min(engine.len() as usize));
+            while items.len() < max {
+                match engine.pop_with(|id, bytes| self.decode(id, bytes)) {
+                    Ok(Some(item)) => items.push(item),
+                    Ok(None) => break,
+                    Err(e) if items.is_empty() => return Err(e),
+                    Err(_) => break,
+                }
+            }
+            Ok(items)
+        })
     }
 
     /// Removes and returns the oldest item, or `None` when the queue is empty.
@@ -128,24 +190,32 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// A record that does not decode fails with [`Error::Decode`] and stays
     /// at the head of the queue.
     pub fn dequeue(&self) -> Result<Option<T>> {
-        self.with_engine(|engine| engine.pop_with(|id, bytes| self.decode(id, bytes)))
+        self.shared
+            .write(|engine| engine.pop_with(|id, bytes| self.decode(id, bytes)))
     }
 
     /// Returns the oldest item without removing it, or `None` when empty.
     pub fn peek(&self) -> Result<Option<T>> {
-        self.with_engine(|engine| engine.peek_with(|id, bytes| self.decode(id, bytes)))
+        self.shared
+            .read(|engine| engine.peek_with(|id, bytes| self.decode(id, bytes)))
     }
 
     /// Like [`dequeue`](Self::dequeue), but waits for an item; fails with
     /// [`Error::Closed`] if the queue is closed while waiting.
     pub fn dequeue_block(&self) -> Result<T> {
-        self.wait(None, |engine| engine.pop_with(|id, b| self.decode(id, b)))
+        self.shared
+            .wait_for(None, true, |engine| {
+                engine.pop_with(|id, b| self.decode(id, b))
+            })
             .map(|item| item.expect("waits without a deadline until an item comes"))
     }
 
     /// Like [`peek`](Self::peek), but waits for an item.
     pub fn peek_block(&self) -> Result<T> {
-        self.wait(None, |engine| engine.peek_with(|id, b| self.decode(id, b)))
+        self.shared
+            .wait_for(None, false, |engine| {
+                engine.peek_with(|id, b| self.decode(id, b))
+            })
             .map(|item| item.expect("waits without a deadline until an item comes"))
     }
 
@@ -153,7 +223,7 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// `timeout` and returns `None`.
     pub fn dequeue_timeout(&self, timeout: Duration) -> Result<Option<T>> {
         let deadline = Instant::now() + timeout;
-        self.wait(Some(deadline), |engine| {
+        self.shared.wait_for(Some(deadline), true, |engine| {
             engine.pop_with(|id, b| self.decode(id, b))
         })
     }
@@ -162,14 +232,14 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// and returns `None`.
     pub fn peek_timeout(&self, timeout: Duration) -> Result<Option<T>> {
         let deadline = Instant::now() + timeout;
-        self.wait(Some(deadline), |engine| {
+        self.shared.wait_for(Some(deadline), false, |engine| {
             engine.peek_with(|id, b| self.decode(id, b))
         })
     }
 
     /// Items in the queue: exact, O(1). 0 once closed.
     pub fn len(&self) -> usize {
-        self.state.lock().as_ref().map_or(0, |e| e.len() as usize)
+        self.shared.read(|e| Ok(e.len() as usize)).unwrap_or(0)
     }
 
     /// Whether the queue holds no item.
@@ -199,7 +269,8 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// # Ok(()) }
     /// ```
     pub fn dequeue_raw(&self) -> Result<Option<Vec<u8>>> {
-        self.with_engine(|engine| engine.pop_with(|_, bytes| Ok(bytes.to_vec())))
+        self.shared
+            .write(|engine| engine.pop_with(|_, bytes| Ok(bytes.to_vec())))
     }
 
     /// Returns the oldest record's payload bytes without decoding or
@@ -215,7 +286,8 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// # Ok(()) }
     /// ```
     pub fn peek_raw(&self) -> Result<Option<Vec<u8>>> {
-        self.with_engine(|engine| engine.peek_with(|_, bytes| Ok(bytes.to_vec())))
+        self.shared
+            .read(|engine| engine.peek_with(|_, bytes| Ok(bytes.to_vec())))
     }
 
     /// Reads every segment from head to tail and checks it, without
@@ -256,40 +328,42 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// # Ok(()) }
     /// ```
     pub fn verify(&self) -> Result<VerifyReport> {
-        self.with_engine(|engine| crate::verify::verify(engine, &self.path, C::ID))
+        self.shared
+            .read(|engine| crate::verify::verify(engine, &self.path, C::ID))
     }
 
     /// Numbers of the segment files from head to tail (names in the directory).
     pub fn segment_numbers(&self) -> Result<RangeInclusive<u64>> {
-        self.with_engine(|engine| Ok(engine.segment_numbers()))
+        self.shared.read(|engine| Ok(engine.segment_numbers()))
     }
 
     /// The handle's current durability.
     pub fn durability(&self) -> Result<Durability> {
-        self.with_engine(|engine| Ok(engine.durability()))
+        self.shared.read(|engine| Ok(engine.durability()))
     }
 
     /// Switches durability on the open queue (dque's TurboOn / TurboOff).
     /// Switching to `Safe` first syncs what Turbo wrote.
     pub fn set_durability(&self, durability: Durability) -> Result<()> {
-        self.with_engine(|engine| engine.set_durability(durability))
+        durability.validate()?;
+        self.shared
+            .read(|engine| engine.set_durability(durability))?;
+        self.run_flusher_for(durability)
     }
 
     /// Makes every call so far durable (fdatasync of head and tail), in any mode.
     pub fn sync(&self) -> Result<()> {
-        self.with_engine(Engine::sync)
+        self.shared.sync()
     }
 
     /// Syncs, releases the lock and wakes blocked callers with
     /// [`Error::Closed`]. Later calls fail with `Closed`. Drop closes too,
     /// but cannot report an error.
     pub fn close(&self) -> Result<()> {
-        let engine = self.state.lock().take();
-        self.changed.notify_all();
-        match engine {
-            Some(engine) => engine.close(),
-            None => Err(Error::Closed),
+        if let Some(flusher) = self.flusher.lock().take() {
+            flusher.stop();
         }
+        self.shared.close()
     }
 
     fn decode(&self, id: u64, bytes: &[u8]) -> Result<T> {
@@ -297,50 +371,17 @@ impl<T, C: Codec<T>> DQue<T, C> {
             .decode(bytes)
             .map_err(|source| Error::Decode { id, source })
     }
-
-    fn with_engine<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
-        op(self.state.lock().as_mut().ok_or(Error::Closed)?)
-    }
-
-    /// Runs `op` until it yields an item, waiting for enqueues in between.
-    fn wait<R>(
-        &self,
-        deadline: Option<Instant>,
-        mut op: impl FnMut(&mut Engine) -> Result<Option<R>>,
-    ) -> Result<Option<R>> {
-        let mut state = self.state.lock();
-        loop {
-            let engine = state.as_mut().ok_or(Error::Closed)?;
-            if let Some(item) = op(engine)? {
-                if engine.len() > 0 {
-                    // A peek leaves the item, and one wake-up may have been
-                    // meant for us: pass it on so no waiter sleeps on an item.
-                    self.changed.notify_one();
-                }
-                return Ok(Some(item));
-            }
-            match deadline {
-                None => self.changed.wait(&mut state),
-                Some(deadline) => {
-                    if self.changed.wait_until(&mut state, deadline).timed_out() {
-                        return op(state.as_mut().ok_or(Error::Closed)?);
-                    }
-                }
-            }
-        }
-    }
 }
 
 impl DQue<Vec<u8>, Raw> {
     /// Appends a byte string without copying it into a `Vec` first.
     pub fn enqueue_bytes(&self, bytes: &[u8]) -> Result<()> {
-        self.with_engine(|engine| {
+        self.shared.write_item(|engine| {
             engine.append_with(|out| {
                 out.extend_from_slice(bytes);
                 Ok(())
             })
         })?;
-        self.changed.notify_one();
         Ok(())
     }
 }

@@ -49,8 +49,9 @@ pub struct Repair {
 /// The frames of one segment, as replayed.
 #[derive(Debug, Default)]
 pub struct Replay {
-    /// Offsets of the record frames, in order; a record's index is its position here.
-    pub records: Vec<u32>,
+    /// Offset and payload length of each record frame, in order; a record's
+    /// index is its position here.
+    pub records: Vec<(u32, u32)>,
     /// Which records have a marker that settles them.
     pub settled: Vec<bool>,
     /// End of the last valid frame: the next frame goes here.
@@ -77,12 +78,12 @@ pub fn replay(segment: &[u8], max_records: u32) -> Replay {
             }
         };
         match frame {
-            Frame::Record { .. } => {
+            Frame::Record { len } => {
                 if replay.records.len() >= max_records as usize {
                     replay.stopped_by = Some("more records than the segment's limit");
                     break;
                 }
-                replay.records.push(at as u32);
+                replay.records.push((at as u32, len as u32));
                 replay.settled.push(false);
             }
             Frame::Marker { index, .. } => match replay.settled.get_mut(index as usize) {
@@ -156,7 +157,7 @@ mod tests {
             &marker(MarkerType::Ack, 0),
         ]);
         let r = replay(&bytes, 10);
-        assert_eq!(r.records, vec![40, 52]);
+        assert_eq!(r.records, vec![(40, 1), (52, 2)]);
         assert_eq!(r.settled, vec![true, true]);
         assert_eq!(r.end, 40 + 12 + 12 + 8);
         assert_eq!(r.stopped_by, None);

@@ -6,6 +6,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::MmapMut;
 
@@ -28,12 +29,14 @@ const PAGE: usize = 4096;
 pub struct Segment {
     pub header: SegmentHeader,
     path: PathBuf,
-    file: File,
+    /// Shared with group-commit leaders, who fsync it outside the queue's lock.
+    file: Arc<File>,
     map: MmapMut,
     /// End of the last frame: where the next one goes.
     write_pos: usize,
-    /// Offset of each record frame; a record's index is its position here.
-    records: Vec<u32>,
+    /// Offset and payload length of each record frame, checked when it was
+    /// replayed or written; a record's index is its position here.
+    records: Vec<(u32, u32)>,
     settled: Vec<bool>,
     settled_count: usize,
     /// Every record before this index is settled.
@@ -74,7 +77,7 @@ impl Segment {
         Ok(Segment {
             header,
             path,
-            file,
+            file: Arc::new(file),
             map,
             write_pos: SEGMENT_HEADER_LEN,
             records: Vec::new(),
@@ -171,7 +174,7 @@ impl Segment {
         Ok(Segment {
             header,
             path,
-            file,
+            file: Arc::new(file),
             map,
             write_pos: replayed.end,
             records: replayed.records,
@@ -213,12 +216,17 @@ impl Segment {
         self.records.is_empty() || record_bytes <= self.header.max_bytes as usize
     }
 
-    /// Copies a whole record frame into the mapping with one copy; returns
-    /// the record's index and the bytes to flush.
-    pub fn append_record(&mut self, frame: &[u8]) -> Result<(usize, Range<usize>)> {
-        debug_assert!(frame.len() >= RECORD_OVERHEAD);
+    /// Copies a whole record frame (carrying `payload_len` bytes of payload)
+    /// into the mapping with one copy; returns the record's index and the
+    /// bytes written.
+    pub fn append_record(
+        &mut self,
+        frame: &[u8],
+        payload_len: usize,
+    ) -> Result<(usize, Range<usize>)> {
+        debug_assert_eq!(frame.len(), crate::format::record_frame_len(payload_len));
         let range = self.append(frame)?;
-        self.records.push(range.start as u32);
+        self.records.push((range.start as u32, payload_len as u32));
         self.settled.push(false);
         Ok((self.records.len() - 1, range))
     }
@@ -242,19 +250,15 @@ impl Segment {
 
     /// The payload of record `index`, read from the mapping.
     pub fn payload(&self, index: usize) -> &[u8] {
-        let at = self.records[index] as usize;
-        let word = u32::from_le_bytes(self.map[at..at + 4].try_into().expect("4 bytes"));
-        let len = (word & crate::format::MAX_RECORD_PAYLOAD) as usize;
-        &self.map[at + RECORD_OVERHEAD..at + RECORD_OVERHEAD + len]
+        let (at, len) = self.records[index];
+        let start = at as usize + RECORD_OVERHEAD;
+        &self.map[start..start + len as usize]
     }
 
-    /// Writes `range` of the mapping to disk (msync) and waits for it.
-    pub fn flush(&self, range: Range<usize>) -> Result<()> {
-        faults::check(FaultOp::Sync, &self.path)
-            .and_then(|()| self.map.flush_range(range.start, range.len()))
-            .map_err(|e| Error::io(&self.path, e))?;
-        faults::synced(&self.path, Durable::Range(range));
-        Ok(())
+    /// The open file and its path, for a sync outside the queue's lock. On
+    /// Linux an fsync of the file also writes what went through the mapping.
+    pub fn file_handle(&self) -> (Arc<File>, PathBuf) {
+        (Arc::clone(&self.file), self.path.clone())
     }
 
     /// Makes every byte written so far durable (fdatasync).

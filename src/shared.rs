@@ -1,0 +1,136 @@
+//! What the callers of one queue share: the engine behind a mutex, the
+//! wake-ups of blocked callers, and group commit.
+
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::commit::GroupCommit;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+
+/// The state behind every [`DQue`](crate::DQue) handle and its flusher.
+#[derive(Debug)]
+pub struct Shared {
+    /// `None` once closed.
+    state: Mutex<Option<Engine>>,
+    /// Signalled when an item arrives or the queue closes.
+    changed: Condvar,
+    commit: GroupCommit,
+}
+
+impl Shared {
+    pub fn new(engine: Engine) -> Self {
+        Shared {
+            state: Mutex::new(Some(engine)),
+            changed: Condvar::new(),
+            commit: GroupCommit::default(),
+        }
+    }
+
+    /// Runs `op` on the engine; for calls that write nothing.
+    pub fn read<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
+        op(self.state.lock().as_mut().ok_or(Error::Closed)?)
+    }
+
+    /// Runs `op` on the engine, then (in Safe mode, outside the lock) waits
+    /// until what it wrote is durable, sharing the fsync with other callers.
+    pub fn write<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
+        let (result, ticket) = {
+            let mut state = self.state.lock();
+            let engine = state.as_mut().ok_or(Error::Closed)?;
+            (op(engine)?, engine.ticket_to_wait())
+        };
+        if let Some(ticket) = ticket {
+            self.make_durable(ticket)?;
+        }
+        Ok(result)
+    }
+
+    /// Like [`write`](Self::write), and wakes one blocked consumer.
+    pub fn write_item<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
+        let (result, ticket) = {
+            let mut state = self.state.lock();
+            let engine = state.as_mut().ok_or(Error::Closed)?;
+            (op(engine)?, engine.ticket_to_wait())
+        };
+        // Consumers may take the item before it is durable: their own
+        // dequeue's fsync covers it, as it syncs every file written so far.
+        self.changed.notify_one();
+        if let Some(ticket) = ticket {
+            self.make_durable(ticket)?;
+        }
+        Ok(result)
+    }
+
+    /// Runs `op` until it yields something, waiting for enqueues in
+    /// between, up to `deadline`; then makes its writes durable like `write`.
+    pub fn wait_for<R>(
+        &self,
+        deadline: Option<Instant>,
+        writes: bool,
+        mut op: impl FnMut(&mut Engine) -> Result<Option<R>>,
+    ) -> Result<Option<R>> {
+        let ticket = |engine: &Engine| engine.ticket_to_wait().filter(|_| writes);
+        let mut state = self.state.lock();
+        let found = loop {
+            let engine = state.as_mut().ok_or(Error::Closed)?;
+            if let Some(found) = op(engine)? {
+                if engine.len() > 0 {
+                    // A peek leaves the item, and a batch brings several:
+                    // pass the wake-up on so no waiter sleeps on an item.
+                    self.changed.notify_one();
+                }
+                break Some((found, ticket(engine)));
+            }
+            match deadline {
+                None => self.changed.wait(&mut state),
+                Some(deadline) => {
+                    if self.changed.wait_until(&mut state, deadline).timed_out() {
+                        let engine = state.as_mut().ok_or(Error::Closed)?;
+                        break op(engine)?.map(|found| (found, ticket(engine)));
+                    }
+                }
+            }
+        };
+        drop(state);
+        match found {
+            None => Ok(None),
+            Some((found, ticket)) => {
+                if let Some(ticket) = ticket {
+                    self.make_durable(ticket)?;
+                }
+                Ok(Some(found))
+            }
+        }
+    }
+
+    /// Makes every write up to `ticket` durable, leading or joining a group fsync.
+    pub fn make_durable(&self, ticket: u64) -> Result<()> {
+        self.commit.wait_durable(
+            ticket,
+            || self.read(|engine| Ok(engine.sync_batch())),
+            |error| {
+                if let Some(engine) = self.state.lock().as_mut() {
+                    engine.refuse(error);
+                }
+            },
+        )
+    }
+
+    /// Makes everything written so far durable, in any mode.
+    pub fn sync(&self) -> Result<()> {
+        let written = self.read(|engine| Ok(engine.written()))?;
+        self.make_durable(written)
+    }
+
+    /// Takes the engine out, wakes every blocked caller, and closes it.
+    pub fn close(&self) -> Result<()> {
+        let engine = self.state.lock().take();
+        self.changed.notify_all();
+        match engine {
+            Some(engine) => engine.close(),
+            None => Err(Error::Closed),
+        }
+    }
+}
