@@ -49,6 +49,8 @@ enum Op<T> {
     },
     SetDurability(Durability),
     Sync,
+    EnqueueBatch(Vec<T>),
+    DequeueBatch(usize),
 }
 
 /// The queue's effective segment limits, as the model tracks them.
@@ -222,6 +224,17 @@ where
                 prop_assert_eq!(q.durability()?, durability);
             }
             Op::Sync => q.sync()?,
+            Op::EnqueueBatch(items) => {
+                q.enqueue_batch(items)?;
+                model.extend(items.iter().cloned());
+            }
+            Op::DequeueBatch(max) => {
+                let got = q.dequeue_batch(*max)?;
+                let want: Vec<T> = (0..*max).map_while(|_| model.pop_front()).collect();
+                // A batch that came up short ended with an empty pop, which retires.
+                retired = want.len() < *max;
+                prop_assert_eq!(got, want, "step {}: {:?}", step, op);
+            }
         }
         check_state(&q, &model, &path, retired, min_full)?;
     }
@@ -239,7 +252,11 @@ where
 
 fn durability() -> impl Strategy<Value = Durability> {
     // Mostly Turbo: Safe syncs every call and makes the test slow.
-    prop_oneof![1 => Just(Durability::Safe), 4 => Just(Durability::Turbo)]
+    prop_oneof![
+        1 => Just(Durability::Safe),
+        4 => Just(Durability::Turbo),
+        1 => Just(Durability::Periodic(Duration::from_millis(1))),
+    ]
 }
 
 fn ops<T: Clone + Debug>(
@@ -247,8 +264,9 @@ fn ops<T: Clone + Debug>(
     sizes: impl Strategy<Value = Sizes> + 'static,
     max_len: usize,
 ) -> impl Strategy<Value = Vec<Op<T>>> {
+    let item = item.boxed();
     let op = prop_oneof![
-        10 => item.prop_map(Op::Enqueue),
+        10 => item.clone().prop_map(Op::Enqueue),
         6 => Just(Op::Dequeue),
         1 => Just(Op::DequeueNow),
         2 => Just(Op::Peek),
@@ -256,6 +274,8 @@ fn ops<T: Clone + Debug>(
         1 => (sizes, any::<bool>()).prop_map(|(sizes, by_drop)| Op::Reopen { sizes, by_drop }),
         1 => durability().prop_map(Op::SetDurability),
         1 => Just(Op::Sync),
+        2 => proptest::collection::vec(item.clone(), 0..8).prop_map(Op::EnqueueBatch),
+        2 => (0usize..10).prop_map(Op::DequeueBatch),
     ];
     proptest::collection::vec(op, 0..=max_len)
 }
