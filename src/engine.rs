@@ -43,6 +43,8 @@ pub struct Engine {
     written: u64,
     /// Reused buffer where each record frame is assembled before its one copy.
     scratch: Vec<u8>,
+    /// Reused list of (start, payload length) of the frames in `scratch`.
+    spans: Vec<(usize, usize)>,
     _lock: DirLock,
 }
 
@@ -135,6 +137,7 @@ impl Engine {
             refused: None,
             written: 0,
             scratch: Vec::new(),
+            spans: Vec::new(),
             _lock: lock,
         };
         engine.len = engine.tail().end_id()
@@ -197,8 +200,9 @@ impl Engine {
     ) -> Result<u64> {
         self.check_writable()?;
         let mut frames = std::mem::take(&mut self.scratch);
+        let mut spans = std::mem::take(&mut self.spans);
         frames.clear();
-        let mut spans = Vec::with_capacity(count);
+        spans.clear();
         let encoded = (0..count).try_for_each(|i| {
             let start = frames.len();
             frames.resize(start + RECORD_OVERHEAD, 0);
@@ -228,6 +232,7 @@ impl Engine {
             })
         });
         self.scratch = frames;
+        self.spans = spans;
         result
     }
 
