@@ -36,31 +36,29 @@ impl Shared {
     /// Runs `op` on the engine, then (in Safe mode, outside the lock) waits
     /// until what it wrote is durable, sharing the fsync with other callers.
     pub fn write<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
-        let (result, ticket) = {
-            let mut state = self.state.lock();
-            let engine = state.as_mut().ok_or(Error::Closed)?;
-            (op(engine)?, engine.ticket_to_wait())
-        };
-        if let Some(ticket) = ticket {
-            self.make_durable(ticket)?;
-        }
+        let (result, ticket) = self.run_locked(op)?;
+        self.wait_ticket(ticket)?;
         Ok(result)
     }
 
     /// Like [`write`](Self::write), and wakes one blocked consumer.
     pub fn write_item<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
-        let (result, ticket) = {
-            let mut state = self.state.lock();
-            let engine = state.as_mut().ok_or(Error::Closed)?;
-            (op(engine)?, engine.ticket_to_wait())
-        };
+        let (result, ticket) = self.run_locked(op)?;
         // Consumers may take the item before it is durable: their own
         // dequeue's fsync covers it, as it syncs every file written so far.
         self.changed.notify_one();
-        if let Some(ticket) = ticket {
-            self.make_durable(ticket)?;
-        }
+        self.wait_ticket(ticket)?;
         Ok(result)
+    }
+
+    fn run_locked<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<(R, Option<u64>)> {
+        let mut state = self.state.lock();
+        let engine = state.as_mut().ok_or(Error::Closed)?;
+        Ok((op(engine)?, engine.ticket_to_wait()))
+    }
+
+    fn wait_ticket(&self, ticket: Option<u64>) -> Result<()> {
+        ticket.map_or(Ok(()), |ticket| self.make_durable(ticket))
     }
 
     /// Runs `op` until it yields something, waiting for enqueues in
@@ -97,9 +95,7 @@ impl Shared {
         match found {
             None => Ok(None),
             Some((found, ticket)) => {
-                if let Some(ticket) = ticket {
-                    self.make_durable(ticket)?;
-                }
+                self.wait_ticket(ticket)?;
                 Ok(Some(found))
             }
         }
