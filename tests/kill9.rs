@@ -106,7 +106,10 @@ fn run_and_kill(queue: &Path, mode: &str, start: u64, seed: u64, run_for: Durati
     // no operation may be reported by a child that never opened the queue.
     let ready = lines.iter().any(|l| l.ends_with("READY"));
     assert!(
-        ready || !lines.iter().any(|l| l.starts_with("E ") || l.starts_with("D ")),
+        ready
+            || !lines
+                .iter()
+                .any(|l| l.starts_with("E ") || l.starts_with("D ")),
         "child reported operations without opening the queue: {lines:?}"
     );
     let mut reported = Reported {
