@@ -3,7 +3,7 @@
 //! blocking calls.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::commit::SyncBatch;
 use crate::error::{CodecError, Error, Result};
@@ -146,7 +146,7 @@ impl Engine {
         if let Some(tail) = &engine.tail {
             engine.len -= (tail.record_count() - tail.unsettled_count()) as u64;
         }
-        report.deleted_segments = engine.retire_settled_head()?;
+        engine.retire_settled_head(&mut report)?;
         Ok((engine, report))
     }
 
@@ -252,7 +252,7 @@ impl Engine {
         &mut self,
         read: impl FnOnce(u64, &[u8]) -> Result<R>,
     ) -> Result<Option<R>> {
-        self.retire_settled_head()?;
+        self.retire_settled_head(&mut OpenReport::default())?;
         match self.head.first_unsettled() {
             None => Ok(None),
             Some(index) => {
@@ -266,7 +266,7 @@ impl Engine {
     /// succeeded, so a record that does not decode is never lost.
     pub fn pop_with<R>(&mut self, read: impl FnOnce(u64, &[u8]) -> Result<R>) -> Result<Option<R>> {
         self.check_writable()?;
-        self.retire_settled_head()?;
+        self.retire_settled_head(&mut OpenReport::default())?;
         let Some(index) = self.head.first_unsettled() else {
             return Ok(None);
         };
@@ -311,7 +311,7 @@ impl Engine {
     pub fn close(mut self) -> Result<()> {
         // Best effort: a damaged next segment is reported by the dequeue
         // that reaches it, and a segment left here is deleted on open.
-        let _ = self.retire_settled_head();
+        let _ = self.retire_settled_head(&mut OpenReport::default());
         self.sync()
     }
 
@@ -366,14 +366,14 @@ impl Engine {
         // The old tail, unless it is the head, becomes a middle segment: unmapped.
         drop(self.tail.replace(next));
         if self.head.unsettled_count() == 0 {
-            self.retire_settled_head()?;
+            self.retire_settled_head(&mut OpenReport::default())?;
         }
         Ok(())
     }
 
-    /// Deletes fully settled head segments that have a successor; returns their paths.
-    fn retire_settled_head(&mut self) -> Result<Vec<PathBuf>> {
-        let mut deleted = Vec::new();
+    /// Deletes fully settled head segments that have a successor, noting
+    /// them (and any cut in the segments it replays) in `report`.
+    fn retire_settled_head(&mut self, report: &mut OpenReport) -> Result<()> {
         while self.head.unsettled_count() == 0 {
             let Some(tail) = &self.tail else { break };
             let next_number = self.head.header.number + 1;
@@ -382,18 +382,17 @@ impl Engine {
             } else {
                 let sealed = sealed_records(&self.dir, next_number, tail.header.number)?;
                 // Middle segments were sealed before their successor existed: no cut is allowed.
-                let middle =
-                    Segment::open(&self.dir, next_number, sealed, &mut OpenReport::default())?;
+                let middle = Segment::open(&self.dir, next_number, sealed, report)?;
                 // Counted as items at open, when only its header was read.
                 self.len -= (middle.record_count() - middle.unsettled_count()) as u64;
                 middle
             };
             let done = std::mem::replace(&mut self.head, next);
-            deleted.push(done.path().to_path_buf());
+            report.deleted_segments.push(done.path().to_path_buf());
             let result = done.delete(&self.dir);
             self.refuse_on_error(result)?;
         }
-        Ok(deleted)
+        Ok(())
     }
 }
 
