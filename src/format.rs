@@ -41,6 +41,17 @@ const RECORD_LEN_MASK: u32 = (1 << 30) - 1;
 pub enum MarkerType {
     /// The record was consumed (dequeued or acked); it is settled.
     Ack = 1,
+    /// A delivery attempt of the record began (it was leased); counts attempts.
+    Lease = 2,
+    /// The record was moved to the dead letters; it is settled here.
+    Dead = 3,
+}
+
+impl MarkerType {
+    /// Whether the marker ends the record's life in this queue.
+    pub fn settles(self) -> bool {
+        matches!(self, MarkerType::Ack | MarkerType::Dead)
+    }
 }
 
 /// The fixed header of a segment file.
@@ -240,6 +251,8 @@ pub fn read_frame(bytes: &[u8]) -> Result<Frame, FrameError> {
         KIND_MARKER => {
             let kind = match (word >> MARKER_TYPE_SHIFT) & MARKER_TYPE_MASK {
                 1 => MarkerType::Ack,
+                2 => MarkerType::Lease,
+                3 => MarkerType::Dead,
                 _ => return Err(FrameError::Invalid("unknown marker type")),
             };
             Ok(Frame::Marker {

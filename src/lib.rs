@@ -24,6 +24,8 @@
 
 mod codec;
 mod commit;
+mod dead;
+mod delivery;
 mod engine;
 mod error;
 #[cfg(feature = "fault-injection")]
@@ -42,6 +44,7 @@ mod shared;
 mod verify;
 
 pub use codec::{Bincode, Codec, Raw};
+pub use dead::DeadLetter;
 pub use error::{CodecError, Error, Result};
 pub use format::FORMAT_VERSION;
 pub use options::{Durability, Options};
