@@ -104,7 +104,11 @@ mod tests {
         let letter = DeadLetter::encode(7, 3, "too slow", b"payload");
         let decoded = DeadLetter::decode(1, &letter).unwrap();
         assert_eq!(
-            (decoded.original_id, decoded.attempts, decoded.reason.as_str()),
+            (
+                decoded.original_id,
+                decoded.attempts,
+                decoded.reason.as_str()
+            ),
             (7, 3, "too slow")
         );
         assert_eq!(decoded.payload, b"payload");

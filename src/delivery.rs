@@ -96,6 +96,11 @@ impl Deliveries {
         expired
     }
 
+    /// When the nearest lease ends.
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.leases.values().map(|lease| lease.expires).min()
+    }
+
     fn skip_if_fresh(&mut self, id: u64) {
         if id == self.fresh {
             self.fresh += 1;

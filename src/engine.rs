@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::fs;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -352,8 +353,7 @@ impl Engine {
     /// Extends the lease of `id` to `timeout` from now.
     pub fn touch(&mut self, id: u64, attempt: u16, timeout: Duration) -> Result<()> {
         self.current_lease(id, attempt)?;
-        self.deliveries
-            .extend_lease(id, Instant::now() + timeout);
+        self.deliveries.extend_lease(id, Instant::now() + timeout);
         Ok(())
     }
 
@@ -383,6 +383,115 @@ impl Engine {
         self.mark(id, MarkerType::Ack)?;
         self.deliveries.take(id);
         Ok(())
+    }
+
+    /// Calls `visit` on every pending record in order (id, attempts so far,
+    /// leased now, payload) until it says stop. Mapped segments are read in
+    /// place; the ones between them are mapped one at a time.
+    pub fn visit_pending(
+        &mut self,
+        mut visit: impl FnMut(u64, u16, bool, &[u8]) -> ControlFlow<()>,
+    ) -> Result<()> {
+        let mut each = |segment: &Segment, deliveries: &Deliveries| {
+            for index in 0..segment.record_count() {
+                if segment.is_settled(index) {
+                    continue;
+                }
+                let id = segment.header.first_id + index as u64;
+                let leased = deliveries.is_leased(id);
+                visit(id, segment.attempts(index), leased, segment.payload(index))?;
+            }
+            ControlFlow::Continue(())
+        };
+        for segment in &self.front {
+            if each(segment, &self.deliveries).is_break() {
+                return Ok(());
+            }
+        }
+        let Some(tail) = &self.tail else {
+            return Ok(());
+        };
+        let after_front = self.front.back().expect("never empty").header.number + 1;
+        for number in after_front..tail.header.number {
+            let sealed = sealed_records(&self.dir, number, tail.header.number)?;
+            let middle = Segment::open(&self.dir, number, sealed, &mut OpenReport::default())?;
+            if each(&middle, &self.deliveries).is_break() {
+                return Ok(());
+            }
+        }
+        let _ = each(tail, &self.deliveries);
+        Ok(())
+    }
+
+    /// The dead letters, oldest first (none if no item ever failed).
+    pub fn dead_letter_list(&mut self) -> Result<Vec<DeadLetter>> {
+        let Some(dead) = self.existing_dead_letters()? else {
+            return Ok(Vec::new());
+        };
+        let mut letters = Vec::new();
+        dead.visit_pending(|id, _, _, bytes| {
+            letters.push(DeadLetter::decode(id, bytes));
+            ControlFlow::Continue(())
+        })?;
+        letters.into_iter().collect()
+    }
+
+    /// Puts dead letter `id` back at the end of the queue (attempts start
+    /// over); returns the item's new id.
+    pub fn requeue_dead(&mut self, id: u64) -> Result<u64> {
+        let dead = self
+            .existing_dead_letters()?
+            .ok_or(Error::NotPending { id })?;
+        let mut payload = None;
+        dead.visit_pending(|at, _, _, bytes| {
+            if at == id {
+                payload = Some(DeadLetter::decode(id, bytes).map(|letter| letter.payload));
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        })?;
+        let payload = payload.ok_or(Error::NotPending { id })??;
+        // Appended before the letter is removed: a crash in between leaves
+        // the item in both places, never in neither.
+        let new_id = self.append_with(|out| {
+            out.extend_from_slice(&payload);
+            Ok(())
+        })?;
+        let safe = self.durability == Durability::Safe;
+        let dead = self.dead_letters()?;
+        dead.cancel(id)?;
+        if safe {
+            dead.sync()?;
+        }
+        Ok(new_id)
+    }
+
+    /// Removes every dead letter; returns how many there were.
+    pub fn purge_dead(&mut self) -> Result<u64> {
+        let safe = self.durability == Durability::Safe;
+        let Some(dead) = self.existing_dead_letters()? else {
+            return Ok(0);
+        };
+        let mut purged = 0;
+        while dead.pop_with(|_, _| Ok(()))?.is_some() {
+            purged += 1;
+        }
+        if safe {
+            dead.sync()?;
+        }
+        Ok(purged)
+    }
+
+    /// When the nearest lease ends, if any is held.
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.deliveries.next_expiry()
+    }
+
+    fn existing_dead_letters(&mut self) -> Result<Option<&mut Engine>> {
+        if self.dead.is_none() && !self.dir.dead_letter_path().exists() {
+            return Ok(None);
+        }
+        self.dead_letters().map(Some)
     }
 
     /// Records leased now.
@@ -466,13 +575,14 @@ impl Engine {
     }
 
     /// The dead-letter queue, opened (or created) on first use.
-    pub fn dead_letters(&mut self) -> Result<&mut Engine> {
+    fn dead_letters(&mut self) -> Result<&mut Engine> {
         if self.dead.is_none() {
             let options = Options::new()
                 .durability(self.durability)
                 .max_item_bytes(crate::format::MAX_RECORD_PAYLOAD);
             let path = self.dir.dead_letter_path();
-            let (dead, _) = Engine::open(&path, &options, DEAD_LETTER_CODEC, OpenMode::OpenOrCreate)?;
+            let (dead, _) =
+                Engine::open(&path, &options, DEAD_LETTER_CODEC, OpenMode::OpenOrCreate)?;
             self.dead = Some(Box::new(dead));
         }
         Ok(self.dead.as_mut().expect("just opened"))

@@ -35,6 +35,7 @@ mod faults;
 mod flusher;
 mod format;
 mod layout;
+mod lease;
 mod lock;
 mod options;
 mod queue;
@@ -47,8 +48,9 @@ pub use codec::{Bincode, Codec, Raw};
 pub use dead::DeadLetter;
 pub use error::{CodecError, Error, Result};
 pub use format::FORMAT_VERSION;
+pub use lease::Leased;
 pub use options::{Durability, Options};
-pub use queue::{DQue, RawQueue};
+pub use queue::{DQue, Pending, RawQueue};
 pub use recovery::{OpenReport, Repair};
 pub use verify::{Problem, SegmentSummary, VerifyReport};
 

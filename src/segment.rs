@@ -262,7 +262,6 @@ impl Segment {
         self.has_markers
     }
 
-
     /// The payload of record `index`, read from the mapping.
     pub fn payload(&self, index: usize) -> &[u8] {
         let (at, len) = self.records[index];
