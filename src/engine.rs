@@ -173,12 +173,26 @@ impl Engine {
             .map(|s| s.record_count() - s.unsettled_count())
             .sum();
         engine.len = engine.tail().end_id() - engine.head().header.first_id - settled as u64;
+        // A tail with markers belongs to the front run: a rollover must not
+        // turn it into a middle segment that open would not replay.
+        if engine.tail.as_ref().is_some_and(Segment::has_markers) {
+            while engine.tail.is_some() {
+                engine.extend_front()?;
+            }
+        }
         report.deleted_segments = engine.retire_settled_head()?;
         Ok((engine, report))
     }
 
     pub fn len(&self) -> u64 {
         self.len
+    }
+
+    /// The item count once leases past their time have ended (which may
+    /// move items to the dead letters).
+    pub fn len_now(&mut self) -> Result<u64> {
+        self.expire_leases()?;
+        Ok(self.len)
     }
 
     pub fn durability(&self) -> Durability {
@@ -368,6 +382,7 @@ impl Engine {
     /// Settles pending record `id`, which no one holds.
     pub fn cancel(&mut self, id: u64) -> Result<()> {
         self.check_writable()?;
+        self.expire_leases()?;
         if self.deliveries.is_leased(id) {
             return Err(Error::Leased { id });
         }
@@ -392,6 +407,7 @@ impl Engine {
         &mut self,
         mut visit: impl FnMut(u64, u16, bool, &[u8]) -> ControlFlow<()>,
     ) -> Result<()> {
+        self.expire_leases()?;
         let mut each = |segment: &Segment, deliveries: &Deliveries| {
             for index in 0..segment.record_count() {
                 if segment.is_settled(index) {
@@ -494,9 +510,16 @@ impl Engine {
         self.dead_letters().map(Some)
     }
 
-    /// Records leased now.
-    pub fn leased_count(&self) -> usize {
-        self.deliveries.leased_count()
+    /// Ends every lease as if its time were up (a test seam).
+    #[cfg(feature = "fault-injection")]
+    pub fn expire_leases_now(&mut self) {
+        self.deliveries.expire_all();
+    }
+
+    /// Records leased now (leases past their time end first).
+    pub fn leased_count(&mut self) -> Result<usize> {
+        self.expire_leases()?;
+        Ok(self.deliveries.leased_count())
     }
 
     /// The next record no one holds, in order: handed-back records first
@@ -590,8 +613,24 @@ impl Engine {
 
     /// Appends a `kind` marker for record `id` and keeps the count right.
     fn mark(&mut self, id: u64, kind: MarkerType) -> Result<()> {
-        let (segment, index) = self.find_mut(id).expect("marked records are mapped");
-        segment.mark(index, kind)?;
+        // Segments with markers stay in the front run (which open replays):
+        // a record of the tail brings the tail, and any segment before it, in.
+        while self.tail.as_ref().is_some_and(|t| id >= t.header.first_id) {
+            self.extend_front()?;
+        }
+        let position = self
+            .front
+            .iter()
+            .position(|s| id < s.end_id())
+            .expect("marked records are in the front run");
+        for earlier in self.front.range_mut(..position) {
+            if !earlier.has_markers() {
+                earlier.mark(0, MarkerType::Reached)?;
+                self.written += 1;
+            }
+        }
+        let index = (id - self.front[position].header.first_id) as usize;
+        self.front[position].mark(index, kind)?;
         self.written += 1;
         if kind.settles() {
             self.len -= 1;
@@ -604,17 +643,6 @@ impl Engine {
         self.mapped_segments()
             .find(|s| s.header.first_id <= id && id < s.end_id())
             .map(|s| (s, (id - s.header.first_id) as usize))
-    }
-
-    fn find_mut(&mut self, id: u64) -> Option<(&mut Segment, usize)> {
-        self.front
-            .iter_mut()
-            .chain(&mut self.tail)
-            .find(|s| s.header.first_id <= id && id < s.end_id())
-            .map(|s| {
-                let index = (id - s.header.first_id) as usize;
-                (s, index)
-            })
     }
 
     /// Maps the segment after the front run (a middle one, or the tail);

@@ -45,6 +45,10 @@ pub enum MarkerType {
     Lease = 2,
     /// The record was moved to the dead letters; it is settled here.
     Dead = 3,
+    /// Changes no record: deliveries reached this segment (written, once,
+    /// when a later segment gets a marker first, so that the segments with
+    /// markers always form a run from the head, which open replays).
+    Reached = 4,
 }
 
 impl MarkerType {
@@ -253,6 +257,7 @@ pub fn read_frame(bytes: &[u8]) -> Result<Frame, FrameError> {
                 1 => MarkerType::Ack,
                 2 => MarkerType::Lease,
                 3 => MarkerType::Dead,
+                4 => MarkerType::Reached,
                 _ => return Err(FrameError::Invalid("unknown marker type")),
             };
             Ok(Frame::Marker {

@@ -295,9 +295,19 @@ impl<T, C: Codec<T>> DQue<T, C> {
         self.shared.write(|engine| engine.cancel(id))
     }
 
+    /// Ends every lease now, as if the visibility timeout had passed, so
+    /// tests can expire leases without waiting (feature `fault-injection`).
+    #[cfg(feature = "fault-injection")]
+    pub fn expire_leases_now(&self) -> Result<()> {
+        self.shared.read(|engine| {
+            engine.expire_leases_now();
+            Ok(())
+        })
+    }
+
     /// Items leased right now (they are counted in [`len`](Self::len) too).
     pub fn leased_len(&self) -> usize {
-        self.shared.read(|e| Ok(e.leased_count())).unwrap_or(0)
+        self.shared.read(Engine::leased_count).unwrap_or(0)
     }
 
     /// Up to `max` pending items in delivery order (handed-back items aside),
@@ -363,7 +373,9 @@ impl<T, C: Codec<T>> DQue<T, C> {
 
     /// Items in the queue: exact, O(1). 0 once closed.
     pub fn len(&self) -> usize {
-        self.shared.read(|e| Ok(e.len() as usize)).unwrap_or(0)
+        self.shared
+            .read(|e| e.len_now().map(|len| len as usize))
+            .unwrap_or(0)
     }
 
     /// Whether the queue holds no item.

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::format::{read_frame, Frame, FrameError, SEGMENT_HEADER_LEN};
+use crate::format::{read_frame, Frame, FrameError, MarkerType, SEGMENT_HEADER_LEN};
 
 /// What opening a queue found and mended. Empty after a clean
 /// [`close`](crate::DQue::close).
@@ -94,6 +94,7 @@ pub fn replay(segment: &[u8], max_records: u32) -> Replay {
             Frame::Marker { kind, index } => {
                 let index = index as usize;
                 match replay.settled.get(index) {
+                    Some(_) if kind == MarkerType::Reached => {}
                     Some(false) => {}
                     Some(true) => {
                         replay.stopped_by = Some("marker for a record already settled");
@@ -105,10 +106,12 @@ pub fn replay(segment: &[u8], max_records: u32) -> Replay {
                     }
                 }
                 replay.has_markers = true;
-                if kind.settles() {
-                    replay.settled[index] = true;
-                } else {
-                    replay.attempts[index] = replay.attempts[index].saturating_add(1);
+                match kind {
+                    MarkerType::Ack | MarkerType::Dead => replay.settled[index] = true,
+                    MarkerType::Lease => {
+                        replay.attempts[index] = replay.attempts[index].saturating_add(1)
+                    }
+                    MarkerType::Reached => {}
                 }
             }
         }

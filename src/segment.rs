@@ -235,14 +235,16 @@ impl Segment {
     /// Appends a `kind` marker for record `index` (settling it, or counting
     /// a delivery attempt); returns the bytes written.
     pub fn mark(&mut self, index: usize, kind: MarkerType) -> Result<Range<usize>> {
-        debug_assert!(!self.settled[index]);
+        debug_assert!(kind == MarkerType::Reached || !self.settled[index]);
         let range = self.append(&marker(kind, index as u32))?;
         self.has_markers = true;
-        if kind.settles() {
-            self.settled[index] = true;
-            self.settled_count += 1;
-        } else {
-            self.attempts[index] = self.attempts[index].saturating_add(1);
+        match kind {
+            MarkerType::Ack | MarkerType::Dead => {
+                self.settled[index] = true;
+                self.settled_count += 1;
+            }
+            MarkerType::Lease => self.attempts[index] = self.attempts[index].saturating_add(1),
+            MarkerType::Reached => {}
         }
         Ok(range)
     }
