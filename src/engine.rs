@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::fs;
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::commit::SyncBatch;
@@ -19,7 +19,7 @@ use crate::layout::QueueDir;
 use crate::lock::DirLock;
 use crate::options::{Durability, Options, DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ITEMS};
 use crate::recovery::OpenReport;
-use crate::segment::Segment;
+use crate::segment::{SealedCopy, Segment};
 
 /// Whether an open may create the queue, must create it, or must find it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,10 +177,10 @@ impl Engine {
         // turn it into a middle segment that open would not replay.
         if engine.tail.as_ref().is_some_and(Segment::has_markers) {
             while engine.tail.is_some() {
-                engine.extend_front()?;
+                engine.extend_front_into(&mut report)?;
             }
         }
-        report.deleted_segments = engine.retire_settled_head()?;
+        engine.retire_settled_head(&mut report)?;
         Ok((engine, report))
     }
 
@@ -408,19 +408,8 @@ impl Engine {
         mut visit: impl FnMut(u64, u16, bool, &[u8]) -> ControlFlow<()>,
     ) -> Result<()> {
         self.expire_leases()?;
-        let mut each = |segment: &Segment, deliveries: &Deliveries| {
-            for index in 0..segment.record_count() {
-                if segment.is_settled(index) {
-                    continue;
-                }
-                let id = segment.header.first_id + index as u64;
-                let leased = deliveries.is_leased(id);
-                visit(id, segment.attempts(index), leased, segment.payload(index))?;
-            }
-            ControlFlow::Continue(())
-        };
         for segment in &self.front {
-            if each(segment, &self.deliveries).is_break() {
+            if visit_mapped(segment, &self.deliveries, &mut visit).is_break() {
                 return Ok(());
             }
         }
@@ -430,12 +419,16 @@ impl Engine {
         let after_front = self.front.back().expect("never empty").header.number + 1;
         for number in after_front..tail.header.number {
             let sealed = sealed_records(&self.dir, number, tail.header.number)?;
-            let middle = Segment::open(&self.dir, number, sealed, &mut OpenReport::default())?;
-            if each(&middle, &self.deliveries).is_break() {
-                return Ok(());
+            let middle = SealedCopy::read(&self.dir, number, sealed.expect("has a successor"))?;
+            // Outside the front run no lease reaches a record, and reading
+            // a copy changes nothing on disk.
+            for (id, attempts, payload) in middle.unsettled() {
+                if visit(id, attempts, false, payload).is_break() {
+                    return Ok(());
+                }
             }
         }
-        let _ = each(tail, &self.deliveries);
+        let _ = visit_mapped(tail, &self.deliveries, &mut visit);
         Ok(())
     }
 
@@ -527,7 +520,7 @@ impl Engine {
     /// and retires a consumed head first.
     fn next_available(&mut self) -> Result<Option<u64>> {
         self.expire_leases()?;
-        self.retire_settled_head()?;
+        self.retire_settled_head(&mut OpenReport::default())?;
         if let Some(id) = self.deliveries.first_returned() {
             return Ok(Some(id));
         }
@@ -648,6 +641,11 @@ impl Engine {
     /// Maps the segment after the front run (a middle one, or the tail);
     /// false when the front run already ends with the tail.
     fn extend_front(&mut self) -> Result<bool> {
+        self.extend_front_into(&mut OpenReport::default())
+    }
+
+    /// [`extend_front`](Self::extend_front), noting cuts in `report`.
+    fn extend_front_into(&mut self, report: &mut OpenReport) -> Result<bool> {
         let Some(tail) = &self.tail else {
             return Ok(false);
         };
@@ -657,7 +655,7 @@ impl Engine {
         } else {
             let sealed = sealed_records(&self.dir, number, tail.header.number)?;
             // Sealed before its successor existed: no cut is allowed.
-            let middle = Segment::open(&self.dir, number, sealed, &mut OpenReport::default())?;
+            let middle = Segment::open(&self.dir, number, sealed, report)?;
             // Counted as items at open, when only its header was read.
             self.len -= (middle.record_count() - middle.unsettled_count()) as u64;
             middle
@@ -698,7 +696,7 @@ impl Engine {
     pub fn close(mut self) -> Result<()> {
         // Best effort: a damaged next segment is reported by the dequeue
         // that reaches it, and a segment left here is deleted on open.
-        let _ = self.retire_settled_head();
+        let _ = self.retire_settled_head(&mut OpenReport::default());
         if let Some(dead) = self.dead.take() {
             dead.close()?;
         }
@@ -768,25 +766,40 @@ impl Engine {
         // a middle segment: unmapped.
         drop(self.tail.replace(next));
         if self.head().unsettled_count() == 0 {
-            self.retire_settled_head()?;
+            self.retire_settled_head(&mut OpenReport::default())?;
         }
         Ok(())
     }
 
-    /// Deletes fully settled head segments that have a successor; returns their paths.
-    fn retire_settled_head(&mut self) -> Result<Vec<PathBuf>> {
-        let mut deleted = Vec::new();
+    /// Deletes fully settled head segments that have a successor, noting
+    /// them (and any cut in the segments it replays) in `report`.
+    fn retire_settled_head(&mut self, report: &mut OpenReport) -> Result<()> {
         while self.head().unsettled_count() == 0 && (self.front.len() > 1 || self.tail.is_some()) {
             if self.front.len() == 1 {
-                self.extend_front()?;
+                self.extend_front_into(report)?;
             }
             let done = self.front.pop_front().expect("two or more");
-            deleted.push(done.path().to_path_buf());
+            report.deleted_segments.push(done.path().to_path_buf());
             let result = done.delete(&self.dir);
             self.refuse_on_error(result)?;
         }
-        Ok(deleted)
+        Ok(())
     }
+}
+
+/// Calls `visit` on each unsettled record of a mapped segment.
+fn visit_mapped(
+    segment: &Segment,
+    deliveries: &Deliveries,
+    visit: &mut impl FnMut(u64, u16, bool, &[u8]) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    (0..segment.record_count())
+        .filter(|&index| !segment.is_settled(index))
+        .try_for_each(|index| {
+            let id = segment.header.first_id + index as u64;
+            let leased = deliveries.is_leased(id);
+            visit(id, segment.attempts(index), leased, segment.payload(index))
+        })
 }
 
 /// Checks the path and makes the directory when the mode allows, without

@@ -122,6 +122,22 @@ impl SegmentHeader {
         if header.max_records == 0 || header.max_records > MAX_SEGMENT_RECORDS {
             return Err(HeaderError::Invalid("segment record limit out of range"));
         }
+        // Room for a successor and for every id of this segment: a hostile
+        // header must not make the queue's arithmetic overflow.
+        if header.number == u64::MAX {
+            return Err(HeaderError::Invalid(
+                "segment number leaves no room for a successor",
+            ));
+        }
+        if header
+            .first_id
+            .checked_add(u64::from(header.max_records))
+            .is_none()
+        {
+            return Err(HeaderError::Invalid(
+                "first id leaves no room for the segment's records",
+            ));
+        }
         Ok(header)
     }
 }

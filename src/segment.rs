@@ -17,7 +17,7 @@ use crate::format::{
     SEGMENT_HEADER_LEN,
 };
 use crate::layout::QueueDir;
-use crate::recovery::{nonzero_len, replay, OpenReport, Repair};
+use crate::recovery::{nonzero_len, replay, OpenReport, Repair, Replay};
 
 /// A new segment's file starts this large (beyond its header) and doubles as
 /// it fills; the bytes past the last frame are zeros, the clean end.
@@ -319,6 +319,58 @@ impl Segment {
             .map_err(|e| Error::io(&self.path, e))?;
         self.map = map(&self.file, &self.path)?;
         Ok(())
+    }
+}
+
+/// A sealed segment read into memory and never written: how the segments
+/// between the front run and the tail are browsed, so that looking changes
+/// nothing on disk.
+pub struct SealedCopy {
+    header: SegmentHeader,
+    bytes: Vec<u8>,
+    replay: Replay,
+}
+
+impl SealedCopy {
+    /// Reads segment `number`, which must hold `records` whole records.
+    pub fn read(dir: &QueueDir, number: u64, records: u64) -> Result<SealedCopy> {
+        let path = dir.segment_path(number);
+        let bytes = fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let header = check_header(&path, &bytes, number)?;
+        let replay = replay(&bytes, header.max_records);
+        if replay.records.len() as u64 != records {
+            return Err(Error::corrupted(
+                &path,
+                replay.end,
+                format!(
+                    "sealed segment has {} whole records of {records}, then: {}",
+                    replay.records.len(),
+                    replay.stopped_by.unwrap_or("zeros")
+                ),
+            ));
+        }
+        Ok(SealedCopy {
+            header,
+            bytes,
+            replay,
+        })
+    }
+
+    /// Id, attempts and payload of every record not settled, in order.
+    pub fn unsettled(&self) -> impl Iterator<Item = (u64, u16, &[u8])> {
+        self.replay
+            .records
+            .iter()
+            .enumerate()
+            .filter(|&(index, _)| !self.replay.settled[index])
+            .map(|(index, &(at, len))| {
+                let start = at as usize + RECORD_OVERHEAD;
+                (
+                    self.header.first_id + index as u64,
+                    self.replay.attempts[index],
+                    &self.bytes[start..start + len as usize],
+                )
+            })
     }
 }
 

@@ -308,3 +308,24 @@ fn concurrent_consumers_ack_each_item_once() {
     assert!(q.is_empty());
     assert_eq!(q.segment_numbers().unwrap().count(), 1);
 }
+
+// Bug: pending() opened the segments after the front run for writing, and
+// so cut (changed on disk) a junk tail in them while only looking.
+#[test]
+fn browsing_changes_nothing_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    {
+        let q = queue(&dir, &turbo().segment_items(2));
+        q.enqueue_batch(&(0..7).collect::<Vec<_>>()).unwrap();
+    }
+    let middle = path.join(format!("{:020}.seg", 2));
+    let mut bytes = std::fs::read(&middle).unwrap();
+    let end = bytes.iter().rposition(|&b| b != 0).unwrap() + 1;
+    bytes[end + 8] = 0x5A; // junk after the last frame
+    std::fs::write(&middle, &bytes).unwrap();
+
+    let q = queue(&dir, &turbo());
+    assert_eq!(q.pending(100).unwrap().len(), 7);
+    assert_eq!(std::fs::read(&middle).unwrap(), bytes, "browsing changed a segment");
+}

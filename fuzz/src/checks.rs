@@ -1,0 +1,2549 @@
+//! The checks behind the fuzz targets `open` and `ops`, and the generator of
+//! their seed corpus.
+//!
+//! This one file is compiled twice: as `dque_fuzz::checks` for cargo-fuzz
+//! (nightly flags), and as a `#[path]` module of dque's `tests/fuzz_corpus.rs`,
+//! which runs every saved corpus file through it on stable. So it uses only
+//! `dque`, `std` and `tempfile`, and no `crate::` path.
+//!
+//! * [`open_files`]: the input is a queue directory (a config and up to three
+//!   segment files, see [`OpenInput`]). Opening it must fail with the error
+//!   an independent reading of FORMAT.md predicts, or succeed with exactly the
+//!   predicted repairs, deletions, `len()`, `verify()` summary and items; then
+//!   the queue must take one more item and reopen clean.
+//! * [`ops`]: the input is a sequence of operations (see [`Op`]) applied to a
+//!   queue and to a model, compared after every one, across reopens with
+//!   other sizes, durability switches, kills (the directory copied while the
+//!   queue is open, as a killed process leaves it) and power losses (crash
+//!   images of dque's `fault-injection` feature; without it, a kill).
+//!
+//! The fuzz crate turns `fault-injection` on by default (its feature of that
+//! name enables dque's); in dque's tests the same `cfg` is dque's own feature.
+//!
+//! Every check panics with a message that says what differed.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use dque::{Durability, Error, Options, RawQueue, FORMAT_VERSION};
+
+/// Largest item the queues under test accept (`Options::max_item_bytes`).
+pub const MAX_ITEM: u32 = 3000;
+
+// ---------------------------------------------------------------------------
+// The format, as FORMAT.md states it (written from the text, not the code).
+
+const CONFIG_FILE: &str = "dque.conf";
+const LOCK_FILE: &str = "dque.lock";
+const CONFIG_TEMP: &str = "dque.conf.tmp";
+const CONFIG_LEN: usize = 28;
+const HEADER_LEN: usize = 40;
+const RECORD_OVERHEAD: usize = 8;
+const MAX_SEGMENT_RECORDS: u32 = (1 << 24) - 1;
+const RECORD_LEN_MASK: u32 = (1 << 30) - 1;
+/// Marker types (bits 24..30 of a marker's head word).
+const ACK: u32 = 1;
+const LEASE: u32 = 2;
+const DEAD: u32 = 3;
+const REACHED: u32 = 4;
+const ACK_MARKER: u32 = marker_word(ACK, 0);
+
+/// The head word of a marker of `kind` naming record `index`.
+const fn marker_word(kind: u32, index: u32) -> u32 {
+    (0b01 << 30) | ((kind & 0x3F) << 24) | (index & 0x00FF_FFFF)
+}
+/// Segment limits of a queue created without sizes (documented on `Options`).
+const DEFAULT_SEGMENT_ITEMS: u32 = 100_000;
+const DEFAULT_SEGMENT_BYTES: u32 = 64 << 20;
+/// The codec id of [`RawQueue`].
+const RAW_CODEC: u32 = 0;
+
+/// CRC-32 (IEEE), the polynomial FORMAT.md names.
+fn crc32(parts: &[&[u8]]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut table = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+                k += 1;
+            }
+            table[i] = c;
+            i += 1;
+        }
+        table
+    };
+    let mut crc = !0u32;
+    for part in parts {
+        for &b in *part {
+            crc = TABLE[((crc ^ u32::from(b)) & 0xFF) as usize] ^ (crc >> 8);
+        }
+    }
+    !crc
+}
+
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn segment_name(number: u64) -> String {
+    format!("{number:020}.seg")
+}
+
+/// The bytes of a version-1 config file.
+fn config_bytes(records: u32, bytes: u32, codec: u32) -> Vec<u8> {
+    let mut b = Vec::with_capacity(CONFIG_LEN);
+    b.extend_from_slice(b"DQCF");
+    b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    b.extend_from_slice(&records.to_le_bytes());
+    b.extend_from_slice(&bytes.to_le_bytes());
+    b.extend_from_slice(&codec.to_le_bytes());
+    b.extend_from_slice(&[0; 4]);
+    let crc = crc32(&[&b]);
+    b.extend_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// The bytes of a version-1 segment header.
+fn header_bytes(number: u64, first_id: u64, max_records: u32, max_bytes: u32) -> Vec<u8> {
+    let mut b = Vec::with_capacity(HEADER_LEN);
+    b.extend_from_slice(b"DQSG");
+    b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    b.extend_from_slice(&number.to_le_bytes());
+    b.extend_from_slice(&first_id.to_le_bytes());
+    b.extend_from_slice(&max_records.to_le_bytes());
+    b.extend_from_slice(&max_bytes.to_le_bytes());
+    b.extend_from_slice(&[0; 4]);
+    let crc = crc32(&[&b]);
+    b.extend_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// A record frame: head word, CRC, payload, zero padding to 4 bytes.
+fn record_frame(payload: &[u8]) -> Vec<u8> {
+    let word = (0x8000_0000 | payload.len() as u32).to_le_bytes();
+    let mut f = word.to_vec();
+    f.extend_from_slice(&crc32(&[&word, payload]).to_le_bytes());
+    f.extend_from_slice(payload);
+    f.resize((RECORD_OVERHEAD + payload.len()).next_multiple_of(4), 0);
+    f
+}
+
+/// What a config file says, per FORMAT.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConfigVerdict {
+    Valid {
+        records: u32,
+        bytes: u32,
+        codec: u32,
+    },
+    /// Does not parse: `NotAQueue`.
+    Invalid,
+    /// Another format version: `UnsupportedVersion` (checked before the CRC).
+    Version(u32),
+}
+
+fn judge_config(b: &[u8]) -> ConfigVerdict {
+    if b.len() < 8 || &b[..4] != b"DQCF" {
+        return ConfigVerdict::Invalid;
+    }
+    let version = le_u32(b, 4);
+    if version != FORMAT_VERSION {
+        return ConfigVerdict::Version(version);
+    }
+    if b.len() != CONFIG_LEN || le_u32(b, 24) != crc32(&[&b[..24]]) {
+        return ConfigVerdict::Invalid;
+    }
+    let records = le_u32(b, 8);
+    if records == 0 || records > MAX_SEGMENT_RECORDS {
+        return ConfigVerdict::Invalid;
+    }
+    ConfigVerdict::Valid {
+        records,
+        bytes: le_u32(b, 12),
+        codec: le_u32(b, 16),
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Header {
+    first_id: u64,
+    max_records: u32,
+}
+
+#[derive(Debug)]
+enum HeaderVerdict {
+    Valid(Header),
+    Corrupted,
+    Version,
+}
+
+fn judge_header(b: &[u8], number: u64) -> HeaderVerdict {
+    if b.len() < HEADER_LEN || &b[..4] != b"DQSG" {
+        return HeaderVerdict::Corrupted;
+    }
+    if le_u32(b, 4) != FORMAT_VERSION {
+        return HeaderVerdict::Version;
+    }
+    let max_records = le_u32(b, 24);
+    if le_u32(b, 36) != crc32(&[&b[..36]])
+        || le_u64(b, 8) != number
+        || max_records == 0
+        || max_records > MAX_SEGMENT_RECORDS
+    {
+        return HeaderVerdict::Corrupted;
+    }
+    HeaderVerdict::Valid(Header {
+        first_id: le_u64(b, 16),
+        max_records,
+    })
+}
+
+/// A segment's frames as replay reads them.
+#[derive(Debug, Default)]
+struct Replayed {
+    /// Payload range of each whole record, in order.
+    records: Vec<(usize, usize)>,
+    settled: Vec<bool>,
+    /// Delivery attempts of each record: its lease markers.
+    attempts: Vec<u16>,
+    /// Whether any valid marker was read (the segment is in the front run).
+    has_markers: bool,
+    /// End of the last valid frame.
+    end: usize,
+    /// End of the last non-zero byte at or after `end` (the cut, if any).
+    garbage_end: usize,
+}
+
+impl Replayed {
+    fn unsettled<'a>(&'a self, file: &'a [u8]) -> impl Iterator<Item = Vec<u8>> + 'a {
+        self.records
+            .iter()
+            .zip(&self.settled)
+            .filter(|(_, &settled)| !settled)
+            .map(|(&(at, len), _)| file[at..at + len].to_vec())
+    }
+
+    fn unsettled_count(&self) -> usize {
+        self.settled.iter().filter(|&&s| !s).count()
+    }
+}
+
+/// Replays frames from the end of the header: records (whole, CRC and zero
+/// padding right, under the record limit) and markers of a known type (ack,
+/// lease, dead, reached) naming an earlier record, not yet settled unless the
+/// marker is `reached`, up to a zero word or the first invalid frame.
+fn replay(file: &[u8], max_records: u32) -> Replayed {
+    let mut r = Replayed {
+        end: HEADER_LEN,
+        ..Replayed::default()
+    };
+    while r.end + 4 <= file.len() {
+        let at = r.end;
+        let word = le_u32(file, at);
+        let size = match word >> 30 {
+            0b10 => {
+                let len = (word & RECORD_LEN_MASK) as usize;
+                let size = (RECORD_OVERHEAD + len).next_multiple_of(4);
+                if at + size > file.len() {
+                    break;
+                }
+                let payload = &file[at + RECORD_OVERHEAD..at + RECORD_OVERHEAD + len];
+                let crc_ok = le_u32(file, at + 4) == crc32(&[&file[at..at + 4], payload]);
+                let padding_ok = file[at + RECORD_OVERHEAD + len..at + size]
+                    .iter()
+                    .all(|&b| b == 0);
+                if !crc_ok || !padding_ok || r.records.len() >= max_records as usize {
+                    break;
+                }
+                r.records.push((at + RECORD_OVERHEAD, len));
+                r.settled.push(false);
+                r.attempts.push(0);
+                size
+            }
+            0b01 => {
+                let index = (word & 0x00FF_FFFF) as usize;
+                let Some(&settled) = r.settled.get(index) else {
+                    break;
+                };
+                match (word >> 24) & 0x3F {
+                    ACK | DEAD if !settled => r.settled[index] = true,
+                    LEASE if !settled => r.attempts[index] = r.attempts[index].saturating_add(1),
+                    REACHED => {}
+                    _ => break,
+                }
+                r.has_markers = true;
+                4
+            }
+            _ => break,
+        };
+        r.end = at + size;
+    }
+    r.garbage_end = file[r.end..]
+        .iter()
+        .rposition(|&b| b != 0)
+        .map_or(r.end, |i| r.end + i + 1);
+    r
+}
+
+// ---------------------------------------------------------------------------
+// Reading fuzz input: never fails, missing bytes read as zeros.
+
+struct Input<'a>(&'a [u8]);
+
+impl<'a> Input<'a> {
+    fn bytes(&mut self, n: usize) -> &'a [u8] {
+        let (taken, rest) = self.0.split_at(n.min(self.0.len()));
+        self.0 = rest;
+        taken
+    }
+
+    fn array<const N: usize>(&mut self) -> [u8; N] {
+        let mut out = [0u8; N];
+        let taken = self.bytes(N);
+        out[..taken.len()].copy_from_slice(taken);
+        out
+    }
+
+    fn u8(&mut self) -> u8 {
+        self.array::<1>()[0]
+    }
+
+    fn u16(&mut self) -> u16 {
+        u16::from_le_bytes(self.array())
+    }
+
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.array())
+    }
+
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.array())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The `open` target's input.
+
+/// The config file an [`OpenInput`] writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigFile {
+    /// No `dque.conf`.
+    Absent,
+    /// These bytes, as they are.
+    Raw(Vec<u8>),
+    /// A valid version-1 config (right magic, version and CRC) with these fields.
+    Valid {
+        /// Segment record limit (valid only from 1 to 2^24 - 1).
+        records: u32,
+        /// Segment byte limit.
+        bytes: u32,
+        /// Codec id (the queue under test is raw bytes, id 0).
+        codec: u32,
+    },
+}
+
+/// A header with a right magic, version and CRC, and these fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderSpec {
+    /// Segment number; `None`: the one in the file name.
+    pub number: Option<u64>,
+    /// Id of the first record.
+    pub first_id: u64,
+    /// Record limit.
+    pub max_records: u32,
+    /// Byte limit.
+    pub max_bytes: u32,
+}
+
+/// One segment file of an [`OpenInput`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentFile {
+    /// A valid header to write before `body`, or none (the body is the whole file).
+    pub header: Option<HeaderSpec>,
+    /// Whether `body` is a frame program (see [`Program`]) rather than bytes.
+    /// Only with a header.
+    pub program: bool,
+    /// Bytes, or the frame program.
+    pub body: Vec<u8>,
+    /// Zero bytes after the body, in units of 16 (a segment's clean end).
+    pub zeros16: u16,
+}
+
+/// The `open` target's input: a queue directory and how it is opened.
+///
+/// Layout (little-endian; missing bytes read as zero):
+///
+/// | field | bytes |
+/// |---|---|
+/// | flags: bits 0-1 config (0 absent, 1 raw, 2-3 valid), bits 2-3 segment count, bit 4 Turbo, bit 5 sizes in `Options`, bit 6 `open_or_create` (else `open`), bit 7 leftover temp files | 1 |
+/// | number of the first segment file | 8 |
+/// | config: raw: length (2) and bytes; valid: record limit, byte limit, codec id (4 each) | |
+/// | if bit 5: segment items, segment bytes given to `Options` (4 each, brought into range) | 8 |
+/// | each segment: kind (bits 0-1: 0 raw, 1 header + bytes, 2-3 header + program; bit 2: header number given), header (number (8) if given, first id (8), record limit (4), byte limit (4)), body length (2), body, zeros in units of 16 (2) | |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenInput {
+    /// The config file.
+    pub config: ConfigFile,
+    /// Open with `Durability::Turbo`.
+    pub turbo: bool,
+    /// `Options::segment_items` and `segment_bytes`, before being brought into range.
+    pub sizes: Option<(u32, u32)>,
+    /// `open_or_create` rather than `open`.
+    pub create: bool,
+    /// Leave a `dque.conf.tmp` and a segment `.tmp` file, as a crash does.
+    pub temp_files: bool,
+    /// Number of the first segment file; the others follow it.
+    pub first_number: u64,
+    /// Up to three segment files.
+    pub segments: Vec<SegmentFile>,
+}
+
+impl OpenInput {
+    /// Reads an input; every byte string is one.
+    pub fn decode(data: &[u8]) -> OpenInput {
+        let mut input = Input(data);
+        let flags = input.u8();
+        let first_number = input.u64();
+        let config = match flags & 3 {
+            0 => ConfigFile::Absent,
+            1 => {
+                let len = input.u16() as usize;
+                ConfigFile::Raw(input.bytes(len).to_vec())
+            }
+            _ => ConfigFile::Valid {
+                records: input.u32(),
+                bytes: input.u32(),
+                codec: input.u32(),
+            },
+        };
+        let sizes = (flags & 0x20 != 0).then(|| (input.u32(), input.u32()));
+        let count = (flags >> 2) & 3;
+        let segments = (0..count)
+            .map(|_| {
+                let kind = input.u8();
+                let header = (kind & 3 != 0).then(|| HeaderSpec {
+                    number: (kind & 4 != 0).then(|| input.u64()),
+                    first_id: input.u64(),
+                    max_records: input.u32(),
+                    max_bytes: input.u32(),
+                });
+                let len = input.u16() as usize;
+                SegmentFile {
+                    program: kind & 3 >= 2,
+                    header,
+                    body: input.bytes(len).to_vec(),
+                    zeros16: input.u16(),
+                }
+            })
+            .collect();
+        OpenInput {
+            config,
+            turbo: flags & 0x10 != 0,
+            sizes,
+            create: flags & 0x40 != 0,
+            temp_files: flags & 0x80 != 0,
+            first_number,
+            segments,
+        }
+    }
+
+    /// The bytes that [`decode`](Self::decode) reads back as `self`.
+    pub fn encode(&self) -> Vec<u8> {
+        assert!(self.segments.len() <= 3, "at most three segments");
+        let mut flags = match self.config {
+            ConfigFile::Absent => 0,
+            ConfigFile::Raw(_) => 1,
+            ConfigFile::Valid { .. } => 2,
+        };
+        flags |= (self.segments.len() as u8) << 2;
+        flags |= u8::from(self.turbo) << 4;
+        flags |= u8::from(self.sizes.is_some()) << 5;
+        flags |= u8::from(self.create) << 6;
+        flags |= u8::from(self.temp_files) << 7;
+        let mut out = vec![flags];
+        out.extend_from_slice(&self.first_number.to_le_bytes());
+        match &self.config {
+            ConfigFile::Absent => {}
+            ConfigFile::Raw(bytes) => push_body(&mut out, bytes),
+            ConfigFile::Valid {
+                records,
+                bytes,
+                codec,
+            } => {
+                for v in [records, bytes, codec] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+        if let Some((items, bytes)) = self.sizes {
+            out.extend_from_slice(&items.to_le_bytes());
+            out.extend_from_slice(&bytes.to_le_bytes());
+        }
+        for seg in &self.segments {
+            let kind = match (&seg.header, seg.program) {
+                (None, _) => 0,
+                (Some(_), false) => 1,
+                (Some(_), true) => 2,
+            } | seg
+                .header
+                .as_ref()
+                .map_or(0, |h| u8::from(h.number.is_some()) << 2);
+            out.push(kind);
+            if let Some(h) = &seg.header {
+                if let Some(number) = h.number {
+                    out.extend_from_slice(&number.to_le_bytes());
+                }
+                out.extend_from_slice(&h.first_id.to_le_bytes());
+                out.extend_from_slice(&h.max_records.to_le_bytes());
+                out.extend_from_slice(&h.max_bytes.to_le_bytes());
+            }
+            push_body(&mut out, &seg.body);
+            out.extend_from_slice(&seg.zeros16.to_le_bytes());
+        }
+        out
+    }
+
+    /// The `Options` the queue is opened with.
+    fn options(&self) -> Options {
+        let mut options = Options::new()
+            .max_item_bytes(MAX_ITEM)
+            .durability(if self.turbo {
+                Durability::Turbo
+            } else {
+                Durability::Safe
+            });
+        if let Some((items, bytes)) = self.sizes_in_range() {
+            options = options.segment_items(items).segment_bytes(bytes);
+        }
+        options
+    }
+
+    fn sizes_in_range(&self) -> Option<(u32, u32)> {
+        self.sizes
+            .map(|(items, bytes)| (1 + items % 64, 4096 + bytes % (1 << 20)))
+    }
+
+    /// The files to write: name and bytes.
+    fn files(&self) -> Vec<(String, Vec<u8>)> {
+        let mut files = Vec::new();
+        match &self.config {
+            ConfigFile::Absent => {}
+            ConfigFile::Raw(bytes) => files.push((CONFIG_FILE.to_string(), bytes.clone())),
+            ConfigFile::Valid {
+                records,
+                bytes,
+                codec,
+            } => files.push((
+                CONFIG_FILE.to_string(),
+                config_bytes(*records, *bytes, *codec),
+            )),
+        }
+        for (i, seg) in self.segments.iter().enumerate() {
+            // Numbers past u64::MAX have no file name: such segments are left out.
+            let Some(number) = self.first_number.checked_add(i as u64) else {
+                break;
+            };
+            files.push((segment_name(number), seg.bytes(number)));
+        }
+        if self.temp_files {
+            files.push((CONFIG_TEMP.to_string(), b"DQCF half".to_vec()));
+            let temp = format!("{}.tmp", segment_name(self.first_number));
+            files.push((temp, b"DQSG half".to_vec()));
+        }
+        files
+    }
+}
+
+fn push_body(out: &mut Vec<u8>, body: &[u8]) {
+    let len = body.len().min(u16::MAX as usize);
+    out.extend_from_slice(&(len as u16).to_le_bytes());
+    out.extend_from_slice(&body[..len]);
+}
+
+impl SegmentFile {
+    /// The file's bytes when it is segment `number`.
+    fn bytes(&self, number: u64) -> Vec<u8> {
+        let mut out = match &self.header {
+            None => Vec::new(),
+            Some(h) => header_bytes(
+                h.number.unwrap_or(number),
+                h.first_id,
+                h.max_records,
+                h.max_bytes,
+            ),
+        };
+        if self.program {
+            Program::run(&self.body, &mut out);
+        } else {
+            out.extend_from_slice(&self.body);
+        }
+        out.resize(out.len() + 16 * self.zeros16 as usize, 0);
+        out
+    }
+
+    /// A segment file as it is: body up to its last non-zero byte, then zeros.
+    pub fn from_bytes(bytes: &[u8]) -> SegmentFile {
+        let data_end = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        let zeros16 = ((bytes.len() - data_end) / 16).min(u16::MAX as usize);
+        SegmentFile {
+            header: None,
+            program: false,
+            body: bytes[..bytes.len() - 16 * zeros16].to_vec(),
+            zeros16: zeros16 as u16,
+        }
+    }
+}
+
+/// A little language that writes frames with right CRCs, so the fuzzer gets
+/// past them cheaply. One byte picks the instruction (`op % 8`), then:
+///
+/// | op | writes |
+/// |---|---|
+/// | 0, 1 | a record: payload length (1), payload (taken from the program) |
+/// | 2 | a record of a generated payload: length (2, modulo 4096), fill byte (1) |
+/// | 3 | an ack marker: record index (2) |
+/// | 4 | a raw word (4): any marker type, kind or garbage |
+/// | 5 | zero words: count (1) |
+/// | 6 | a record with one bit flipped: payload length (1), bit (2) |
+/// | 7 | 0 to 3 raw bytes, breaking the 4-byte alignment: count (1), bytes |
+#[derive(Debug, Default, Clone)]
+pub struct Program(Vec<u8>);
+
+impl Program {
+    /// A record of `payload` (at most 255 bytes).
+    pub fn record(mut self, payload: &[u8]) -> Self {
+        assert!(payload.len() <= 255);
+        self.0.push(0);
+        self.0.push(payload.len() as u8);
+        self.0.extend_from_slice(payload);
+        self
+    }
+
+    /// An ack marker naming record `index`.
+    pub fn ack(mut self, index: u16) -> Self {
+        self.0.push(3);
+        self.0.extend_from_slice(&index.to_le_bytes());
+        self
+    }
+
+    /// A marker of type `kind` naming record `index` (a raw word).
+    pub fn marker(self, kind: u32, index: u32) -> Self {
+        self.word(marker_word(kind, index))
+    }
+
+    /// A raw 4-byte word.
+    pub fn word(mut self, word: u32) -> Self {
+        self.0.push(4);
+        self.0.extend_from_slice(&word.to_le_bytes());
+        self
+    }
+
+    /// A record whose bit `bit` is flipped.
+    pub fn torn_record(mut self, len: u8, bit: u16) -> Self {
+        self.0.push(6);
+        self.0.push(len);
+        self.0.extend_from_slice(&bit.to_le_bytes());
+        self
+    }
+
+    /// The program's bytes.
+    pub fn build(self) -> Vec<u8> {
+        self.0
+    }
+
+    fn run(program: &[u8], out: &mut Vec<u8>) {
+        let mut p = Input(program);
+        while !p.is_empty() {
+            match p.u8() % 8 {
+                0 | 1 => {
+                    let len = p.u8() as usize;
+                    out.extend_from_slice(&record_frame(p.bytes(len)));
+                }
+                2 => {
+                    let len = p.u16() as usize % 4096;
+                    let fill = p.u8();
+                    let payload: Vec<u8> = (0..len).map(|i| fill.wrapping_add(i as u8)).collect();
+                    out.extend_from_slice(&record_frame(&payload));
+                }
+                3 => out.extend_from_slice(&(ACK_MARKER | u32::from(p.u16())).to_le_bytes()),
+                4 => out.extend_from_slice(&p.array::<4>()),
+                5 => out.resize(out.len() + 4 * p.u8() as usize, 0),
+                6 => {
+                    let len = p.u8() as usize;
+                    let mut frame = record_frame(&vec![0xA5; len]);
+                    let bit = p.u16() as usize % (frame.len() * 8);
+                    frame[bit / 8] ^= 1 << (bit % 8);
+                    out.extend_from_slice(&frame);
+                }
+                _ => {
+                    let n = p.u8() as usize % 4;
+                    out.extend_from_slice(p.bytes(n));
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// What an open must do, predicted from the files by FORMAT.md's rules.
+
+/// The errors an open of fuzzed files may give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    NotAQueue,
+    Version,
+    Codec,
+    Corrupted,
+}
+
+/// The kind of `e` and the file it names, or a panic for an error no file
+/// content should cause.
+fn kind_of(e: &Error) -> (Kind, Option<&Path>) {
+    match e {
+        Error::NotAQueue { .. } => (Kind::NotAQueue, None),
+        Error::UnsupportedVersion {
+            path,
+            found,
+            supported,
+        } => {
+            assert_eq!(*supported, FORMAT_VERSION, "{e}");
+            assert_ne!(found, supported, "{e}");
+            (Kind::Version, Some(path))
+        }
+        Error::CodecMismatch {
+            found, expected, ..
+        } => {
+            assert_eq!((*expected, *found != RAW_CODEC), (RAW_CODEC, true), "{e}");
+            (Kind::Codec, None)
+        }
+        Error::Corrupted {
+            segment, reason, ..
+        } => {
+            assert!(!reason.is_empty(), "{e}");
+            (Kind::Corrupted, Some(segment))
+        }
+        other => panic!("an open of fuzzed files gave an unexpected error: {other:?} ({other})"),
+    }
+}
+
+#[derive(Debug)]
+enum Expect {
+    /// The open fails with this kind of error, naming this file (when it names one).
+    Fail(Kind, Option<PathBuf>),
+    /// The open succeeds.
+    Open(Opened),
+}
+
+#[derive(Default)]
+struct Opened {
+    /// The items, in order, that dequeues return.
+    items: Vec<Vec<u8>>,
+    /// The id and delivery attempts (lease markers) of each of `items`.
+    pending: Vec<(u64, u16)>,
+    /// The middle segment whose damage ends the dequeues with `Corrupted`.
+    stops_at: Option<PathBuf>,
+    /// Repairs the open reports: segment, offset, bytes cut.
+    repairs: BTreeSet<(PathBuf, u64, u64)>,
+    /// Segments the open deletes, in order.
+    deleted: Vec<PathBuf>,
+    /// Segments present after the open (input less deleted, or a new one).
+    segments: BTreeSet<PathBuf>,
+    /// The config after the open.
+    config: Vec<u8>,
+    /// `len()` right after the open, by FORMAT.md's formula.
+    len: u64,
+    /// What `verify()` sums up for each segment, head to tail.
+    summaries: Vec<Summary>,
+    /// Whether `verify()` finds nothing wrong: no damage and no garbage in
+    /// middle segments, and the formula's count is the items' count.
+    healthy: bool,
+    /// The format does not say (a segment number or ids at the end of
+    /// u64): no panic, and a clear error or a queue consistent in itself.
+    unspecified: bool,
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened")
+            .field("items", &self.items.len())
+            .field("first_items", &&self.items[..self.items.len().min(3)])
+            .field("stops_at", &self.stops_at)
+            .field("repairs", &self.repairs)
+            .field("deleted", &self.deleted)
+            .field("len", &self.len)
+            .field("healthy", &self.healthy)
+            .field("unspecified", &self.unspecified)
+            .finish()
+    }
+}
+
+/// A segment as `verify()` sums it up: path, number, first id, records,
+/// settled records, frame bytes.
+type Summary = (PathBuf, u64, u64, u64, u64, u64);
+
+/// Predicts the open of `files` (config, segments) in `dir`.
+fn expect_open(input: &OpenInput, dir: &Path, files: &[(String, Vec<u8>)]) -> Expect {
+    let fail = |kind, path: Option<PathBuf>| Expect::Fail(kind, path);
+    let mut segments: Vec<(u64, PathBuf, &[u8])> = Vec::new();
+    let mut config = None;
+    for (name, bytes) in files {
+        if name == CONFIG_FILE {
+            config = Some(bytes.as_slice());
+        } else if let Some(digits) = name.strip_suffix(".seg") {
+            segments.push((digits.parse().expect("20 digits"), dir.join(name), bytes));
+        }
+    }
+    let config_path = dir.join(CONFIG_FILE);
+    let (stored_records, stored_bytes) = match config.map(judge_config) {
+        None if !input.create || !segments.is_empty() => return fail(Kind::NotAQueue, None),
+        None => (DEFAULT_SEGMENT_ITEMS, DEFAULT_SEGMENT_BYTES),
+        Some(ConfigVerdict::Invalid) => return fail(Kind::NotAQueue, None),
+        Some(ConfigVerdict::Version(_)) => return fail(Kind::Version, Some(config_path)),
+        Some(ConfigVerdict::Valid { codec, .. }) if codec != RAW_CODEC => {
+            return fail(Kind::Codec, None)
+        }
+        Some(ConfigVerdict::Valid { records, bytes, .. }) => (records, bytes),
+    };
+    let (records, bytes) = input
+        .sizes_in_range()
+        .unwrap_or((stored_records, stored_bytes));
+    let mut opened = Opened {
+        config: config_bytes(records, bytes, RAW_CODEC),
+        healthy: true,
+        ..Opened::default()
+    };
+    if segments.is_empty() {
+        let path = dir.join(segment_name(1));
+        opened.segments.insert(path.clone());
+        opened.summaries.push((path, 1, 0, 0, 0, 0));
+        return Expect::Open(opened);
+    }
+
+    // Every header, in order, and ids that grow by at most the record limit.
+    let mut headers: Vec<Header> = Vec::new();
+    for (number, path, bytes) in &segments {
+        let header = match judge_header(bytes, *number) {
+            HeaderVerdict::Valid(h) => h,
+            HeaderVerdict::Corrupted => return fail(Kind::Corrupted, Some(path.clone())),
+            HeaderVerdict::Version => return fail(Kind::Version, Some(path.clone())),
+        };
+        // The format does not say what happens at the end of u64.
+        let edge = header
+            .first_id
+            .checked_add(u64::from(header.max_records) + 1);
+        if edge.is_none() || *number == u64::MAX {
+            opened.unspecified = true;
+            return Expect::Open(opened);
+        }
+        if let Some(previous) = headers.last() {
+            let gap = header.first_id.checked_sub(previous.first_id);
+            if gap.is_none_or(|gap| gap > u64::from(previous.max_records)) {
+                return fail(Kind::Corrupted, Some(path.clone()));
+            }
+        }
+        headers.push(header);
+    }
+    let last = segments.len() - 1;
+    let sealed = |i: usize| (i < last).then(|| headers[i + 1].first_id - headers[i].first_id);
+    let replays: Vec<Replayed> = segments
+        .iter()
+        .zip(&headers)
+        .map(|((_, _, bytes), h)| replay(bytes, h.max_records))
+        .collect();
+    let whole = |i: usize| sealed(i).is_none_or(|n| n == replays[i].records.len() as u64);
+    let repair = |opened: &mut Opened, i: usize| {
+        let r = &replays[i];
+        if r.garbage_end > r.end {
+            let cut = (
+                segments[i].1.clone(),
+                r.end as u64,
+                (r.garbage_end - r.end) as u64,
+            );
+            opened.repairs.insert(cut);
+        }
+    };
+    // Replayed at open (FORMAT.md, "The front run" and "Recovery on open"):
+    // the head and the segments after it up to the first one without
+    // markers, and the tail; a tail with markers is part of the run, so the
+    // segments between join it. Each of them with a successor must be whole
+    // (the first that is not fails the open), and each has its torn tail cut.
+    let mut replayed = vec![false; segments.len()];
+    let open_replay = |opened: &mut Opened, replayed: &mut [bool], i: usize| {
+        if !whole(i) {
+            return Err(segments[i].1.clone());
+        }
+        replayed[i] = true;
+        repair(opened, i);
+        Ok(())
+    };
+    let mut run_end = 0;
+    loop {
+        if let Err(path) = open_replay(&mut opened, &mut replayed, run_end) {
+            return fail(Kind::Corrupted, Some(path));
+        }
+        if !replays[run_end].has_markers || run_end + 1 >= last {
+            break;
+        }
+        run_end += 1;
+    }
+    if let Err(path) = open_replay(&mut opened, &mut replayed, last) {
+        return fail(Kind::Corrupted, Some(path));
+    }
+    if replays[last].has_markers {
+        for i in run_end + 1..last {
+            if let Err(path) = open_replay(&mut opened, &mut replayed, i) {
+                return fail(Kind::Corrupted, Some(path));
+            }
+        }
+    }
+    // Settled heads with a successor are deleted; a segment that becomes
+    // the head is replayed (with the sealed rule) if it was not yet.
+    let mut head = 0;
+    while head < last && replays[head].unsettled_count() == 0 {
+        let next = head + 1;
+        if !replayed[next] {
+            if let Err(path) = open_replay(&mut opened, &mut replayed, next) {
+                return fail(Kind::Corrupted, Some(path));
+            }
+        }
+        opened.deleted.push(segments[head].1.clone());
+        head = next;
+    }
+    for (i, (number, path, bytes)) in segments.iter().enumerate().skip(head) {
+        let r = &replays[i];
+        let settled = r.records.len() - r.unsettled_count();
+        opened.segments.insert(path.clone());
+        opened.summaries.push((
+            path.clone(),
+            *number,
+            headers[i].first_id,
+            r.records.len() as u64,
+            settled as u64,
+            (r.end - HEADER_LEN) as u64,
+        ));
+        // Garbage left where the open did not cut: in segments it did not replay.
+        if !replayed[i] && r.garbage_end > r.end {
+            opened.healthy = false;
+        }
+        if opened.stops_at.is_some() {
+            continue;
+        }
+        // A segment after the run is replayed when the dequeues reach it.
+        if !replayed[i] && !whole(i) {
+            opened.stops_at = Some(path.clone());
+            continue;
+        }
+        opened.items.extend(r.unsettled(bytes));
+        let first_id = headers[i].first_id;
+        opened.pending.extend(
+            (0..r.records.len())
+                .filter(|&k| !r.settled[k])
+                .map(|k| (first_id + k as u64, r.attempts[k])),
+        );
+    }
+    if !opened.unspecified {
+        // FORMAT.md's formula: settled records are subtracted only for the
+        // segments the open replayed (the front run and the tail).
+        let settled: u64 = (head..=last)
+            .filter(|&i| replayed[i])
+            .map(|i| (replays[i].records.len() - replays[i].unsettled_count()) as u64)
+            .sum();
+        opened.len = headers[last].first_id + replays[last].records.len() as u64
+            - headers[head].first_id
+            - settled;
+        if opened.stops_at.is_some() || opened.len != opened.items.len() as u64 {
+            opened.healthy = false;
+        }
+    }
+    Expect::Open(opened)
+}
+
+// ---------------------------------------------------------------------------
+// The `open` target.
+
+/// What [`check_open`] saw, for tests of the seeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenOutcome {
+    /// The open failed as predicted, with this error's Display.
+    Refused(String),
+    /// The open succeeded.
+    Opened {
+        /// Items dequeued.
+        items: usize,
+        /// Repairs the open reported.
+        repairs: usize,
+        /// Whether the dequeues ended with a damaged middle segment.
+        stopped_by_damage: bool,
+    },
+}
+
+/// Whether two outcomes agree, ignoring the error message of a refusal.
+pub fn same_outcome(a: &OpenOutcome, b: &OpenOutcome) -> bool {
+    match (a, b) {
+        (OpenOutcome::Refused(_), OpenOutcome::Refused(_)) => true,
+        _ => a == b,
+    }
+}
+
+/// The `open` fuzz target: see [`check_open`].
+pub fn open_files(data: &[u8]) {
+    check_open(data);
+}
+
+/// Writes the queue directory `data` describes ([`OpenInput`]), opens it as a
+/// [`RawQueue`] and checks everything against the prediction from FORMAT.md:
+///
+/// * a failed open gives the predicted kind of error naming the predicted
+///   file, and a segment reported as corrupted is left unchanged;
+/// * a successful open reports exactly the predicted repairs, deletions and
+///   removed temp files, changes the files only that way, leaves the config
+///   predicted, has `len()` by FORMAT.md's formula, `verify()` sums up each
+///   segment as predicted and is healthy exactly when nothing is wrong,
+///   `pending()` lists the predicted items with their ids and attempts (lease
+///   markers), and dequeues (peeked first) return exactly them, ending with
+///   `None` (then `len()` was their number), or with `Corrupted` naming the
+///   predicted damaged middle segment;
+/// * then one more item goes in, and after close and reopen the queue opens
+///   clean with exactly that item (or, after damage, fails at the same segment).
+pub fn check_open(data: &[u8]) -> OpenOutcome {
+    let input = OpenInput::decode(data);
+    let root = scratch_dir();
+    let dir = root.path().join("q");
+    fs::create_dir(&dir).expect("create the queue directory");
+    let files = input.files();
+    for (name, bytes) in &files {
+        fs::write(dir.join(name), bytes).expect("write an input file");
+    }
+    let original = |path: &Path| -> Option<&[u8]> {
+        let name = path.file_name()?.to_str()?;
+        files
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.as_slice())
+    };
+    let expect = expect_open(&input, &dir, &files);
+    let options = input.options();
+    let open = || {
+        if input.create {
+            RawQueue::open_or_create_with(&dir, &options)
+        } else {
+            RawQueue::open_with(&dir, &options)
+        }
+    };
+
+    let (q, opened) = match (open(), expect) {
+        (Err(e), Expect::Fail(kind, path)) => {
+            let (got_kind, got_path) = kind_of(&e);
+            assert_eq!(got_kind, kind, "wrong kind of error: {e}");
+            if let Some(path) = &path {
+                assert_eq!(
+                    got_path,
+                    Some(path.as_path()),
+                    "error names another file: {e}"
+                );
+            }
+            if let Error::Corrupted {
+                segment, offset, ..
+            } = &e
+            {
+                let now = fs::read(segment).expect("the corrupted segment is still there");
+                assert_eq!(
+                    Some(now.as_slice()),
+                    original(segment),
+                    "{e}: but it was changed"
+                );
+                assert!(*offset <= now.len() as u64, "{e}: offset past the end");
+            }
+            assert!(!e.to_string().is_empty());
+            return OpenOutcome::Refused(e.to_string());
+        }
+        (Err(e), Expect::Open(opened)) if opened.unspecified => {
+            kind_of(&e);
+            return OpenOutcome::Refused(e.to_string());
+        }
+        (Err(e), expect) => panic!("open failed with {e:?} ({e}), expected {expect:?}"),
+        (Ok(q), Expect::Fail(kind, path)) => panic!(
+            "open succeeded with report {:?} and len {}, expected {kind:?} on {path:?}",
+            q.open_report(),
+            q.len()
+        ),
+        (Ok(q), Expect::Open(opened)) => (q, opened),
+    };
+    let report = q.open_report().clone();
+
+    // The report, and the files changed only as it says.
+    let temp_expected: BTreeSet<PathBuf> = files
+        .iter()
+        .filter(|(n, _)| n.ends_with(".tmp"))
+        .map(|(n, _)| dir.join(n))
+        .collect();
+    let temp_removed: BTreeSet<PathBuf> = report.removed_temp_files.iter().cloned().collect();
+    assert_eq!(
+        temp_removed, temp_expected,
+        "removed temp files: {report:?}"
+    );
+    let listing = list_dir(&dir);
+    assert!(
+        listing.temp.is_empty(),
+        "temp files left: {:?}",
+        listing.temp
+    );
+    let config_now = fs::read(dir.join(CONFIG_FILE)).expect("config after open");
+    let config_before = original(&dir.join(CONFIG_FILE));
+    let config_kept = config_before == Some(config_now.as_slice())
+        && judge_config(&config_now) == judge_config(&opened.config);
+    assert!(
+        config_now == opened.config || config_kept,
+        "config after open is {config_now:?}, expected {:?}",
+        opened.config
+    );
+    if !opened.unspecified {
+        assert_eq!(
+            report.deleted_segments, opened.deleted,
+            "deleted segments: {report:?}"
+        );
+        let repairs: BTreeSet<(PathBuf, u64, u64)> = report
+            .repairs
+            .iter()
+            .map(|r| (r.segment.clone(), r.offset, r.bytes_cut))
+            .collect();
+        assert_eq!(repairs, opened.repairs, "repairs: {report:?}");
+        let on_disk: BTreeSet<PathBuf> = listing.segments.iter().map(|(_, p)| p.clone()).collect();
+        assert_eq!(on_disk, opened.segments, "segment files after open");
+        for path in &on_disk {
+            let Some(before) = original(path) else {
+                continue;
+            };
+            let mut expected = before.to_vec();
+            for (_, offset, cut) in opened.repairs.iter().filter(|r| &r.0 == path) {
+                expected[*offset as usize..(offset + cut) as usize].fill(0);
+            }
+            let now = fs::read(path).expect("read a segment after open");
+            assert!(
+                now == expected,
+                "{} changed beyond its reported repairs",
+                path.display()
+            );
+        }
+    }
+
+    // What verify() finds, and len() by FORMAT.md's formula.
+    let len_at_open = q.len();
+    let verified = q.verify().expect("verify an open queue");
+    if !opened.unspecified {
+        assert_eq!(
+            len_at_open as u64, opened.len,
+            "len() at open (FORMAT.md's formula)"
+        );
+        let summaries: Vec<Summary> = verified
+            .segments
+            .iter()
+            .map(|s| {
+                let (path, number, first_id) = (s.path.clone(), s.number, s.first_id);
+                (path, number, first_id, s.records, s.settled, s.frame_bytes)
+            })
+            .collect();
+        assert_eq!(summaries, opened.summaries, "verify(): segments");
+        assert_eq!(
+            verified.is_healthy(),
+            opened.healthy,
+            "verify(): {verified}"
+        );
+        if let Some(at) = &opened.stops_at {
+            let named = verified.problems.iter().any(|p| &p.segment == at);
+            assert!(
+                named,
+                "verify() does not name damaged {}: {verified}",
+                at.display()
+            );
+        }
+        if opened.healthy {
+            assert_eq!(verified.items(), len_at_open as u64, "verify(): items");
+        }
+    }
+
+    // pending(): every item in order with its id and its attempts (the
+    // lease markers), none leased right after an open.
+    if !opened.unspecified {
+        match (q.pending(usize::MAX), &opened.stops_at) {
+            (Ok(pending), None) => {
+                let got: Vec<(u64, u16)> = pending.iter().map(|p| (p.id, p.attempts)).collect();
+                assert_eq!(got, opened.pending, "pending(): ids and attempts");
+                assert!(
+                    pending.iter().all(|p| !p.leased),
+                    "pending(): an item is leased right after the open"
+                );
+                assert!(
+                    pending.iter().map(|p| &p.item).eq(&opened.items),
+                    "pending(): items differ from the predicted ones"
+                );
+            }
+            (Err(Error::Corrupted { segment, .. }), Some(at)) if &segment == at => {}
+            (got, at) => panic!(
+                "pending() gave {:?}, expected the items or damage at {at:?}",
+                got.map(|p| p.len())
+            ),
+        }
+    }
+
+    // The items: peek and dequeue until None or damage.
+    let most = files
+        .iter()
+        .map(|(_, b)| b.len() / RECORD_OVERHEAD + 1)
+        .sum::<usize>();
+    let mut items = Vec::new();
+    let stopped_at = loop {
+        let peeked = q.peek();
+        let popped = q.dequeue();
+        match (peeked, popped) {
+            (Ok(Some(a)), Ok(Some(b))) => {
+                assert_eq!(a, b, "peek and dequeue disagree at item {}", items.len());
+                items.push(b);
+                assert!(items.len() <= most, "more items than the files can hold");
+            }
+            (Ok(None), Ok(None)) => break None,
+            (Err(Error::Corrupted { segment, .. }), Err(Error::Corrupted { segment: s, .. }))
+                if segment == s =>
+            {
+                break Some(segment)
+            }
+            (peeked, popped) => panic!(
+                "after {} items: peek gave {peeked:?}, dequeue gave {popped:?}",
+                items.len()
+            ),
+        }
+    };
+    // len() is exact unless markers lie outside the front run (which dque
+    // never writes): then the formula counts records they settle.
+    let exact = opened.unspecified || opened.len == opened.items.len() as u64;
+    if stopped_at.is_none() {
+        if exact {
+            assert_eq!(len_at_open, items.len(), "len() at open vs items dequeued");
+        }
+        assert_eq!(q.len(), 0, "len() after draining");
+    }
+    if !opened.unspecified {
+        assert_eq!(stopped_at, opened.stops_at, "where the dequeues stop");
+        assert!(
+            items == opened.items,
+            "dequeued {} items {:?}..., expected {} items {:?}...",
+            items.len(),
+            items.iter().take(3).collect::<Vec<_>>(),
+            opened.items.len(),
+            opened.items.iter().take(3).collect::<Vec<_>>()
+        );
+    }
+
+    // One more item, then a clean reopen.
+    let probe = b"probe item".to_vec();
+    let enqueued = q.enqueue(&probe);
+    match (&enqueued, &stopped_at) {
+        (Ok(()), _) => {}
+        // A full tail cannot roll over to a segment that does not exist.
+        (Err(e), _) if opened.unspecified => {
+            kind_of_any(e);
+        }
+        // Rolling over retires the consumed head, which reaches the damage.
+        (Err(Error::Corrupted { segment, .. }), Some(at)) if segment == at => {}
+        (Err(e), _) => panic!("enqueue after open failed: {e:?} ({e})"),
+    }
+    let closed = q.close();
+    if !opened.unspecified {
+        closed.expect("close after open");
+    }
+    match (open(), &stopped_at) {
+        (Err(Error::Corrupted { segment, .. }), Some(at)) if &segment == at => {}
+        (Err(e), _) if opened.unspecified => kind_of_any(&e),
+        (Err(e), _) => panic!("reopen failed: {e:?} ({e})"),
+        (Ok(q), Some(at)) => panic!(
+            "reopen succeeded after dequeues stopped at damaged {}: {:?}",
+            at.display(),
+            q.open_report()
+        ),
+        (Ok(q), None) => {
+            let again = q.open_report();
+            assert!(
+                again.repairs.is_empty()
+                    && again.removed_temp_files.is_empty()
+                    && again.deleted_segments.is_empty(),
+                "reopen after a clean close is not clean: {again:?}"
+            );
+            if enqueued.is_ok() {
+                assert_eq!(q.len(), 1, "len() after reopen");
+                assert_eq!(q.dequeue().expect("dequeue the probe"), Some(probe));
+            }
+            assert_eq!(q.len(), 0, "len() after dequeuing the probe");
+            assert_eq!(q.dequeue().expect("dequeue an empty queue"), None);
+            q.close().expect("close after reopen");
+        }
+    }
+    OpenOutcome::Opened {
+        items: items.len(),
+        repairs: report.repairs.len(),
+        stopped_by_damage: stopped_at.is_some(),
+    }
+}
+
+/// Any error is allowed, but it must be a clear one: not a closed handle.
+fn kind_of_any(e: &Error) {
+    assert!(!matches!(e, Error::Closed), "unexpected {e:?}");
+    assert!(!e.to_string().is_empty());
+}
+
+/// The files of a queue directory.
+#[derive(Debug, Default)]
+struct DirListing {
+    segments: Vec<(u64, PathBuf)>,
+    temp: Vec<PathBuf>,
+}
+
+fn list_dir(dir: &Path) -> DirListing {
+    let mut listing = DirListing::default();
+    for entry in fs::read_dir(dir).expect("list the queue directory") {
+        let path = entry.expect("directory entry").path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if let Some(digits) = name.strip_suffix(".seg") {
+            listing
+                .segments
+                .push((digits.parse().expect("segment number"), path));
+        } else if name.ends_with(".tmp") {
+            listing.temp.push(path);
+        }
+    }
+    listing.segments.sort();
+    listing
+}
+
+/// A fresh directory, in memory when the machine has `/dev/shm` (fsync is
+/// then cheap, and the fuzzer runs many times faster).
+fn scratch_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    let dir = if shm.is_dir() {
+        tempfile::Builder::new().prefix("dque-fuzz").tempdir_in(shm)
+    } else {
+        tempfile::Builder::new().prefix("dque-fuzz").tempdir()
+    };
+    dir.expect("make a scratch directory")
+}
+
+// ---------------------------------------------------------------------------
+// The `ops` target.
+
+/// Durability of a handle in the `ops` target. Encoded in one byte:
+/// `b % 4` = 1 Turbo, 2 Periodic every `1 + b / 4` ms, else Safe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `Durability::Safe`.
+    Safe,
+    /// `Durability::Turbo`.
+    Turbo,
+    /// `Durability::Periodic`, every this many milliseconds (1 to 64).
+    Periodic(u8),
+}
+
+impl Mode {
+    fn decode(b: u8) -> Mode {
+        match b % 4 {
+            1 => Mode::Turbo,
+            2 => Mode::Periodic(1 + b / 4),
+            _ => Mode::Safe,
+        }
+    }
+
+    fn encode(self) -> u8 {
+        match self {
+            Mode::Safe => 0,
+            Mode::Turbo => 1,
+            Mode::Periodic(ms) => 2 + 4 * (ms.clamp(1, 64) - 1),
+        }
+    }
+
+    fn durability(self) -> Durability {
+        match self {
+            Mode::Safe => Durability::Safe,
+            Mode::Turbo => Durability::Turbo,
+            Mode::Periodic(ms) => Durability::Periodic(Duration::from_millis(u64::from(ms))),
+        }
+    }
+}
+
+/// One step of the `ops` target. Encoding: one byte picks the step
+/// (`byte % 16`), then its arguments follow (little-endian).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Enqueue a new item of this many bytes (0, 1, 2, 15: size (1); 3: size
+    /// (2), modulo `MAX_ITEM + 100`, so some are too large).
+    Enqueue(u16),
+    /// `enqueue_batch` of `1 + count % 8` items of `size + 13 i` bytes; with
+    /// `too_large`, the last one is over `MAX_ITEM` and nothing goes in
+    /// (12: count (1), size (1), too_large (1, bit 0)).
+    EnqueueBatch {
+        /// Items in the batch: 1 + this modulo 8.
+        count: u8,
+        /// Bytes of the first item.
+        size: u8,
+        /// Whether the last item is too large.
+        too_large: bool,
+    },
+    /// `dequeue` (4, 5).
+    Dequeue,
+    /// `dequeue_timeout(0)` (6).
+    DequeueNow,
+    /// `dequeue_batch(max % 10)` (13: max (1)).
+    DequeueBatch(u8),
+    /// `peek` (7 with argument bit 0 clear).
+    Peek,
+    /// `peek_timeout(0)` (7 with argument bit 0 set).
+    PeekNow,
+    /// Close and open again with these sizes (8: flags (1: bit 0 items, bit 1
+    /// bytes), items (1), bytes (2), mode (1)).
+    Reopen {
+        /// `Options::segment_items`: 1 + this modulo 8.
+        items: Option<u8>,
+        /// `Options::segment_bytes`: 4096 plus this.
+        bytes: Option<u16>,
+        /// Durability of the new handle.
+        mode: Mode,
+    },
+    /// `set_durability` (9: mode (1)).
+    SetDurability(Mode),
+    /// `sync` (10).
+    Sync,
+    /// Copy the files of the open queue to a new directory, drop the handle,
+    /// continue on the copy (11 with argument bit 0 clear).
+    Kill,
+    /// Simulated power loss: continue on a crash image picked by this seed
+    /// (11 with argument bit 0 set, then the seed (1)). Without the
+    /// `fault-injection` feature, a kill.
+    PowerLoss(u8),
+    /// `verify()`: healthy, holding `len()` items (14).
+    Verify,
+}
+
+impl Op {
+    fn decode(input: &mut Input) -> Op {
+        match input.u8() % 16 {
+            0..=2 | 15 => Op::Enqueue(u16::from(input.u8())),
+            3 => Op::Enqueue(input.u16() % (MAX_ITEM as u16 + 100)),
+            4 | 5 => Op::Dequeue,
+            6 => Op::DequeueNow,
+            7 if input.u8() & 1 == 0 => Op::Peek,
+            7 => Op::PeekNow,
+            8 => {
+                let flags = input.u8();
+                let items = input.u8();
+                let bytes = input.u16();
+                Op::Reopen {
+                    items: (flags & 1 != 0).then_some(items),
+                    bytes: (flags & 2 != 0).then_some(bytes),
+                    mode: Mode::decode(input.u8()),
+                }
+            }
+            9 => Op::SetDurability(Mode::decode(input.u8())),
+            10 => Op::Sync,
+            11 if input.u8() & 1 == 0 => Op::Kill,
+            11 => Op::PowerLoss(input.u8()),
+            12 => Op::EnqueueBatch {
+                count: input.u8(),
+                size: input.u8(),
+                too_large: input.u8() & 1 != 0,
+            },
+            13 => Op::DequeueBatch(input.u8()),
+            _ => Op::Verify,
+        }
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        match *self {
+            Op::Enqueue(size) if size < 256 => out.extend_from_slice(&[0, size as u8]),
+            Op::Enqueue(size) => {
+                out.push(3);
+                out.extend_from_slice(&size.to_le_bytes());
+            }
+            Op::EnqueueBatch {
+                count,
+                size,
+                too_large,
+            } => out.extend_from_slice(&[12, count, size, u8::from(too_large)]),
+            Op::Dequeue => out.push(4),
+            Op::DequeueNow => out.push(6),
+            Op::DequeueBatch(max) => out.extend_from_slice(&[13, max]),
+            Op::Peek => out.extend_from_slice(&[7, 0]),
+            Op::PeekNow => out.extend_from_slice(&[7, 1]),
+            Op::Reopen { items, bytes, mode } => {
+                let flags = u8::from(items.is_some()) | (u8::from(bytes.is_some()) << 1);
+                out.extend_from_slice(&[8, flags, items.unwrap_or(0)]);
+                out.extend_from_slice(&bytes.unwrap_or(0).to_le_bytes());
+                out.push(mode.encode());
+            }
+            Op::SetDurability(mode) => out.extend_from_slice(&[9, mode.encode()]),
+            Op::Sync => out.push(10),
+            Op::Kill => out.extend_from_slice(&[11, 0]),
+            Op::PowerLoss(seed) => out.extend_from_slice(&[11, 1, seed]),
+            Op::Verify => out.push(14),
+        }
+    }
+}
+
+/// An `ops` input: the first open's settings, then the steps.
+///
+/// Layout: mode (1, see [`Mode`]), segment items (1: 1 + it modulo 8),
+/// segment bytes (2: 4096 + it), then [`Op`]s until the input ends (at most
+/// [`MAX_OPS`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpsInput {
+    /// Durability of the first handle.
+    pub mode: Mode,
+    /// Segment items of the new queue: 1 + this modulo 8.
+    pub items: u8,
+    /// Segment bytes of the new queue: 4096 + this.
+    pub bytes: u16,
+    /// The steps.
+    pub ops: Vec<Op>,
+}
+
+/// Steps an `ops` input runs at most (the rest is ignored).
+pub const MAX_OPS: usize = 400;
+
+impl OpsInput {
+    /// Reads an input; every byte string is one.
+    pub fn decode(data: &[u8]) -> OpsInput {
+        let mut input = Input(data);
+        let mode = Mode::decode(input.u8());
+        let items = input.u8();
+        let bytes = input.u16();
+        let mut ops = Vec::new();
+        while !input.is_empty() && ops.len() < MAX_OPS {
+            ops.push(Op::decode(&mut input));
+        }
+        OpsInput {
+            mode,
+            items,
+            bytes,
+            ops,
+        }
+    }
+
+    /// The bytes that [`decode`](Self::decode) reads back as `self`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![self.mode.encode(), self.items];
+        out.extend_from_slice(&self.bytes.to_le_bytes());
+        for op in &self.ops {
+            op.encode(&mut out);
+        }
+        out
+    }
+}
+
+/// Item number `n` with `size` bytes: distinct for distinct `n` (from 4 bytes on).
+fn item(n: u32, size: usize) -> Vec<u8> {
+    let tag = n.to_le_bytes();
+    (0..size).map(|i| tag[i % 4] ^ (i / 4) as u8).collect()
+}
+
+/// A queue under test and its model. Fields drop in order: the handle,
+/// then the plan that watches its directory, then the directory.
+struct Model {
+    q: RawQueue,
+    /// Tracks what is durable in the queue's directory, for crash images.
+    #[cfg(feature = "fault-injection")]
+    plan: dque::faults::FaultPlan,
+    /// Holds the current directory (a kill or power loss moves to a copy).
+    root: tempfile::TempDir,
+    /// Every item accepted, in order; the queue holds `history[head..]`.
+    history: Vec<Vec<u8>>,
+    head: usize,
+    /// `(head, history.len())` when everything was last durable.
+    durable: (usize, usize),
+    options: Options,
+    mode: Mode,
+    next_item: u32,
+    step: usize,
+}
+
+/// The `ops` fuzz target: see [`OpsInput`] and [`Op`]. After every step the
+/// queue agrees with the model: every item returned and `len()`, and on disk
+/// exactly the segments `segment_numbers()` names, no more of them than the
+/// items explain, and no temp file. A kill loses nothing; a power loss keeps
+/// a window of the items, in order, that holds everything made durable. At
+/// the end the queue is drained and must reopen empty and clean.
+pub fn ops(data: &[u8]) {
+    let input = OpsInput::decode(data);
+    let options = Options::new()
+        .max_item_bytes(MAX_ITEM)
+        .durability(input.mode.durability())
+        .segment_items(1 + u32::from(input.items % 8))
+        .segment_bytes(4096 + u32::from(input.bytes));
+    let root = scratch_dir();
+    let q = RawQueue::create_with(root.path().join("q"), &options).expect("create");
+    assert!(q.open_report().is_clean());
+    let mut m = Model {
+        #[cfg(feature = "fault-injection")]
+        plan: dque::faults::FaultPlan::install(root.path().join("q")),
+        root,
+        q,
+        history: Vec::new(),
+        head: 0,
+        durable: (0, 0),
+        options,
+        mode: input.mode,
+        next_item: 0,
+        step: 0,
+    };
+    for (step, op) in input.ops.iter().enumerate() {
+        m.step = step;
+        m.apply(*op);
+        m.check(op);
+    }
+    m.step = input.ops.len();
+    m.apply(Op::Verify);
+    let rest =
+        m.q.dequeue_batch(usize::MAX)
+            .unwrap_or_else(|e| m.fail(&format!("final drain: {e}")));
+    assert!(rest == m.history[m.head..], "final drain");
+    m.head = m.history.len();
+    assert_eq!(m.q.dequeue().expect("dequeue an empty queue"), None);
+    m.check(&Op::Dequeue);
+    m.q.close().expect("close");
+    m.reopen(m.options);
+    assert!(
+        m.q.is_empty(),
+        "empty queue reopened with {} items",
+        m.q.len()
+    );
+    m.q.close().expect("close");
+}
+
+impl Model {
+    fn dir(&self) -> PathBuf {
+        self.root.path().join("q")
+    }
+
+    fn fail(&self, what: &str) -> ! {
+        panic!("step {}: {what}", self.step)
+    }
+
+    fn items(&self) -> &[Vec<u8>] {
+        &self.history[self.head..]
+    }
+
+    fn new_item(&mut self, size: usize) -> Vec<u8> {
+        self.next_item += 1;
+        item(self.next_item - 1, size)
+    }
+
+    fn apply(&mut self, op: Op) {
+        match op {
+            Op::Enqueue(size) => {
+                let item = self.new_item(size as usize);
+                match self.q.enqueue(&item) {
+                    Ok(()) => self.history.push(item),
+                    Err(Error::ItemTooLarge { size: s, max }) => {
+                        assert!(s == item.len() && max == MAX_ITEM && s > MAX_ITEM as usize)
+                    }
+                    Err(e) => self.fail(&format!("enqueue of {size} bytes: {e}")),
+                }
+            }
+            Op::EnqueueBatch {
+                count,
+                size,
+                too_large,
+            } => {
+                let count = 1 + usize::from(count % 8);
+                let mut items: Vec<Vec<u8>> = (0..count)
+                    .map(|i| self.new_item(usize::from(size) + 13 * i))
+                    .collect();
+                if too_large {
+                    items[count - 1] = self.new_item(MAX_ITEM as usize + 1);
+                }
+                match self.q.enqueue_batch(&items) {
+                    Ok(()) if !too_large => self.history.extend(items),
+                    Err(Error::ItemTooLarge { .. }) if too_large => {}
+                    other => self.fail(&format!(
+                        "enqueue_batch (too large: {too_large}): {other:?}"
+                    )),
+                }
+            }
+            Op::Dequeue | Op::DequeueNow => {
+                let got = match op {
+                    Op::Dequeue => self.q.dequeue(),
+                    _ => self.q.dequeue_timeout(Duration::ZERO),
+                };
+                let got = got.unwrap_or_else(|e| self.fail(&format!("{op:?}: {e}")));
+                let expected = self.items().first().cloned();
+                if got != expected {
+                    self.fail(&format!("{op:?} gave {got:?}, expected {expected:?}"));
+                }
+                self.head += usize::from(got.is_some());
+            }
+            Op::DequeueBatch(max) => {
+                let max = usize::from(max % 10);
+                let got = self
+                    .q
+                    .dequeue_batch(max)
+                    .unwrap_or_else(|e| self.fail(&format!("{op:?}: {e}")));
+                let expected = &self.items()[..max.min(self.items().len())];
+                if got != expected {
+                    self.fail(&format!("{op:?} gave {got:?}, expected {expected:?}"));
+                }
+                self.head += got.len();
+            }
+            Op::Peek | Op::PeekNow => {
+                let got = match op {
+                    Op::Peek => self.q.peek(),
+                    _ => self.q.peek_timeout(Duration::ZERO),
+                };
+                let got = got.unwrap_or_else(|e| self.fail(&format!("{op:?}: {e}")));
+                if got.as_ref() != self.items().first() {
+                    self.fail(&format!(
+                        "{op:?} gave {got:?}, expected {:?}",
+                        self.items().first()
+                    ));
+                }
+            }
+            Op::Reopen { items, bytes, mode } => {
+                let mut options = Options::new()
+                    .max_item_bytes(MAX_ITEM)
+                    .durability(mode.durability());
+                if let Some(items) = items {
+                    options = options.segment_items(1 + u32::from(items % 8));
+                }
+                if let Some(bytes) = bytes {
+                    options = options.segment_bytes(4096 + u32::from(bytes));
+                }
+                self.q
+                    .close()
+                    .unwrap_or_else(|e| self.fail(&format!("close: {e}")));
+                self.mode = mode;
+                self.reopen(options);
+            }
+            Op::SetDurability(mode) => {
+                self.q
+                    .set_durability(mode.durability())
+                    .unwrap_or_else(|e| self.fail(&format!("set_durability: {e}")));
+                if mode == Mode::Safe && self.mode != Mode::Safe {
+                    // Switching to Safe syncs what was written before.
+                    self.durable = (self.head, self.history.len());
+                }
+                self.mode = mode;
+            }
+            Op::Sync => {
+                self.q
+                    .sync()
+                    .unwrap_or_else(|e| self.fail(&format!("sync: {e}")));
+                self.durable = (self.head, self.history.len());
+            }
+            Op::Kill => self.kill(),
+            Op::PowerLoss(seed) => self.power_loss(seed),
+            Op::Verify => {
+                let report = self
+                    .q
+                    .verify()
+                    .unwrap_or_else(|e| self.fail(&format!("verify: {e}")));
+                if !report.is_healthy() || report.items() != self.items().len() as u64 {
+                    self.fail(&format!(
+                        "verify: {report}, model {} items",
+                        self.items().len()
+                    ));
+                }
+            }
+        }
+        if self.mode == Mode::Safe {
+            self.durable = (self.head, self.history.len());
+        }
+    }
+
+    /// Opens the closed queue again; a clean close leaves nothing to mend
+    /// and makes everything durable.
+    fn reopen(&mut self, options: Options) {
+        let q = RawQueue::open_with(self.dir(), &options)
+            .unwrap_or_else(|e| self.fail(&format!("reopen: {e}")));
+        let report = q.open_report();
+        if !report.is_clean() || !report.deleted_segments.is_empty() {
+            self.fail(&format!("reopen after close is not clean: {report:?}"));
+        }
+        self.options = options.durability(self.mode.durability());
+        self.q = q;
+        self.durable = (self.head, self.history.len());
+    }
+
+    /// Moves to a new directory holding `files`, opens the queue there and
+    /// drops the old handle; returns the open's report.
+    fn move_to(&mut self, files: Vec<(String, Vec<u8>)>) -> dque::OpenReport {
+        let root = scratch_dir();
+        fs::create_dir(root.path().join("q")).expect("make the new queue directory");
+        for (name, bytes) in files {
+            fs::write(root.path().join("q").join(name), bytes).expect("write a file");
+        }
+        let old_root = std::mem::replace(&mut self.root, root);
+        // The files written count as durable for the new plan.
+        #[cfg(feature = "fault-injection")]
+        let plan = dque::faults::FaultPlan::install(self.dir());
+        #[cfg(feature = "fault-injection")]
+        let old_plan = std::mem::replace(&mut self.plan, plan);
+        let options = self.options.durability(self.mode.durability());
+        let q = RawQueue::open_with(self.dir(), &options)
+            .unwrap_or_else(|e| self.fail(&format!("open after a crash: {e}")));
+        let report = q.open_report().clone();
+        drop(std::mem::replace(&mut self.q, q));
+        #[cfg(feature = "fault-injection")]
+        drop(old_plan);
+        drop(old_root);
+        self.durable = (self.head, self.history.len());
+        report
+    }
+
+    /// What a killed process leaves: every file as the page cache has it.
+    /// The copy must open without repairs, holding every item, having
+    /// deleted at most the consumed head.
+    fn kill(&mut self) {
+        let mut files = Vec::new();
+        for entry in fs::read_dir(self.dir()).expect("list the queue") {
+            let path = entry.expect("entry").path();
+            let name = path
+                .file_name()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned();
+            if name != LOCK_FILE {
+                files.push((name, fs::read(&path).expect("copy a file")));
+            }
+        }
+        let head_before = *self.segment_numbers().start();
+        let report = self.move_to(files);
+        if !report.is_clean() {
+            self.fail(&format!("open after kill mended something: {report:?}"));
+        }
+        let head_after = *self.segment_numbers().start();
+        let expected: Vec<PathBuf> = (head_before..head_after)
+            .map(|n| self.dir().join(segment_name(n)))
+            .collect();
+        if report.deleted_segments != expected {
+            self.fail(&format!(
+                "open after kill deleted {:?}, expected {expected:?}",
+                report.deleted_segments
+            ));
+        }
+    }
+
+    /// A simulated power loss: continue on a crash image (the files as a
+    /// power cut now may leave them). It must open, holding a window of the
+    /// items in order: it starts between the first item not durably
+    /// dequeued and the first not dequeued, and ends between the end of
+    /// the durable enqueues and the end of all. Without the
+    /// `fault-injection` feature there are no crash images: a kill.
+    fn power_loss(&mut self, seed: u8) {
+        #[cfg(feature = "fault-injection")]
+        {
+            let (durable_head, durable_end) = self.durable;
+            let image = self
+                .plan
+                .crash_image((u64::from(seed) << 32) | self.step as u64);
+            self.move_to(image.files.into_iter().collect());
+            let got = self
+                .q
+                .dequeue_batch(usize::MAX)
+                .unwrap_or_else(|e| self.fail(&format!("read the crash image: {e}")));
+            let first = (durable_head..=self.head).find(|&first| {
+                let end = first + got.len();
+                (durable_end..=self.history.len()).contains(&end)
+                    && self.history[first..end] == got[..]
+            });
+            let Some(first) = first else {
+                self.fail(&format!(
+                    "after a power loss the queue holds {} items that are no window of the \
+                     history starting in {durable_head}..={} and ending in {durable_end}..={}",
+                    got.len(),
+                    self.head,
+                    self.history.len()
+                ));
+            };
+            // Put them back, durably, and go on from what survived.
+            self.q
+                .enqueue_batch(&got)
+                .and_then(|()| self.q.sync())
+                .unwrap_or_else(|e| self.fail(&format!("enqueue after a power loss: {e}")));
+            self.history.truncate(first + got.len());
+            self.head = first;
+            self.durable = (self.head, self.history.len());
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            let _ = seed;
+            self.kill();
+        }
+    }
+
+    fn segment_numbers(&self) -> std::ops::RangeInclusive<u64> {
+        self.q
+            .segment_numbers()
+            .unwrap_or_else(|e| self.fail(&format!("segment_numbers: {e}")))
+    }
+
+    fn check(&self, op: &Op) {
+        let items = self.items().len();
+        if self.q.len() != items || self.q.is_empty() != (items == 0) {
+            self.fail(&format!(
+                "after {op:?}: len() {} but model {items}",
+                self.q.len()
+            ));
+        }
+        let mode = self.q.durability().expect("durability");
+        assert_eq!(mode, self.mode.durability(), "durability");
+        let listing = list_dir(&self.dir());
+        let numbers: Vec<u64> = listing.segments.iter().map(|(n, _)| *n).collect();
+        let expected: Vec<u64> = self.segment_numbers().collect();
+        if numbers != expected || !listing.temp.is_empty() {
+            self.fail(&format!(
+                "after {op:?}: segment files {numbers:?} and temp files {:?}, expected {expected:?} and none",
+                listing.temp
+            ));
+        }
+        // Each segment after the head holds at least one item; only the head
+        // may be fully consumed (until the next dequeue retires it).
+        if numbers.len() > items + 1 {
+            self.fail(&format!(
+                "after {op:?}: {} segments for {items} items",
+                numbers.len()
+            ));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Seeds.
+
+/// One seed file: the target it is for, a name, and its bytes.
+#[derive(Debug, Clone)]
+pub struct Seed {
+    /// `open` or `ops`.
+    pub target: &'static str,
+    /// File name in the corpus: `seed-...`, or `bug-...` for the reproducer
+    /// of a bug found by fuzzing (failing until it is fixed).
+    pub name: String,
+    /// The input.
+    pub data: Vec<u8>,
+    /// For `open` seeds: what [`check_open`] must see, if the seed is made
+    /// for one outcome.
+    pub outcome: Option<OpenOutcome>,
+}
+
+/// A real queue's files: the config and the segments (numbered from `first`).
+struct RealQueue {
+    config: Vec<u8>,
+    first: u64,
+    segments: Vec<Vec<u8>>,
+}
+
+impl RealQueue {
+    /// Snapshots the queue directory `dir` (open or closed).
+    fn read(dir: &Path) -> RealQueue {
+        let listing = list_dir(dir);
+        RealQueue {
+            config: fs::read(dir.join(CONFIG_FILE)).expect("read config"),
+            first: listing.segments.first().map_or(1, |s| s.0),
+            segments: listing
+                .segments
+                .iter()
+                .map(|(_, p)| fs::read(p).expect("read segment"))
+                .collect(),
+        }
+    }
+
+    fn input(&self) -> OpenInput {
+        OpenInput {
+            config: ConfigFile::Raw(self.config.clone()),
+            turbo: true,
+            sizes: None,
+            create: false,
+            temp_files: false,
+            first_number: self.first,
+            segments: self
+                .segments
+                .iter()
+                .map(|s| SegmentFile::from_bytes(s))
+                .collect(),
+        }
+    }
+}
+
+/// Builds a real queue of small segments with `items` per segment: enqueue
+/// `n` items, dequeue `taken`, and snapshot the files while it is open (as a
+/// kill leaves them) or after close.
+fn real_queue(items: u32, n: u32, taken: u32, close: bool) -> RealQueue {
+    let root = scratch_dir();
+    let dir = root.path().join("q");
+    let options = Options::new()
+        .durability(Durability::Turbo)
+        .segment_items(items)
+        .segment_bytes(4096);
+    let q = RawQueue::create_with(&dir, &options).expect("create a seed queue");
+    for i in 0..n {
+        q.enqueue(&item(i, 5 + (i as usize * 7) % 40))
+            .expect("enqueue");
+    }
+    for _ in 0..taken {
+        q.dequeue().expect("dequeue").expect("an item");
+    }
+    if close {
+        q.close().expect("close");
+    }
+    RealQueue::read(&dir)
+}
+
+/// End of the last whole frame of a real segment.
+fn record_end(segment: &[u8]) -> usize {
+    let header = match judge_header(segment, le_u64(segment, 8)) {
+        HeaderVerdict::Valid(h) => h,
+        other => panic!("seed segment header: {other:?}"),
+    };
+    replay(segment, header.max_records).end
+}
+
+/// The seed corpus of both targets, from real queues and hand-written inputs.
+pub fn seeds() -> Vec<Seed> {
+    let mut seeds = Vec::new();
+    let mut open = |name: &str, input: OpenInput, outcome: Option<OpenOutcome>| {
+        seeds.push(Seed {
+            target: "open",
+            name: name.to_string(),
+            data: input.encode(),
+            outcome,
+        });
+    };
+    let opened = |items, repairs, stopped_by_damage| {
+        Some(OpenOutcome::Opened {
+            items,
+            repairs,
+            stopped_by_damage,
+        })
+    };
+    let refused = || Some(OpenOutcome::Refused(String::new()));
+
+    let empty = OpenInput {
+        config: ConfigFile::Absent,
+        turbo: false,
+        sizes: None,
+        create: true,
+        temp_files: false,
+        first_number: 1,
+        segments: Vec::new(),
+    };
+    open(
+        "seed-create-in-empty-dir",
+        empty.clone(),
+        opened(0, 0, false),
+    );
+    open(
+        "seed-config-only",
+        OpenInput {
+            config: ConfigFile::Valid {
+                records: 4,
+                bytes: 4096,
+                codec: RAW_CODEC,
+            },
+            ..empty.clone()
+        },
+        opened(0, 0, false),
+    );
+    let one = real_queue(100, 6, 2, true);
+    open("seed-one-segment-acked", one.input(), opened(4, 0, false));
+    let leftovers = OpenInput {
+        temp_files: true,
+        turbo: false,
+        ..one.input()
+    };
+    open(
+        "seed-one-segment-temp-files",
+        leftovers.clone(),
+        opened(4, 0, false),
+    );
+    // Opening rewrites the config (new sizes, or a new queue) through
+    // dque.conf.tmp, which replaces a leftover one: removing the leftovers
+    // listed before must not then fail (a bug until 7a4b5e0: Io NotFound).
+    let resized = OpenInput {
+        sizes: Some((2, 0)),
+        ..leftovers
+    };
+    open(
+        "seed-temp-config-rewritten-then-removed",
+        resized,
+        opened(4, 0, false),
+    );
+    let created = OpenInput {
+        temp_files: true,
+        ..empty.clone()
+    };
+    open("seed-create-over-temp-config", created, opened(0, 0, false));
+    let three = real_queue(3, 8, 1, true);
+    open("seed-three-segments", three.input(), opened(7, 0, false));
+    let killed = real_queue(3, 8, 3, false);
+    open(
+        "seed-settled-head-left-by-kill",
+        killed.input(),
+        opened(5, 0, false),
+    );
+
+    // A torn tail: the last record's payload damaged, then zeros over it.
+    let mut torn = three.input();
+    let tail = three.segments.last().expect("a tail");
+    let end = record_end(tail);
+    let mut bytes = tail.clone();
+    bytes[end - 3] ^= 0x5A;
+    torn.segments[2] = SegmentFile::from_bytes(&bytes);
+    open("seed-torn-tail-record", torn.clone(), opened(6, 1, false));
+    let mut zeroed = bytes.clone();
+    zeroed[end - 20..end - 8].fill(0);
+    torn.segments[2] = SegmentFile::from_bytes(&zeroed);
+    open("seed-zeroed-tail-record", torn, opened(6, 1, false));
+
+    // Damage inside sealed segments: the head refuses to open, and so does a
+    // middle one in the front run (the head has an ack marker, so the open
+    // replays the middle); a middle one after the run stops the dequeues
+    // that reach it.
+    let mut sealed = three.input();
+    let mut head = three.segments[0].clone();
+    head[HEADER_LEN + 10] ^= 1;
+    sealed.segments[0] = SegmentFile::from_bytes(&head);
+    open("seed-damaged-head", sealed, refused());
+    let mut middle = three.input();
+    let mut seg = three.segments[1].clone();
+    seg[HEADER_LEN + 10] ^= 1;
+    middle.segments[1] = SegmentFile::from_bytes(&seg);
+    open("seed-damaged-middle", middle, refused());
+    let untouched = real_queue(3, 8, 0, true);
+    let mut after_run = untouched.input();
+    let mut seg = untouched.segments[1].clone();
+    seg[HEADER_LEN + 10] ^= 1;
+    after_run.segments[1] = SegmentFile::from_bytes(&seg);
+    open(
+        "seed-damaged-middle-after-the-run",
+        after_run,
+        opened(3, 0, true),
+    );
+
+    // Config and header trouble.
+    open(
+        "seed-segments-without-config",
+        OpenInput {
+            config: ConfigFile::Absent,
+            ..three.input()
+        },
+        refused(),
+    );
+    let mut newer = three.config.clone();
+    newer[4] = 2;
+    open(
+        "seed-config-of-version-2",
+        OpenInput {
+            config: ConfigFile::Raw(newer),
+            ..one.input()
+        },
+        refused(),
+    );
+    open(
+        "seed-config-of-bincode",
+        OpenInput {
+            config: ConfigFile::Valid {
+                records: 3,
+                bytes: 4096,
+                codec: 1,
+            },
+            ..one.input()
+        },
+        refused(),
+    );
+
+    // Frames written by the program language, with valid headers.
+    let header = |first_id, max_records| {
+        Some(HeaderSpec {
+            number: None,
+            first_id,
+            max_records,
+            max_bytes: 4096,
+        })
+    };
+    let program = |header, body: Vec<u8>| SegmentFile {
+        header,
+        program: true,
+        body,
+        zeros16: 64,
+    };
+    let built = OpenInput {
+        config: ConfigFile::Valid {
+            records: 3,
+            bytes: 4096,
+            codec: RAW_CODEC,
+        },
+        turbo: true,
+        sizes: None,
+        create: false,
+        temp_files: false,
+        first_number: 7,
+        segments: vec![
+            program(
+                header(10, 3),
+                Program::default()
+                    .record(b"a")
+                    .record(b"bb")
+                    .record(b"ccc")
+                    .ack(2)
+                    .ack(0)
+                    .build(),
+            ),
+            program(
+                header(13, 3),
+                Program::default().record(b"dddd").record(b"e").build(),
+            ),
+            program(
+                header(15, 3),
+                Program::default()
+                    .record(b"f")
+                    .torn_record(9, 70)
+                    .record(b"g")
+                    .build(),
+            ),
+        ],
+    };
+    open(
+        "seed-program-three-segments",
+        built.clone(),
+        opened(4, 1, false),
+    );
+    let mut markers = built.clone();
+    markers.segments.truncate(1);
+    markers.segments[0] = program(
+        header(0, 5),
+        Program::default()
+            .record(b"x")
+            .record(b"y")
+            .ack(1)
+            .ack(1)
+            .word(0x7F00_0000)
+            .build(),
+    );
+    open("seed-program-double-ack", markers, opened(1, 1, false));
+
+    // Lease, dead and reached markers: attempts count lease markers, dead
+    // settles, reached changes nothing (also after an ack); the marked
+    // segments form a run from the head through the tail; a marker of an
+    // unknown type ends the tail's replay and is cut.
+    let mut leases = built.clone();
+    leases.segments = vec![
+        program(
+            header(10, 3),
+            Program::default()
+                .record(b"a")
+                .record(b"bb")
+                .record(b"ccc")
+                .marker(LEASE, 0)
+                .marker(LEASE, 1)
+                .marker(LEASE, 0)
+                .marker(DEAD, 1)
+                .ack(2)
+                .marker(REACHED, 2)
+                .build(),
+        ),
+        program(
+            header(13, 3),
+            Program::default()
+                .record(b"dddd")
+                .record(b"e")
+                .marker(REACHED, 0)
+                .build(),
+        ),
+        program(
+            header(15, 3),
+            Program::default()
+                .record(b"f")
+                .marker(LEASE, 0)
+                .marker(5, 0)
+                .build(),
+        ),
+    ];
+    open(
+        "seed-program-lease-markers",
+        leases.clone(),
+        opened(4, 1, false),
+    );
+    // A torn marker after the last record of a sealed segment in the front
+    // run: cut and reported at open.
+    let mut torn_marker = leases.clone();
+    torn_marker.segments[1] = program(
+        header(13, 3),
+        Program::default()
+            .record(b"dddd")
+            .record(b"e")
+            .marker(REACHED, 0)
+            .marker(LEASE, 7)
+            .build(),
+    );
+    open(
+        "seed-torn-marker-in-the-run",
+        torn_marker,
+        opened(4, 2, false),
+    );
+    // A tail with markers pulls the middle segment into the front run: its
+    // damage fails the open even though the head has no markers.
+    let mut marked_tail = built.clone();
+    marked_tail.segments[0] = program(
+        header(10, 3),
+        Program::default()
+            .record(b"a")
+            .record(b"bb")
+            .record(b"ccc")
+            .build(),
+    );
+    marked_tail.segments[1] = program(header(13, 3), Program::default().record(b"dddd").build());
+    marked_tail.segments[2] = program(
+        header(15, 3),
+        Program::default().record(b"f").marker(LEASE, 0).build(),
+    );
+    open(
+        "seed-damaged-middle-before-a-marked-tail",
+        marked_tail,
+        refused(),
+    );
+
+    // Bug: a header whose first id leaves no room for its records: the id
+    // after the last record overflows u64 (a panic with overflow checks).
+    let mut ids_end = built.clone();
+    ids_end.segments.truncate(1);
+    ids_end.segments[0] = program(
+        header(u64::MAX, 3),
+        Program::default().record(b"last id").build(),
+    );
+    open("bug-first-id-overflows", ids_end, None);
+    // Bug: a segment numbered u64::MAX: the open computes the number after
+    // it, and so would the roll-over of this full tail (a panic with
+    // overflow checks).
+    let mut numbers_end = built.clone();
+    numbers_end.first_number = u64::MAX;
+    numbers_end.segments.truncate(1);
+    numbers_end.segments[0] = program(header(0, 1), Program::default().record(b"full").build());
+    open("bug-segment-number-u64-max", numbers_end, None);
+    // Bug: an ack marker in a middle segment (never written by dque, but
+    // valid by FORMAT.md): len() counts the record, dequeues skip it.
+    let mut middle_ack = built.clone();
+    middle_ack.segments[1] = program(
+        header(13, 3),
+        Program::default()
+            .record(b"dddd")
+            .record(b"e")
+            .ack(0)
+            .build(),
+    );
+    open("bug-ack-in-middle-segment", middle_ack, opened(3, 1, false));
+
+    // Bug: the open deletes a consumed head and replays the middle segment
+    // after it as the new head, cutting the garbage after its records, but
+    // does not report that cut.
+    let mut unreported = built.clone();
+    unreported.segments[0] = program(
+        header(10, 3),
+        Program::default()
+            .record(b"a")
+            .record(b"bb")
+            .record(b"ccc")
+            .ack(0)
+            .ack(1)
+            .ack(2)
+            .build(),
+    );
+    unreported.segments[1] = program(
+        header(13, 3),
+        Program::default()
+            .record(b"dddd")
+            .record(b"e")
+            .word(0x7F00_0000)
+            .build(),
+    );
+    unreported.segments[2] = program(header(15, 3), Program::default().record(b"f").build());
+    open(
+        "bug-unreported-cut-at-open",
+        unreported,
+        opened(3, 1, false),
+    );
+
+    // The ops target.
+    let mut ops = |name: &str, input: OpsInput| {
+        seeds.push(Seed {
+            target: "ops",
+            name: name.to_string(),
+            data: input.encode(),
+            outcome: None,
+        });
+    };
+    use Op::*;
+    ops(
+        "seed-basic",
+        OpsInput {
+            mode: Mode::Safe,
+            items: 2,
+            bytes: 0,
+            ops: vec![
+                Enqueue(10),
+                Enqueue(0),
+                Enqueue(200),
+                Peek,
+                Dequeue,
+                Enqueue(7),
+                Enqueue(8),
+                DequeueNow,
+                PeekNow,
+                Sync,
+                Dequeue,
+                Dequeue,
+                Dequeue,
+            ],
+        },
+    );
+    ops(
+        "seed-rollover-by-bytes-and-too-large",
+        OpsInput {
+            mode: Mode::Turbo,
+            items: 7,
+            bytes: 0,
+            ops: vec![
+                Enqueue(2500),
+                Enqueue(2000),
+                Enqueue(3000),
+                Enqueue(3050),
+                Dequeue,
+                Enqueue(100),
+                Dequeue,
+                Dequeue,
+                Enqueue(1),
+            ],
+        },
+    );
+    ops(
+        "seed-reopen-resized",
+        OpsInput {
+            mode: Mode::Periodic(5),
+            items: 0,
+            bytes: 100,
+            ops: vec![
+                Enqueue(3),
+                Enqueue(4),
+                Reopen {
+                    items: Some(4),
+                    bytes: None,
+                    mode: Mode::Safe,
+                },
+                Enqueue(5),
+                Enqueue(6),
+                Dequeue,
+                Reopen {
+                    items: Some(0),
+                    bytes: Some(9000),
+                    mode: Mode::Turbo,
+                },
+                Enqueue(250),
+                Dequeue,
+                Dequeue,
+            ],
+        },
+    );
+    ops(
+        "seed-kill-after-consuming-a-segment",
+        OpsInput {
+            mode: Mode::Turbo,
+            items: 1,
+            bytes: 0,
+            ops: vec![
+                Enqueue(20),
+                Enqueue(21),
+                Enqueue(22),
+                Dequeue,
+                Dequeue,
+                Kill,
+                Enqueue(23),
+                SetDurability(Mode::Safe),
+                Dequeue,
+                PowerLoss(0),
+                Dequeue,
+                SetDurability(Mode::Turbo),
+                Enqueue(1),
+                Kill,
+                Verify,
+            ],
+        },
+    );
+    ops(
+        "seed-batches-and-verify",
+        OpsInput {
+            mode: Mode::Safe,
+            items: 3,
+            bytes: 0,
+            ops: vec![
+                EnqueueBatch {
+                    count: 6,
+                    size: 30,
+                    too_large: false,
+                },
+                Verify,
+                DequeueBatch(4),
+                EnqueueBatch {
+                    count: 2,
+                    size: 1,
+                    too_large: true,
+                },
+                Enqueue(9),
+                DequeueBatch(9),
+                Verify,
+                Peek,
+                DequeueBatch(0),
+            ],
+        },
+    );
+    ops(
+        "seed-turbo-power-loss",
+        OpsInput {
+            mode: Mode::Turbo,
+            items: 2,
+            bytes: 0,
+            ops: vec![
+                Enqueue(40),
+                Enqueue(41),
+                Enqueue(42),
+                Sync,
+                Enqueue(43),
+                Dequeue,
+                Enqueue(600),
+                PowerLoss(7),
+                Dequeue,
+                Enqueue(44),
+                EnqueueBatch {
+                    count: 3,
+                    size: 200,
+                    too_large: false,
+                },
+                PowerLoss(200),
+                SetDurability(Mode::Periodic(2)),
+                Enqueue(45),
+                Dequeue,
+                PowerLoss(3),
+                Verify,
+            ],
+        },
+    );
+    seeds
+}

@@ -1,0 +1,166 @@
+//! The fuzz targets' saved corpus (`fuzz/corpus/open`, `fuzz/corpus/ops`),
+//! run on stable through the very checks the fuzzers run
+//! (`fuzz/src/checks.rs`), so every input a fuzzer once found interesting,
+//! and every bug reproducer kept there, stays a test. A failure names the
+//! corpus file; `cargo fuzz run <target> <file>` replays it under the fuzzer.
+//!
+//! No single allocation may exceed [`ALLOCATION_LIMIT`] (fuzzed lengths must
+//! never size an allocation): a counting allocator checks it per thread.
+
+#[path = "../fuzz/src/checks.rs"]
+mod checks;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::fs;
+use std::panic;
+use std::path::{Path, PathBuf};
+
+/// Largest single allocation a corpus input may cause.
+const ALLOCATION_LIMIT: usize = 64 << 20;
+
+/// The system allocator, noting the largest request of each thread.
+struct Counting;
+
+thread_local! {
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note(size: usize) {
+    // `try_with`: a thread being torn down has no slot, and must not panic here.
+    let _ = LARGEST.try_with(|largest| largest.set(largest.get().max(size)));
+}
+
+// SAFETY: every call is passed on unchanged to `System`; `note` neither
+// allocates nor unwinds.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: the caller's contract is `System`'s.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Runs `check` on `data`; the panic message, or the allocation over the limit.
+fn run(check: &dyn Fn(&[u8]), data: &[u8]) -> Result<(), String> {
+    LARGEST.with(|largest| largest.set(0));
+    let result = panic::catch_unwind(panic::AssertUnwindSafe(|| check(data)));
+    let largest = LARGEST.with(Cell::get);
+    match result {
+        Err(panic) => Err(panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic".into())),
+        Ok(()) if largest > ALLOCATION_LIMIT => Err(format!(
+            "allocated {largest} bytes at once (limit {ALLOCATION_LIMIT})"
+        )),
+        Ok(()) => Ok(()),
+    }
+}
+
+/// Every file of `fuzz/corpus/<target>`, sorted.
+fn corpus(target: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target);
+    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("corpus entry").path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "{} holds no corpus", dir.display());
+    files
+}
+
+fn run_corpus(target: &str, check: &dyn Fn(&[u8])) {
+    let mut failures = Vec::new();
+    let files = corpus(target);
+    for file in &files {
+        let data = fs::read(file).expect("read a corpus file");
+        if let Err(why) = run(check, &data) {
+            let name = file.file_name().unwrap().to_string_lossy().into_owned();
+            failures.push(format!("fuzz/corpus/{target}/{name}: {why}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} corpus files fail:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
+}
+
+// Guarantee: every saved input of the `open` target (queue directories of
+// valid, torn, damaged and hostile files) opens as FORMAT.md predicts or
+// fails with the predicted clear error, never panics, and reopens clean.
+#[test]
+fn open_corpus() {
+    run_corpus("open", &checks::open_files);
+}
+
+// Guarantee: every saved operation sequence of the `ops` target (enqueue,
+// dequeue, peek, reopen with other sizes, durability, sync, kill) agrees
+// with a VecDeque after every step.
+#[test]
+fn ops_corpus() {
+    run_corpus("ops", &checks::ops);
+}
+
+// Guarantee: the seeds made from real queues give the outcome each is made
+// for (so the corpus reaches the open, repair and damage paths), and the
+// committed corpus holds every seed as the generator makes it today.
+#[test]
+fn seeds_give_their_outcomes_and_are_in_the_corpus() {
+    let mut failures = Vec::new();
+    for seed in checks::seeds() {
+        let name = format!("{}/{}", seed.target, seed.name);
+        let committed = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fuzz/corpus")
+            .join(&name);
+        if fs::read(&committed).ok().as_ref() != Some(&seed.data) {
+            failures.push(format!(
+                "{name}: not in fuzz/corpus as generated; run `cargo run --bin seeds` in fuzz/"
+            ));
+        }
+        let result = match (seed.target, &seed.outcome) {
+            ("open", Some(expected)) => run(
+                &|data| {
+                    let outcome = checks::check_open(data);
+                    assert!(
+                        checks::same_outcome(&outcome, expected),
+                        "gave {outcome:?}, expected {expected:?}"
+                    );
+                },
+                &seed.data,
+            ),
+            ("open", None) => run(&checks::open_files, &seed.data),
+            _ => run(&checks::ops, &seed.data),
+        };
+        if let Err(why) = result {
+            failures.push(format!("{name}: {why}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
