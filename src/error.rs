@@ -116,6 +116,24 @@ pub enum Error {
     },
     /// The queue was closed (by [`close`](crate::DQue::close) or drop).
     Closed,
+    /// A lease expired (or was ended) before this call: the item may be
+    /// with another consumer now, so it was left alone.
+    LeaseLost {
+        /// Id of the item.
+        id: u64,
+        /// The attempt the lost lease was.
+        attempt: u16,
+    },
+    /// The item is leased by a consumer; it cannot be cancelled.
+    Leased {
+        /// Id of the item.
+        id: u64,
+    },
+    /// No pending item has this id (it was consumed, cancelled or never existed).
+    NotPending {
+        /// The id asked for.
+        id: u64,
+    },
 }
 
 impl Error {
@@ -217,6 +235,19 @@ impl fmt::Display for Error {
                  fix the disk, then reopen the queue"
             ),
             Error::Closed => write!(f, "the queue is closed; open it again to use it"),
+            Error::LeaseLost { id, attempt } => write!(
+                f,
+                "the lease of item {id} (attempt {attempt}) expired or ended; the item was left \
+                 for whoever holds it now: raise Options::visibility_timeout or touch() the lease"
+            ),
+            Error::Leased { id } => write!(
+                f,
+                "item {id} is leased by a consumer; wait for its ack or its lease to end"
+            ),
+            Error::NotPending { id } => write!(
+                f,
+                "no pending item has id {id}; it was consumed or cancelled already"
+            ),
         }
     }
 }

@@ -41,6 +41,21 @@ const RECORD_LEN_MASK: u32 = (1 << 30) - 1;
 pub enum MarkerType {
     /// The record was consumed (dequeued or acked); it is settled.
     Ack = 1,
+    /// A delivery attempt of the record began (it was leased); counts attempts.
+    Lease = 2,
+    /// The record was moved to the dead letters; it is settled here.
+    Dead = 3,
+    /// Changes no record: deliveries reached this segment (written, once,
+    /// when a later segment gets a marker first, so that the segments with
+    /// markers always form a run from the head, which open replays).
+    Reached = 4,
+}
+
+impl MarkerType {
+    /// Whether the marker ends the record's life in this queue.
+    pub fn settles(self) -> bool {
+        matches!(self, MarkerType::Ack | MarkerType::Dead)
+    }
 }
 
 /// The fixed header of a segment file.
@@ -256,6 +271,9 @@ pub fn read_frame(bytes: &[u8]) -> Result<Frame, FrameError> {
         KIND_MARKER => {
             let kind = match (word >> MARKER_TYPE_SHIFT) & MARKER_TYPE_MASK {
                 1 => MarkerType::Ack,
+                2 => MarkerType::Lease,
+                3 => MarkerType::Dead,
+                4 => MarkerType::Reached,
                 _ => return Err(FrameError::Invalid("unknown marker type")),
             };
             Ok(Frame::Marker {

@@ -48,6 +48,10 @@ impl QueueDir {
             .join(format!("{number:020}.{SEGMENT_EXT}.{TEMP_EXT}"))
     }
 
+    pub fn dead_letter_path(&self) -> PathBuf {
+        self.path.join(crate::dead::DEAD_LETTER_DIR)
+    }
+
     pub fn config_path(&self) -> PathBuf {
         self.path.join(CONFIG_FILE)
     }

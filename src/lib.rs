@@ -24,6 +24,8 @@
 
 mod codec;
 mod commit;
+mod dead;
+mod delivery;
 mod engine;
 mod error;
 #[cfg(feature = "fault-injection")]
@@ -33,6 +35,7 @@ mod faults;
 mod flusher;
 mod format;
 mod layout;
+mod lease;
 mod lock;
 mod options;
 mod queue;
@@ -42,10 +45,12 @@ mod shared;
 mod verify;
 
 pub use codec::{Bincode, Codec, Raw};
+pub use dead::DeadLetter;
 pub use error::{CodecError, Error, Result};
 pub use format::FORMAT_VERSION;
+pub use lease::Leased;
 pub use options::{Durability, Options};
-pub use queue::{DQue, RawQueue};
+pub use queue::{DQue, Pending, RawQueue};
 pub use recovery::{OpenReport, Repair};
 pub use verify::{Problem, SegmentSummary, VerifyReport};
 

@@ -76,6 +76,8 @@ pub struct Options {
     pub(crate) segment_items: Option<u32>,
     pub(crate) segment_bytes: Option<u32>,
     pub(crate) max_item_bytes: u32,
+    pub(crate) visibility_timeout: Duration,
+    pub(crate) max_attempts: u16,
 }
 
 /// Segment record limit of a new queue when none is given.
@@ -84,6 +86,10 @@ pub const DEFAULT_SEGMENT_ITEMS: u32 = 100_000;
 pub const DEFAULT_SEGMENT_BYTES: u32 = 64 << 20;
 /// Largest encoded item accepted when no limit is given.
 pub const DEFAULT_MAX_ITEM_BYTES: u32 = 16 << 20;
+/// How long a lease holds an item when no timeout is given.
+pub const DEFAULT_VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Delivery attempts before an item is dead-lettered, when none is given.
+pub const DEFAULT_MAX_ATTEMPTS: u16 = 5;
 /// Smallest segment byte limit accepted.
 pub const MIN_SEGMENT_BYTES: u32 = 4096;
 /// Largest segment byte limit accepted.
@@ -96,6 +102,8 @@ impl Default for Options {
             segment_items: None,
             segment_bytes: None,
             max_item_bytes: DEFAULT_MAX_ITEM_BYTES,
+            visibility_timeout: DEFAULT_VISIBILITY_TIMEOUT,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
         }
     }
 }
@@ -142,8 +150,37 @@ impl Options {
         self
     }
 
+    /// How long a lease holds an item before it is available again unless
+    /// acked or touched; default 30 s, above zero.
+    #[must_use]
+    pub fn visibility_timeout(mut self, timeout: Duration) -> Self {
+        self.visibility_timeout = timeout;
+        self
+    }
+
+    /// Delivery attempts an item gets: once it has been leased this many
+    /// times without an ack, a nack or an expired lease moves it to the
+    /// dead letters; default 5, at least 1.
+    #[must_use]
+    pub fn max_attempts(mut self, attempts: u16) -> Self {
+        self.max_attempts = attempts;
+        self
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         self.durability.validate()?;
+        if self.visibility_timeout.is_zero() {
+            return Err(Error::InvalidOption {
+                name: "visibility_timeout",
+                reason: "must be above zero".into(),
+            });
+        }
+        if self.max_attempts == 0 {
+            return Err(Error::InvalidOption {
+                name: "max_attempts",
+                reason: "must be at least 1".into(),
+            });
+        }
         if let Some(items) = self.segment_items {
             if items == 0 || items > MAX_SEGMENT_RECORDS {
                 return Err(Error::InvalidOption {

@@ -1,7 +1,7 @@
 //! The public typed queue: `DQue<T, C>`.
 
 use std::marker::PhantomData;
-use std::ops::RangeInclusive;
+use std::ops::{ControlFlow, RangeInclusive};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -10,9 +10,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::codec::{Bincode, Codec, Raw};
+use crate::dead::DeadLetter;
 use crate::engine::{Engine, OpenMode};
 use crate::error::{Error, Result};
 use crate::flusher::Flusher;
+use crate::lease::Leased;
 use crate::options::{Durability, Options};
 use crate::recovery::OpenReport;
 use crate::shared::Shared;
@@ -46,6 +48,7 @@ pub struct DQue<T, C: Codec<T> = Bincode> {
     /// Runs while the durability is `Periodic`.
     flusher: Mutex<Option<Flusher>>,
     path: PathBuf,
+    visibility_timeout: Duration,
     report: OpenReport,
     codec: C,
     // Items are only ever held encoded, so the queue is Send + Sync for any T.
@@ -101,6 +104,7 @@ impl<T, C: Codec<T>> DQue<T, C> {
         let (engine, report) = Engine::open(path, options, C::ID, mode)?;
         let queue = DQue {
             path: path.to_path_buf(),
+            visibility_timeout: options.visibility_timeout,
             shared: Arc::new(Shared::new(engine)),
             flusher: Mutex::new(None),
             report,
@@ -237,9 +241,141 @@ impl<T, C: Codec<T>> DQue<T, C> {
         })
     }
 
+    /// Leases the next available item: it stays in the queue, invisible to
+    /// other consumers, until the guard acks it or the visibility timeout
+    /// passes. `None` when no item is available. The attempt is counted on
+    /// disk first (durably in Safe mode), so a crash mid-work still counts.
+    pub fn lease(&self) -> Result<Option<Leased<'_, T, C>>> {
+        self.lease_until(Some(Instant::now()))
+    }
+
+    /// Like [`lease`](Self::lease), but waits for an item (new, handed
+    /// back, or whose lease expired); fails with `Closed` if closed meanwhile.
+    pub fn lease_block(&self) -> Result<Leased<'_, T, C>> {
+        self.lease_until(None)
+            .map(|leased| leased.expect("waits without a deadline until an item comes"))
+    }
+
+    /// Like [`lease_block`](Self::lease_block), giving up after `timeout`.
+    pub fn lease_timeout(&self, timeout: Duration) -> Result<Option<Leased<'_, T, C>>> {
+        self.lease_until(Some(Instant::now() + timeout))
+    }
+
+    fn lease_until(&self, deadline: Option<Instant>) -> Result<Option<Leased<'_, T, C>>> {
+        let leased = self.shared.wait_for(deadline, true, |engine| {
+            engine.lease_with(self.visibility_timeout, |id, bytes| self.decode(id, bytes))
+        })?;
+        Ok(leased.map(|(item, id, lease)| Leased::new(self, item, id, lease.attempt)))
+    }
+
+    pub(crate) fn ack_lease(&self, id: u64, attempt: u16) -> Result<()> {
+        self.shared.write(|engine| engine.ack(id, attempt))
+    }
+
+    pub(crate) fn nack_lease(&self, id: u64, attempt: u16) -> Result<()> {
+        self.shared.write(|engine| engine.nack(id, attempt))?;
+        self.shared.notify_available();
+        Ok(())
+    }
+
+    pub(crate) fn fail_lease(&self, id: u64, attempt: u16, reason: &str) -> Result<()> {
+        self.shared.write(|engine| engine.fail(id, attempt, reason))
+    }
+
+    pub(crate) fn touch_lease(&self, id: u64, attempt: u16) -> Result<()> {
+        let timeout = self.visibility_timeout;
+        self.shared
+            .read(|engine| engine.touch(id, attempt, timeout))
+    }
+
+    /// Removes pending item `id` (see [`Leased::id`], [`pending`](Self::pending))
+    /// without delivering it. Fails with `Leased` if a consumer holds it and
+    /// `NotPending` if it is gone already.
+    pub fn cancel(&self, id: u64) -> Result<()> {
+        self.shared.write(|engine| engine.cancel(id))
+    }
+
+    /// Ends every lease now, as if the visibility timeout had passed, so
+    /// tests can expire leases without waiting (feature `fault-injection`).
+    #[cfg(feature = "fault-injection")]
+    pub fn expire_leases_now(&self) -> Result<()> {
+        self.shared.read(|engine| {
+            engine.expire_leases_now();
+            Ok(())
+        })
+    }
+
+    /// Items leased right now (they are counted in [`len`](Self::len) too).
+    pub fn leased_len(&self) -> usize {
+        self.shared.read(Engine::leased_count).unwrap_or(0)
+    }
+
+    /// Up to `max` pending items in delivery order (handed-back items aside),
+    /// without consuming them: id, attempts so far, whether leased now, and
+    /// the item. Segments past the mapped ones are read one at a time.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q = dque::DQue::<u32>::create(dir.path().join("q"))?;
+    /// q.enqueue_batch(&[10, 20, 30])?;
+    /// let held = q.lease()?.expect("an item");
+    /// let pending = q.pending(10)?;
+    /// assert_eq!(pending.iter().map(|p| p.item).collect::<Vec<_>>(), [10, 20, 30]);
+    /// assert!(pending[0].leased && !pending[1].leased);
+    /// q.cancel(pending[2].id)?;
+    /// assert_eq!(q.len(), 2);
+    /// # drop(held); Ok(()) }
+    /// ```
+    pub fn pending(&self, max: usize) -> Result<Vec<Pending<T>>> {
+        self.shared.read(|engine| {
+            let mut found = Vec::new();
+            let mut failed = None;
+            engine.visit_pending(|id, attempts, leased, bytes| {
+                if found.len() >= max {
+                    return ControlFlow::Break(());
+                }
+                match self.decode(id, bytes) {
+                    Ok(item) => found.push(Pending {
+                        id,
+                        attempts,
+                        leased,
+                        item,
+                    }),
+                    Err(e) => {
+                        failed = Some(e);
+                        return ControlFlow::Break(());
+                    }
+                }
+                ControlFlow::Continue(())
+            })?;
+            failed.map_or(Ok(found), Err)
+        })
+    }
+
+    /// Items moved to the dead letters (by [`Leased::fail`] or after
+    /// `max_attempts`), oldest first, with their reasons.
+    pub fn dead_letters(&self) -> Result<Vec<DeadLetter>> {
+        self.shared.read(Engine::dead_letter_list)
+    }
+
+    /// Puts dead letter `id` (a [`DeadLetter::id`]) back at the end of the
+    /// queue, with its attempts starting over.
+    pub fn requeue_dead(&self, id: u64) -> Result<()> {
+        self.shared.write_item(|engine| engine.requeue_dead(id))?;
+        Ok(())
+    }
+
+    /// Deletes every dead letter; returns how many there were.
+    pub fn purge_dead(&self) -> Result<u64> {
+        self.shared.write(Engine::purge_dead)
+    }
+
     /// Items in the queue: exact, O(1). 0 once closed.
     pub fn len(&self) -> usize {
-        self.shared.read(|e| Ok(e.len() as usize)).unwrap_or(0)
+        self.shared
+            .read(|e| e.len_now().map(|len| len as usize))
+            .unwrap_or(0)
     }
 
     /// Whether the queue holds no item.
@@ -417,4 +553,18 @@ impl Options {
     {
         DQue::open_or_create_with(path, self)
     }
+}
+
+/// A pending item as [`DQue::pending`] shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Pending<T> {
+    /// The item's id (stable; what [`DQue::cancel`] takes).
+    pub id: u64,
+    /// Delivery attempts so far.
+    pub attempts: u16,
+    /// Whether a consumer holds it now.
+    pub leased: bool,
+    /// The item.
+    pub item: T,
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::format::{read_frame, Frame, FrameError, SEGMENT_HEADER_LEN};
+use crate::format::{read_frame, Frame, FrameError, MarkerType, SEGMENT_HEADER_LEN};
 
 /// What opening a queue found and mended. Empty after a clean
 /// [`close`](crate::DQue::close).
@@ -54,6 +54,10 @@ pub struct Replay {
     pub records: Vec<(u32, u32)>,
     /// Which records have a marker that settles them.
     pub settled: Vec<bool>,
+    /// Delivery attempts (lease markers) of each record.
+    pub attempts: Vec<u16>,
+    /// Whether any marker was read.
+    pub has_markers: bool,
     /// End of the last valid frame: the next frame goes here.
     pub end: usize,
     /// The invalid frame that stopped the replay, if it did not stop at zeros.
@@ -85,18 +89,31 @@ pub fn replay(segment: &[u8], max_records: u32) -> Replay {
                 }
                 replay.records.push((at as u32, len as u32));
                 replay.settled.push(false);
+                replay.attempts.push(0);
             }
-            Frame::Marker { index, .. } => match replay.settled.get_mut(index as usize) {
-                Some(settled @ false) => *settled = true,
-                Some(true) => {
-                    replay.stopped_by = Some("second marker for one record");
-                    break;
+            Frame::Marker { kind, index } => {
+                let index = index as usize;
+                match replay.settled.get(index) {
+                    Some(_) if kind == MarkerType::Reached => {}
+                    Some(false) => {}
+                    Some(true) => {
+                        replay.stopped_by = Some("marker for a record already settled");
+                        break;
+                    }
+                    None => {
+                        replay.stopped_by = Some("marker names a record not before it");
+                        break;
+                    }
                 }
-                None => {
-                    replay.stopped_by = Some("marker names a record not before it");
-                    break;
+                replay.has_markers = true;
+                match kind {
+                    MarkerType::Ack | MarkerType::Dead => replay.settled[index] = true,
+                    MarkerType::Lease => {
+                        replay.attempts[index] = replay.attempts[index].saturating_add(1)
+                    }
+                    MarkerType::Reached => {}
                 }
-            },
+            }
         }
         replay.end = at + frame.size();
     }
@@ -170,7 +187,7 @@ mod tests {
         assert!(replay(&bytes, 10).stopped_by.is_some());
         let bytes = segment(&[&a, &marker(MarkerType::Ack, 0), &marker(MarkerType::Ack, 0)]);
         let r = replay(&bytes, 10);
-        assert_eq!(r.stopped_by, Some("second marker for one record"));
+        assert_eq!(r.stopped_by, Some("marker for a record already settled"));
         assert_eq!(r.end, 40 + 12 + 4);
     }
 

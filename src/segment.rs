@@ -17,7 +17,7 @@ use crate::format::{
     SEGMENT_HEADER_LEN,
 };
 use crate::layout::QueueDir;
-use crate::recovery::{nonzero_len, replay, OpenReport, Repair};
+use crate::recovery::{nonzero_len, replay, OpenReport, Repair, Replay};
 
 /// A new segment's file starts this large (beyond its header) and doubles as
 /// it fills; the bytes past the last frame are zeros, the clean end.
@@ -38,9 +38,12 @@ pub struct Segment {
     /// replayed or written; a record's index is its position here.
     records: Vec<(u32, u32)>,
     settled: Vec<bool>,
+    /// Delivery attempts of each record, from its lease markers.
+    attempts: Vec<u16>,
     settled_count: usize,
-    /// Every record before this index is settled.
-    first_unsettled: usize,
+    /// Whether any marker has been read or written: segments with markers
+    /// form a run from the head, which open replays.
+    has_markers: bool,
 }
 
 impl Segment {
@@ -82,8 +85,9 @@ impl Segment {
             write_pos: SEGMENT_HEADER_LEN,
             records: Vec::new(),
             settled: Vec::new(),
+            attempts: Vec::new(),
             settled_count: 0,
-            first_unsettled: 0,
+            has_markers: false,
         })
     }
 
@@ -166,11 +170,6 @@ impl Segment {
             });
         }
         let settled_count = replayed.settled.iter().filter(|&&s| s).count();
-        let first_unsettled = replayed
-            .settled
-            .iter()
-            .position(|&s| !s)
-            .unwrap_or(replayed.settled.len());
         Ok(Segment {
             header,
             path,
@@ -179,8 +178,9 @@ impl Segment {
             write_pos: replayed.end,
             records: replayed.records,
             settled: replayed.settled,
+            attempts: replayed.attempts,
             settled_count,
-            first_unsettled,
+            has_markers: replayed.has_markers,
         })
     }
 
@@ -228,24 +228,40 @@ impl Segment {
         let range = self.append(frame)?;
         self.records.push((range.start as u32, payload_len as u32));
         self.settled.push(false);
+        self.attempts.push(0);
         Ok((self.records.len() - 1, range))
     }
 
-    /// Settles record `index` with a marker; returns the bytes to flush.
-    pub fn settle(&mut self, index: usize) -> Result<Range<usize>> {
-        debug_assert!(!self.settled[index]);
-        let range = self.append(&marker(MarkerType::Ack, index as u32))?;
-        self.settled[index] = true;
-        self.settled_count += 1;
-        while self.settled.get(self.first_unsettled) == Some(&true) {
-            self.first_unsettled += 1;
+    /// Appends a `kind` marker for record `index` (settling it, or counting
+    /// a delivery attempt); returns the bytes written.
+    pub fn mark(&mut self, index: usize, kind: MarkerType) -> Result<Range<usize>> {
+        debug_assert!(kind == MarkerType::Reached || !self.settled[index]);
+        let range = self.append(&marker(kind, index as u32))?;
+        self.has_markers = true;
+        match kind {
+            MarkerType::Ack | MarkerType::Dead => {
+                self.settled[index] = true;
+                self.settled_count += 1;
+            }
+            MarkerType::Lease => self.attempts[index] = self.attempts[index].saturating_add(1),
+            MarkerType::Reached => {}
         }
         Ok(range)
     }
 
-    /// Index of the oldest record not yet settled.
-    pub fn first_unsettled(&self) -> Option<usize> {
-        (self.first_unsettled < self.records.len()).then_some(self.first_unsettled)
+    /// Whether record `index` is settled (acked or dead-lettered).
+    pub fn is_settled(&self, index: usize) -> bool {
+        self.settled[index]
+    }
+
+    /// Delivery attempts of record `index` so far.
+    pub fn attempts(&self, index: usize) -> u16 {
+        self.attempts[index]
+    }
+
+    /// Whether the segment holds any marker.
+    pub fn has_markers(&self) -> bool {
+        self.has_markers
     }
 
     /// The payload of record `index`, read from the mapping.
@@ -303,6 +319,58 @@ impl Segment {
             .map_err(|e| Error::io(&self.path, e))?;
         self.map = map(&self.file, &self.path)?;
         Ok(())
+    }
+}
+
+/// A sealed segment read into memory and never written: how the segments
+/// between the front run and the tail are browsed, so that looking changes
+/// nothing on disk.
+pub struct SealedCopy {
+    header: SegmentHeader,
+    bytes: Vec<u8>,
+    replay: Replay,
+}
+
+impl SealedCopy {
+    /// Reads segment `number`, which must hold `records` whole records.
+    pub fn read(dir: &QueueDir, number: u64, records: u64) -> Result<SealedCopy> {
+        let path = dir.segment_path(number);
+        let bytes = fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let header = check_header(&path, &bytes, number)?;
+        let replay = replay(&bytes, header.max_records);
+        if replay.records.len() as u64 != records {
+            return Err(Error::corrupted(
+                &path,
+                replay.end,
+                format!(
+                    "sealed segment has {} whole records of {records}, then: {}",
+                    replay.records.len(),
+                    replay.stopped_by.unwrap_or("zeros")
+                ),
+            ));
+        }
+        Ok(SealedCopy {
+            header,
+            bytes,
+            replay,
+        })
+    }
+
+    /// Id, attempts and payload of every record not settled, in order.
+    pub fn unsettled(&self) -> impl Iterator<Item = (u64, u16, &[u8])> {
+        self.replay
+            .records
+            .iter()
+            .enumerate()
+            .filter(|&(index, _)| !self.replay.settled[index])
+            .map(|(index, &(at, len))| {
+                let start = at as usize + RECORD_OVERHEAD;
+                (
+                    self.header.first_id + index as u64,
+                    self.replay.attempts[index],
+                    &self.bytes[start..start + len as usize],
+                )
+            })
     }
 }
 

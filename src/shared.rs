@@ -81,10 +81,17 @@ impl Shared {
                 }
                 break Some((found, ticket(engine)));
             }
-            match deadline {
+            // An expiring lease makes an item available with no one to
+            // signal it: wake up for it too.
+            let wake = match (deadline, engine.next_expiry()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            match wake {
                 None => self.changed.wait(&mut state),
-                Some(deadline) => {
-                    if self.changed.wait_until(&mut state, deadline).timed_out() {
+                Some(wake) => {
+                    let timed_out = self.changed.wait_until(&mut state, wake).timed_out();
+                    if timed_out && deadline.is_some_and(|d| Instant::now() >= d) {
                         let engine = state.as_mut().ok_or(Error::Closed)?;
                         break op(engine)?.map(|found| (found, ticket(engine)));
                     }
@@ -112,6 +119,11 @@ impl Shared {
                 }
             },
         )
+    }
+
+    /// Wakes one blocked caller: an item became available without an enqueue.
+    pub fn notify_available(&self) {
+        self.changed.notify_one();
     }
 
     /// Makes everything written so far durable, in any mode.

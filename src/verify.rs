@@ -182,14 +182,10 @@ pub(crate) fn verify(engine: &Engine, queue: &Path, codec_id: u32) -> Result<Ver
         }
     }
 
-    let (head, tail) = engine.mapped_segments();
     let mut scanned: Vec<Option<Scanned>> = Vec::new();
     for number in numbers.clone() {
         let path = dir.segment_path(number);
-        let mapped = [Some(head), tail]
-            .into_iter()
-            .flatten()
-            .find(|s| s.header.number == number);
+        let mapped = engine.mapped_segments().find(|s| s.header.number == number);
         let read;
         let bytes = match mapped {
             Some(segment) => segment.bytes(),

@@ -10,9 +10,12 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use dque::{DQue, Durability, Options};
+
+static SPAWN: Mutex<()> = Mutex::new(());
 
 const CHILD_QUEUE: &str = "DQUE_KILL9_QUEUE";
 const CHILD_MODE: &str = "DQUE_KILL9_MODE";
@@ -129,6 +132,10 @@ fn run_and_kill(queue: &Path, mode: &str, start: u64, seed: u64, run_for: Durati
 }
 
 fn kill_cycles(mode: &str, kills: u64) {
+    // One test at a time: a child forked for one test briefly holds copies
+    // of every open file, the other test's queue lock included, until it
+    // execs; a reopen in that window would see a spurious Locked.
+    let _one_at_a_time = SPAWN.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
     DQue::<u64>::create_with(&path, &options(mode_from(mode))).unwrap();

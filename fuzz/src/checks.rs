@@ -43,7 +43,17 @@ const HEADER_LEN: usize = 40;
 const RECORD_OVERHEAD: usize = 8;
 const MAX_SEGMENT_RECORDS: u32 = (1 << 24) - 1;
 const RECORD_LEN_MASK: u32 = (1 << 30) - 1;
-const ACK_MARKER: u32 = (0b01 << 30) | (1 << 24);
+/// Marker types (bits 24..30 of a marker's head word).
+const ACK: u32 = 1;
+const LEASE: u32 = 2;
+const DEAD: u32 = 3;
+const REACHED: u32 = 4;
+const ACK_MARKER: u32 = marker_word(ACK, 0);
+
+/// The head word of a marker of `kind` naming record `index`.
+const fn marker_word(kind: u32, index: u32) -> u32 {
+    (0b01 << 30) | ((kind & 0x3F) << 24) | (index & 0x00FF_FFFF)
+}
 /// Segment limits of a queue created without sizes (documented on `Options`).
 const DEFAULT_SEGMENT_ITEMS: u32 = 100_000;
 const DEFAULT_SEGMENT_BYTES: u32 = 64 << 20;
@@ -207,6 +217,10 @@ struct Replayed {
     /// Payload range of each whole record, in order.
     records: Vec<(usize, usize)>,
     settled: Vec<bool>,
+    /// Delivery attempts of each record: its lease markers.
+    attempts: Vec<u16>,
+    /// Whether any valid marker was read (the segment is in the front run).
+    has_markers: bool,
     /// End of the last valid frame.
     end: usize,
     /// End of the last non-zero byte at or after `end` (the cut, if any).
@@ -228,8 +242,9 @@ impl Replayed {
 }
 
 /// Replays frames from the end of the header: records (whole, CRC and zero
-/// padding right, under the record limit) and ack markers (naming an earlier
-/// record not yet settled), up to a zero word or the first invalid frame.
+/// padding right, under the record limit) and markers of a known type (ack,
+/// lease, dead, reached) naming an earlier record, not yet settled unless the
+/// marker is `reached`, up to a zero word or the first invalid frame.
 fn replay(file: &[u8], max_records: u32) -> Replayed {
     let mut r = Replayed {
         end: HEADER_LEN,
@@ -255,14 +270,21 @@ fn replay(file: &[u8], max_records: u32) -> Replayed {
                 }
                 r.records.push((at + RECORD_OVERHEAD, len));
                 r.settled.push(false);
+                r.attempts.push(0);
                 size
             }
             0b01 => {
                 let index = (word & 0x00FF_FFFF) as usize;
-                if (word >> 24) & 0x3F != 1 || r.settled.get(index) != Some(&false) {
+                let Some(&settled) = r.settled.get(index) else {
                     break;
+                };
+                match (word >> 24) & 0x3F {
+                    ACK | DEAD if !settled => r.settled[index] = true,
+                    LEASE if !settled => r.attempts[index] = r.attempts[index].saturating_add(1),
+                    REACHED => {}
+                    _ => break,
                 }
-                r.settled[index] = true;
+                r.has_markers = true;
                 4
             }
             _ => break,
@@ -621,6 +643,11 @@ impl Program {
         self
     }
 
+    /// A marker of type `kind` naming record `index` (a raw word).
+    pub fn marker(self, kind: u32, index: u32) -> Self {
+        self.word(marker_word(kind, index))
+    }
+
     /// A raw 4-byte word.
     pub fn word(mut self, word: u32) -> Self {
         self.0.push(4);
@@ -728,6 +755,8 @@ enum Expect {
 struct Opened {
     /// The items, in order, that dequeues return.
     items: Vec<Vec<u8>>,
+    /// The id and delivery attempts (lease markers) of each of `items`.
+    pending: Vec<(u64, u16)>,
     /// The middle segment whose damage ends the dequeues with `Corrupted`.
     stops_at: Option<PathBuf>,
     /// Repairs the open reports: segment, offset, bytes cut.
@@ -850,23 +879,49 @@ fn expect_open(input: &OpenInput, dir: &Path, files: &[(String, Vec<u8>)]) -> Ex
             opened.repairs.insert(cut);
         }
     };
-    // Head and tail are replayed; a head with a successor must be whole.
-    if !whole(0) {
-        return fail(Kind::Corrupted, Some(segments[0].1.clone()));
+    // Replayed at open (FORMAT.md, "The front run" and "Recovery on open"):
+    // the head and the segments after it up to the first one without
+    // markers, and the tail; a tail with markers is part of the run, so the
+    // segments between join it. Each of them with a successor must be whole
+    // (the first that is not fails the open), and each has its torn tail cut.
+    let mut replayed = vec![false; segments.len()];
+    let open_replay = |opened: &mut Opened, replayed: &mut [bool], i: usize| {
+        if !whole(i) {
+            return Err(segments[i].1.clone());
+        }
+        replayed[i] = true;
+        repair(opened, i);
+        Ok(())
+    };
+    let mut run_end = 0;
+    loop {
+        if let Err(path) = open_replay(&mut opened, &mut replayed, run_end) {
+            return fail(Kind::Corrupted, Some(path));
+        }
+        if !replays[run_end].has_markers || run_end + 1 >= last {
+            break;
+        }
+        run_end += 1;
     }
-    repair(&mut opened, 0);
-    repair(&mut opened, last);
-    let tail = &headers[last];
-    // Settled heads with a successor are deleted; a middle segment that
-    // becomes the head is replayed with the sealed rule.
+    if let Err(path) = open_replay(&mut opened, &mut replayed, last) {
+        return fail(Kind::Corrupted, Some(path));
+    }
+    if replays[last].has_markers {
+        for i in run_end + 1..last {
+            if let Err(path) = open_replay(&mut opened, &mut replayed, i) {
+                return fail(Kind::Corrupted, Some(path));
+            }
+        }
+    }
+    // Settled heads with a successor are deleted; a segment that becomes
+    // the head is replayed (with the sealed rule) if it was not yet.
     let mut head = 0;
     while head < last && replays[head].unsettled_count() == 0 {
         let next = head + 1;
-        if next < last {
-            if !whole(next) {
-                return fail(Kind::Corrupted, Some(segments[next].1.clone()));
+        if !replayed[next] {
+            if let Err(path) = open_replay(&mut opened, &mut replayed, next) {
+                return fail(Kind::Corrupted, Some(path));
             }
-            repair(&mut opened, next);
         }
         opened.deleted.push(segments[head].1.clone());
         head = next;
@@ -883,24 +938,36 @@ fn expect_open(input: &OpenInput, dir: &Path, files: &[(String, Vec<u8>)]) -> Ex
             settled as u64,
             (r.end - HEADER_LEN) as u64,
         ));
-        if i != head && i != last && r.garbage_end > r.end {
+        // Garbage left where the open did not cut: in segments it did not replay.
+        if !replayed[i] && r.garbage_end > r.end {
             opened.healthy = false;
         }
         if opened.stops_at.is_some() {
             continue;
         }
-        if i != head && !whole(i) {
+        // A segment after the run is replayed when the dequeues reach it.
+        if !replayed[i] && !whole(i) {
             opened.stops_at = Some(path.clone());
             continue;
         }
         opened.items.extend(r.unsettled(bytes));
+        let first_id = headers[i].first_id;
+        opened.pending.extend(
+            (0..r.records.len())
+                .filter(|&k| !r.settled[k])
+                .map(|k| (first_id + k as u64, r.attempts[k])),
+        );
     }
     if !opened.unspecified {
-        let settled = |i: usize| (replays[i].records.len() - replays[i].unsettled_count()) as u64;
-        opened.len = tail.first_id + replays[last].records.len() as u64
+        // FORMAT.md's formula: settled records are subtracted only for the
+        // segments the open replayed (the front run and the tail).
+        let settled: u64 = (head..=last)
+            .filter(|&i| replayed[i])
+            .map(|i| (replays[i].records.len() - replays[i].unsettled_count()) as u64)
+            .sum();
+        opened.len = headers[last].first_id + replays[last].records.len() as u64
             - headers[head].first_id
-            - settled(head)
-            - if head == last { 0 } else { settled(last) };
+            - settled;
         if opened.stops_at.is_some() || opened.len != opened.items.len() as u64 {
             opened.healthy = false;
         }
@@ -948,8 +1015,9 @@ pub fn open_files(data: &[u8]) {
 /// * a successful open reports exactly the predicted repairs, deletions and
 ///   removed temp files, changes the files only that way, leaves the config
 ///   predicted, has `len()` by FORMAT.md's formula, `verify()` sums up each
-///   segment as predicted and is healthy exactly when nothing is wrong, and
-///   dequeues (peeked first) return exactly the predicted items, ending with
+///   segment as predicted and is healthy exactly when nothing is wrong,
+///   `pending()` lists the predicted items with their ids and attempts (lease
+///   markers), and dequeues (peeked first) return exactly them, ending with
 ///   `None` (then `len()` was their number), or with `Corrupted` naming the
 ///   predicted damaged middle segment;
 /// * then one more item goes in, and after close and reopen the queue opens
@@ -1111,6 +1179,30 @@ pub fn check_open(data: &[u8]) -> OpenOutcome {
         }
     }
 
+    // pending(): every item in order with its id and its attempts (the
+    // lease markers), none leased right after an open.
+    if !opened.unspecified {
+        match (q.pending(usize::MAX), &opened.stops_at) {
+            (Ok(pending), None) => {
+                let got: Vec<(u64, u16)> = pending.iter().map(|p| (p.id, p.attempts)).collect();
+                assert_eq!(got, opened.pending, "pending(): ids and attempts");
+                assert!(
+                    pending.iter().all(|p| !p.leased),
+                    "pending(): an item is leased right after the open"
+                );
+                assert!(
+                    pending.iter().map(|p| &p.item).eq(&opened.items),
+                    "pending(): items differ from the predicted ones"
+                );
+            }
+            (Err(Error::Corrupted { segment, .. }), Some(at)) if &segment == at => {}
+            (got, at) => panic!(
+                "pending() gave {:?}, expected the items or damage at {at:?}",
+                got.map(|p| p.len())
+            ),
+        }
+    }
+
     // The items: peek and dequeue until None or damage.
     let most = files
         .iter()
@@ -1138,8 +1230,13 @@ pub fn check_open(data: &[u8]) -> OpenOutcome {
             ),
         }
     };
+    // len() is exact unless markers lie outside the front run (which dque
+    // never writes): then the formula counts records they settle.
+    let exact = opened.unspecified || opened.len == opened.items.len() as u64;
     if stopped_at.is_none() {
-        assert_eq!(len_at_open, items.len(), "len() at open vs items dequeued");
+        if exact {
+            assert_eq!(len_at_open, items.len(), "len() at open vs items dequeued");
+        }
         assert_eq!(q.len(), 0, "len() after draining");
     }
     if !opened.unspecified {
@@ -2017,8 +2114,10 @@ pub fn seeds() -> Vec<Seed> {
     torn.segments[2] = SegmentFile::from_bytes(&zeroed);
     open("seed-zeroed-tail-record", torn, opened(6, 1, false));
 
-    // Damage inside sealed segments: the head refuses to open, a middle one
-    // stops the dequeues that reach it.
+    // Damage inside sealed segments: the head refuses to open, and so does a
+    // middle one in the front run (the head has an ack marker, so the open
+    // replays the middle); a middle one after the run stops the dequeues
+    // that reach it.
     let mut sealed = three.input();
     let mut head = three.segments[0].clone();
     head[HEADER_LEN + 10] ^= 1;
@@ -2028,7 +2127,17 @@ pub fn seeds() -> Vec<Seed> {
     let mut seg = three.segments[1].clone();
     seg[HEADER_LEN + 10] ^= 1;
     middle.segments[1] = SegmentFile::from_bytes(&seg);
-    open("seed-damaged-middle", middle, opened(2, 0, true));
+    open("seed-damaged-middle", middle, refused());
+    let untouched = real_queue(3, 8, 0, true);
+    let mut after_run = untouched.input();
+    let mut seg = untouched.segments[1].clone();
+    seg[HEADER_LEN + 10] ^= 1;
+    after_run.segments[1] = SegmentFile::from_bytes(&seg);
+    open(
+        "seed-damaged-middle-after-the-run",
+        after_run,
+        opened(3, 0, true),
+    );
 
     // Config and header trouble.
     open(
@@ -2131,6 +2240,87 @@ pub fn seeds() -> Vec<Seed> {
             .build(),
     );
     open("seed-program-double-ack", markers, opened(1, 1, false));
+
+    // Lease, dead and reached markers: attempts count lease markers, dead
+    // settles, reached changes nothing (also after an ack); the marked
+    // segments form a run from the head through the tail; a marker of an
+    // unknown type ends the tail's replay and is cut.
+    let mut leases = built.clone();
+    leases.segments = vec![
+        program(
+            header(10, 3),
+            Program::default()
+                .record(b"a")
+                .record(b"bb")
+                .record(b"ccc")
+                .marker(LEASE, 0)
+                .marker(LEASE, 1)
+                .marker(LEASE, 0)
+                .marker(DEAD, 1)
+                .ack(2)
+                .marker(REACHED, 2)
+                .build(),
+        ),
+        program(
+            header(13, 3),
+            Program::default()
+                .record(b"dddd")
+                .record(b"e")
+                .marker(REACHED, 0)
+                .build(),
+        ),
+        program(
+            header(15, 3),
+            Program::default()
+                .record(b"f")
+                .marker(LEASE, 0)
+                .marker(5, 0)
+                .build(),
+        ),
+    ];
+    open(
+        "seed-program-lease-markers",
+        leases.clone(),
+        opened(4, 1, false),
+    );
+    // A torn marker after the last record of a sealed segment in the front
+    // run: cut and reported at open.
+    let mut torn_marker = leases.clone();
+    torn_marker.segments[1] = program(
+        header(13, 3),
+        Program::default()
+            .record(b"dddd")
+            .record(b"e")
+            .marker(REACHED, 0)
+            .marker(LEASE, 7)
+            .build(),
+    );
+    open(
+        "seed-torn-marker-in-the-run",
+        torn_marker,
+        opened(4, 2, false),
+    );
+    // A tail with markers pulls the middle segment into the front run: its
+    // damage fails the open even though the head has no markers.
+    let mut marked_tail = built.clone();
+    marked_tail.segments[0] = program(
+        header(10, 3),
+        Program::default()
+            .record(b"a")
+            .record(b"bb")
+            .record(b"ccc")
+            .build(),
+    );
+    marked_tail.segments[1] = program(header(13, 3), Program::default().record(b"dddd").build());
+    marked_tail.segments[2] = program(
+        header(15, 3),
+        Program::default().record(b"f").marker(LEASE, 0).build(),
+    );
+    open(
+        "seed-damaged-middle-before-a-marked-tail",
+        marked_tail,
+        refused(),
+    );
 
     // Bug: a header whose first id leaves no room for its records: the id
     // after the last record overflows u64 (a panic with overflow checks).
