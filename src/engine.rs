@@ -676,10 +676,15 @@ impl Engine {
     }
 
     /// What a group-commit leader must sync to make every write so far
-    /// durable: the head and the tail (segments before the tail were
-    /// fsynced when they were sealed).
-    pub fn sync_batch(&self) -> SyncBatch {
-        let files = self.mapped_segments().map(Segment::file_handle).collect();
+    /// durable: the mapped segments written since their last sync (a sealed
+    /// segment was fsynced when it was sealed).
+    pub fn sync_batch(&mut self) -> SyncBatch {
+        let files = self
+            .front
+            .iter_mut()
+            .chain(&mut self.tail)
+            .filter_map(Segment::take_dirty_file)
+            .collect();
         SyncBatch {
             files,
             ticket: self.written,
@@ -705,7 +710,11 @@ impl Engine {
 
     /// Makes every write so far durable, under the lock.
     pub fn sync(&mut self) -> Result<()> {
-        let result = self.mapped_segments().try_for_each(Segment::sync);
+        let result = self
+            .front
+            .iter_mut()
+            .chain(&mut self.tail)
+            .try_for_each(Segment::sync);
         self.refuse_on_error(result)
     }
 
@@ -747,7 +756,7 @@ impl Engine {
     fn roll_over(&mut self) -> Result<()> {
         // Fsynced in every mode, so a later segment never outlives an earlier
         // one's records after a power loss: what survives is a prefix.
-        let sealed = self.tail().sync();
+        let sealed = self.tail_mut().sync();
         self.refuse_on_error(sealed)?;
         let header = new_header(
             &self.config,

@@ -44,6 +44,9 @@ pub struct Segment {
     /// Whether any marker has been read or written: segments with markers
     /// form a run from the head, which open replays.
     has_markers: bool,
+    /// Written to since it was last handed to a sync: a group commit syncs
+    /// only such segments (an fsync of a clean file costs as much here).
+    dirty: bool,
 }
 
 impl Segment {
@@ -88,6 +91,7 @@ impl Segment {
             attempts: Vec::new(),
             settled_count: 0,
             has_markers: false,
+            dirty: false,
         })
     }
 
@@ -181,6 +185,7 @@ impl Segment {
             attempts: replayed.attempts,
             settled_count,
             has_markers: replayed.has_markers,
+            dirty: false,
         })
     }
 
@@ -271,18 +276,20 @@ impl Segment {
         &self.map[start..start + len as usize]
     }
 
-    /// The open file and its path, for a sync outside the queue's lock. On
+    /// The open file and its path, for a sync outside the queue's lock, if
+    /// anything was written since the last time; the caller syncs it. On
     /// Linux an fsync of the file also writes what went through the mapping.
-    pub fn file_handle(&self) -> (Arc<File>, PathBuf) {
-        (Arc::clone(&self.file), self.path.clone())
+    pub fn take_dirty_file(&mut self) -> Option<(Arc<File>, PathBuf)> {
+        std::mem::take(&mut self.dirty).then(|| (Arc::clone(&self.file), self.path.clone()))
     }
 
     /// Makes every byte written so far durable (fdatasync).
-    pub fn sync(&self) -> Result<()> {
+    pub fn sync(&mut self) -> Result<()> {
         faults::check(FaultOp::Sync, &self.path)
             .and_then(|()| self.file.sync_data())
             .map_err(|e| Error::io(&self.path, e))?;
         faults::synced(&self.path, Durable::File);
+        self.dirty = false;
         Ok(())
     }
 
@@ -307,6 +314,7 @@ impl Segment {
         faults::check(FaultOp::Write, &self.path).map_err(|e| Error::io(&self.path, e))?;
         self.map[range.clone()].copy_from_slice(frame);
         self.write_pos = range.end;
+        self.dirty = true;
         Ok(range)
     }
 

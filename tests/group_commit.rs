@@ -203,3 +203,27 @@ fn periodic_can_be_switched_on_and_off() {
         "flusher still running"
     );
 }
+
+// Bug: once the head and the tail were different segments, every Safe call
+// fsynced both files, though only one had been written.
+#[test]
+fn a_safe_call_fsyncs_only_the_segment_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let queue = DQue::<u64>::create_with(&path, &safe().segment_items(4)).unwrap();
+    queue.enqueue_batch(&(0..10).collect::<Vec<_>>()).unwrap();
+    assert_eq!(queue.segment_numbers().unwrap(), 1..=3);
+    let plan = FaultPlan::install(&path);
+    queue.enqueue(&10).unwrap();
+    assert_eq!(
+        plan.count(FaultOp::Sync),
+        1,
+        "an enqueue syncs the tail only"
+    );
+    assert_eq!(queue.dequeue().unwrap(), Some(0));
+    assert_eq!(
+        plan.count(FaultOp::Sync),
+        2,
+        "a dequeue syncs the head only"
+    );
+}

@@ -327,5 +327,9 @@ fn browsing_changes_nothing_on_disk() {
 
     let q = queue(&dir, &turbo());
     assert_eq!(q.pending(100).unwrap().len(), 7);
-    assert_eq!(std::fs::read(&middle).unwrap(), bytes, "browsing changed a segment");
+    assert_eq!(
+        std::fs::read(&middle).unwrap(),
+        bytes,
+        "browsing changed a segment"
+    );
 }
