@@ -54,7 +54,10 @@ pub enum MarkerType {
 impl MarkerType {
     /// Whether the marker ends the record's life in this queue.
     pub fn settles(self) -> bool {
-        matches!(self, MarkerType::Ack | MarkerType::Dead)
+        match self {
+            MarkerType::Ack | MarkerType::Dead => true,
+            MarkerType::Lease | MarkerType::Reached => false,
+        }
     }
 }
 

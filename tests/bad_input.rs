@@ -193,10 +193,8 @@ fn undecodable_record_can_be_read_raw_and_skipped() {
         assert_eq!(q.len(), 2, "peek_raw removed the record");
     }
     let result = q.peek();
-    assert!(
-        matches!(result, Err(Error::Decode { id: 1, .. })),
-        "{result:?}"
-    );
+    let undecodable = matches!(result, Err(Error::Decode { id: 1, .. }));
+    assert!(undecodable, "{result:?}");
     assert_eq!(q.dequeue_raw().unwrap(), Some(stored));
     assert_eq!(q.len(), 1);
     assert_eq!(q.dequeue().unwrap().as_deref(), Some("third"));

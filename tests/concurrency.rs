@@ -194,8 +194,9 @@ fn close_wakes_blocked_dequeue_and_peek_with_closed() {
     thread::sleep(SETTLE);
     q.close().unwrap();
     for (kind, result) in answers(&rx, 4 * EACH, "waiters after close") {
+        let matched = matches!(result, Err(Error::Closed));
         assert!(
-            matches!(result, Err(Error::Closed)),
+            matched,
             "{kind} after close returned {result:?}, not Closed"
         );
     }
@@ -208,8 +209,9 @@ fn every_call_after_close_fails_with_closed() {
     q.enqueue(&1).unwrap();
     q.close().unwrap();
     let closed = |what: &str, result: Result<(), Error>| {
+        let matched = matches!(result, Err(Error::Closed));
         assert!(
-            matches!(result, Err(Error::Closed)),
+            matched,
             "{what} after close returned {result:?}, not Closed"
         );
     };
@@ -305,8 +307,9 @@ fn one_item_goes_to_exactly_one_of_two_dequeue_timeout_waiters() {
     let second = answers(&rx, 1, "the other waiter after close")
         .pop()
         .unwrap();
+    let matched = matches!(second, Err(Error::Closed));
     assert!(
-        matches!(second, Err(Error::Closed)),
+        matched,
         "the waiter without an item returned {second:?}, not Closed"
     );
 }

@@ -140,13 +140,15 @@ fn failed_sync_refuses_later_writes_until_reopen() {
         plan.fail_nth(FaultOp::Sync, n, ErrorKind::Other);
         let (model, failure) = run_until_failure(&queue, 60);
         let (error, enqueued) = failure.unwrap_or_else(|| panic!("sync {n} never failed"));
+        let matched = matches!(error, Error::Io { .. });
         assert!(
-            matches!(error, Error::Io { .. }),
+            matched,
             "sync {n}: expected the injected I/O error, got {error}"
         );
         let refused = queue.enqueue(&item(999)).unwrap_err();
+        let matched = matches!(refused, Error::WritesRefused { .. });
         assert!(
-            matches!(refused, Error::WritesRefused { .. }),
+            matched,
             "sync {n}: a write after a failed sync must be refused, got {refused}"
         );
         assert!(matches!(queue.dequeue(), Err(Error::WritesRefused { .. })));

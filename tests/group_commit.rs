@@ -118,10 +118,8 @@ fn a_batch_with_a_bad_item_writes_nothing() {
         DQue::<Vec<u8>>::create_with(dir.path().join("q"), &safe().max_item_bytes(64)).unwrap();
     let batch = vec![vec![1u8; 10], vec![2u8; 10], vec![3u8; 100]];
     let error = queue.enqueue_batch(&batch).unwrap_err();
-    assert!(
-        matches!(error, Error::ItemTooLarge { .. }),
-        "expected ItemTooLarge, got {error}"
-    );
+    let matched = matches!(error, Error::ItemTooLarge { .. });
+    assert!(matched, "expected ItemTooLarge, got {error}");
     assert!(queue.is_empty());
     drop(queue);
     let reopened = DQue::<Vec<u8>>::open(dir.path().join("q")).unwrap();

@@ -121,13 +121,11 @@ fn open_never_creates() {
     let empty = root.path().join("empty");
     fs::create_dir(&empty).unwrap();
     let result = DQue::<u32>::open(&empty);
-    assert!(
-        matches!(
-            result,
-            Err(Error::NotAQueue { .. } | Error::NotFound { .. })
-        ),
-        "{result:?}"
+    let refused = matches!(
+        result,
+        Err(Error::NotAQueue { .. } | Error::NotFound { .. })
     );
+    assert!(refused, "{result:?}");
     assert!(
         names(&empty).is_empty(),
         "open wrote into an empty directory"
@@ -376,10 +374,8 @@ fn undecodable_record_is_a_decode_error_and_is_not_dropped() {
     q.close().unwrap();
     let q: DQue<u8> = DQue::open(&ints).unwrap();
     let result = q.dequeue();
-    assert!(
-        matches!(result, Err(Error::Decode { id: 0, .. })),
-        "{result:?}"
-    );
+    let undecodable = matches!(result, Err(Error::Decode { id: 0, .. }));
+    assert!(undecodable, "{result:?}");
     assert_eq!(q.len(), 1);
 }
 

@@ -7,15 +7,13 @@
 //!
 //! `DQUE_KILLS=500 cargo test --release --test kill9` runs a longer round.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use dque::{DQue, Durability, Options};
 
-static SPAWN: Mutex<()> = Mutex::new(());
+mod child;
 
 const CHILD_QUEUE: &str = "DQUE_KILL9_QUEUE";
 const CHILD_MODE: &str = "DQUE_KILL9_MODE";
@@ -75,36 +73,13 @@ struct Reported {
 
 /// Starts the child on `queue`, kills it after `run_for`, returns what it reported.
 fn run_and_kill(queue: &Path, mode: &str, start: u64, seed: u64, run_for: Duration) -> Reported {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_process_entry",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_QUEUE, queue)
-        .env(CHILD_MODE, mode)
-        .env(CHILD_START, start.to_string())
-        .env(CHILD_SEED, seed.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut lines = Vec::new();
-        for line in BufReader::new(stdout).lines() {
-            match line {
-                Ok(line) => lines.push(line),
-                Err(_) => break,
-            }
-        }
-        lines
-    });
-    std::thread::sleep(run_for);
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let lines = reader.join().unwrap();
+    let env = [
+        (CHILD_QUEUE, queue.display().to_string()),
+        (CHILD_MODE, mode.to_string()),
+        (CHILD_START, start.to_string()),
+        (CHILD_SEED, seed.to_string()),
+    ];
+    let lines = child::run_until_killed("child_process_entry", &env, run_for);
     // The kill may come before the child reports anything, even READY; but
     // no operation may be reported by a child that never opened the queue.
     let ready = lines.iter().any(|l| l.ends_with("READY"));
@@ -132,10 +107,7 @@ fn run_and_kill(queue: &Path, mode: &str, start: u64, seed: u64, run_for: Durati
 }
 
 fn kill_cycles(mode: &str, kills: u64) {
-    // One test at a time: a child forked for one test briefly holds copies
-    // of every open file, the other test's queue lock included, until it
-    // execs; a reopen in that window would see a spurious Locked.
-    let _one_at_a_time = SPAWN.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_at_a_time = child::one_spawner_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
     DQue::<u64>::create_with(&path, &options(mode_from(mode))).unwrap();
@@ -189,19 +161,12 @@ fn kill_cycles(mode: &str, kills: u64) {
     );
 }
 
-fn kills() -> u64 {
-    std::env::var("DQUE_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50)
-}
-
 #[test]
 fn safe_mode_survives_kill_9() {
-    kill_cycles("safe", kills());
+    kill_cycles("safe", child::kills(50));
 }
 
 #[test]
 fn turbo_mode_survives_kill_9() {
-    kill_cycles("turbo", kills());
+    kill_cycles("turbo", child::kills(50));
 }

@@ -4,14 +4,12 @@
 //! `DQUE_KILLS=200 cargo test --release --test kill9_leases` runs longer.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
+use std::io::Write;
 use std::time::Duration;
 
 use dque::{DQue, Durability, Options};
 
-static SPAWN: Mutex<()> = Mutex::new(());
+mod child;
 
 const CHILD_QUEUE: &str = "DQUE_KILL9_LEASE_QUEUE";
 const CHILD_MODE: &str = "DQUE_KILL9_LEASE_MODE";
@@ -59,10 +57,7 @@ fn lease_child_entry() {
 }
 
 fn kill_consumers(mode: &str, kills: u64) {
-    // One test at a time: a child forked for one test briefly holds copies
-    // of every open file, the other test's queue lock included, until it
-    // execs; a reopen in that window would see a spurious Locked.
-    let _one_at_a_time = SPAWN.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_at_a_time = child::one_spawner_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
     drop(DQue::<u64>::create_with(&path, &options(mode)).unwrap());
@@ -78,30 +73,13 @@ fn kill_consumers(mode: &str, kills: u64) {
                 .unwrap();
             next += 40;
         }
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "lease_child_entry",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_QUEUE, &path)
-            .env(CHILD_MODE, mode)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<_>>()
-        });
-        std::thread::sleep(Duration::from_millis(15 + (cycle * 7919) % 50));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        for line in reader.join().unwrap() {
+        let env = [
+            (CHILD_QUEUE, path.display().to_string()),
+            (CHILD_MODE, mode.to_string()),
+        ];
+        let run_for = Duration::from_millis(15 + (cycle * 7919) % 50);
+        let lines = child::run_until_killed("lease_child_entry", &env, run_for);
+        for line in lines {
             if let Some(n) = line.strip_prefix("A ") {
                 let n: u64 = n.parse().unwrap();
                 assert!(acked.insert(n), "cycle {cycle}: item {n} acked twice");
@@ -152,19 +130,12 @@ fn kill_consumers(mode: &str, kills: u64) {
     );
 }
 
-fn kills() -> u64 {
-    std::env::var("DQUE_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(30)
-}
-
 #[test]
 fn safe_consumer_killed_holding_leases_loses_nothing() {
-    kill_consumers("safe", kills());
+    kill_consumers("safe", child::kills(30));
 }
 
 #[test]
 fn turbo_consumer_killed_holding_leases_loses_nothing() {
-    kill_consumers("turbo", kills());
+    kill_consumers("turbo", child::kills(30));
 }

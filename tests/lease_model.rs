@@ -126,8 +126,9 @@ fn run_epoch(q: &DQue<u32>, model: &mut Model, ops: &[Op]) -> Result<usize, Test
                 };
                 if !live {
                     if !matches!(op, Op::Drop(_)) {
+                        let lost = matches!(result, Err(Error::LeaseLost { .. }));
                         prop_assert!(
-                            matches!(result, Err(Error::LeaseLost { .. })),
+                            lost,
                             "step {}: {:?} on an expired lease gave {:?}",
                             step,
                             op,

@@ -85,10 +85,8 @@ fn an_expired_lease_is_redelivered_and_cannot_be_acked() {
     let fresh = fresh.unwrap();
     assert_eq!((*fresh, fresh.attempt()), (7, 2));
     let lost = stale.ack().unwrap_err();
-    assert!(
-        matches!(lost, Error::LeaseLost { id: 0, attempt: 1 }),
-        "got {lost}"
-    );
+    let matched = matches!(lost, Error::LeaseLost { id: 0, attempt: 1 });
+    assert!(matched, "got {lost}");
     assert_eq!(q.len(), 1, "the expired ack removed the item");
     fresh.ack().unwrap();
     assert!(q.is_empty());

@@ -199,11 +199,8 @@ where
                 } else {
                     q.close()?;
                     let after = q.dequeue();
-                    prop_assert!(
-                        matches!(after, Err(Error::Closed)),
-                        "dequeue after close: {:?}",
-                        after
-                    );
+                    let closed = matches!(after, Err(Error::Closed));
+                    prop_assert!(closed, "dequeue after close: {:?}", after);
                     prop_assert_eq!(q.len(), 0);
                     drop(q);
                 }
