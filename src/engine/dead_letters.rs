@@ -1,0 +1,109 @@
+//! The dead letters: moving an item there, listing, requeueing, purging.
+
+use std::ops::ControlFlow;
+
+use super::{Engine, OpenMode};
+use crate::dead::{DeadLetter, DEAD_LETTER_CODEC};
+use crate::error::{Error, Result};
+use crate::format::MarkerType;
+use crate::options::{Durability, Options};
+
+impl Engine {
+    /// The dead letters, oldest first (none if no item ever failed).
+    pub fn dead_letter_list(&mut self) -> Result<Vec<DeadLetter>> {
+        let Some(dead) = self.existing_dead_letters()? else {
+            return Ok(Vec::new());
+        };
+        let mut letters = Vec::new();
+        dead.visit_pending(|id, _, _, bytes| {
+            letters.push(DeadLetter::decode(id, bytes));
+            ControlFlow::Continue(())
+        })?;
+        letters.into_iter().collect()
+    }
+
+    /// Puts dead letter `id` back at the end of the queue (attempts start
+    /// over); returns the item's new id.
+    pub fn requeue_dead(&mut self, id: u64) -> Result<u64> {
+        let dead = self
+            .existing_dead_letters()?
+            .ok_or(Error::NotPending { id })?;
+        let mut payload = None;
+        dead.visit_pending(|at, _, _, bytes| {
+            if at == id {
+                payload = Some(DeadLetter::decode(id, bytes).map(|letter| letter.payload));
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        })?;
+        let payload = payload.ok_or(Error::NotPending { id })??;
+        // Appended before the letter is removed: a crash in between leaves
+        // the item in both places, never in neither.
+        let new_id = self.append_with(|out| {
+            out.extend_from_slice(&payload);
+            Ok(())
+        })?;
+        let safe = self.durability == Durability::Safe;
+        let dead = self.dead_letters()?;
+        dead.cancel(id)?;
+        if safe {
+            dead.sync()?;
+        }
+        Ok(new_id)
+    }
+
+    /// Removes every dead letter; returns how many there were.
+    pub fn purge_dead(&mut self) -> Result<u64> {
+        let safe = self.durability == Durability::Safe;
+        let Some(dead) = self.existing_dead_letters()? else {
+            return Ok(0);
+        };
+        let mut purged = 0;
+        while dead.pop_with(|_, _| Ok(()))?.is_some() {
+            purged += 1;
+        }
+        if safe {
+            dead.sync()?;
+        }
+        Ok(purged)
+    }
+
+    pub(super) fn existing_dead_letters(&mut self) -> Result<Option<&mut Engine>> {
+        if self.dead.is_none() && !self.dir.dead_letter_path().exists() {
+            return Ok(None);
+        }
+        self.dead_letters().map(Some)
+    }
+
+    /// Copies record `id` to the dead letters with `reason`, then settles it here.
+    pub(super) fn dead_letter(&mut self, id: u64, attempts: u16, reason: &str) -> Result<()> {
+        let (segment, index) = self.find(id).expect("leased records are mapped");
+        let letter = DeadLetter::encode(id, attempts, reason, segment.payload(index));
+        // Written (and in Safe mode synced) before the marker: a crash in
+        // between leaves the record in both places, never in neither.
+        let durability = self.durability;
+        let dead = self.dead_letters()?;
+        dead.append_with(|out| {
+            out.extend_from_slice(&letter);
+            Ok(())
+        })?;
+        if durability == Durability::Safe {
+            dead.sync()?;
+        }
+        self.mark(id, MarkerType::Dead)
+    }
+
+    /// The dead-letter queue, opened (or created) on first use.
+    pub(super) fn dead_letters(&mut self) -> Result<&mut Engine> {
+        if self.dead.is_none() {
+            let options = Options::new()
+                .durability(self.durability)
+                .max_item_bytes(crate::format::MAX_RECORD_PAYLOAD);
+            let path = self.dir.dead_letter_path();
+            let (dead, _) =
+                Engine::open(&path, &options, DEAD_LETTER_CODEC, OpenMode::OpenOrCreate)?;
+            self.dead = Some(Box::new(dead));
+        }
+        Ok(self.dead.as_mut().expect("just opened"))
+    }
+}

@@ -1,0 +1,139 @@
+//! Deliveries that can fail: leases, acks, nacks, expiry, cancel.
+
+use std::time::{Duration, Instant};
+
+use super::Engine;
+use crate::delivery::Lease;
+use crate::error::{Error, Result};
+use crate::format::MarkerType;
+
+impl Engine {
+    /// Leases the next available record for `timeout`: calls `read` on it,
+    /// and if that succeeds counts the attempt on disk; returns what `read`
+    /// gave and the lease.
+    pub fn lease_with<R>(
+        &mut self,
+        timeout: Duration,
+        read: impl FnOnce(u64, &[u8]) -> Result<R>,
+    ) -> Result<Option<(R, u64, Lease)>> {
+        self.check_writable()?;
+        let (id, attempt) = loop {
+            let Some(id) = self.next_available()? else {
+                return Ok(None);
+            };
+            let (segment, index) = self.find(id).expect("available records are mapped");
+            let attempts = segment.attempts(index);
+            if attempts < self.max_attempts {
+                break (id, attempts + 1);
+            }
+            // Leased that often by handles that never came back (crashes).
+            let reason = format!("{attempts} attempts, the last ones never ended");
+            self.dead_letter(id, attempts, &reason)?;
+        };
+        let (segment, index) = self.find(id).expect("available records are mapped");
+        let item = read(id, segment.payload(index))?;
+        self.mark(id, MarkerType::Lease)?;
+        let lease = Lease {
+            attempt,
+            expires: Instant::now() + timeout,
+        };
+        self.deliveries.start_lease(id, lease);
+        Ok(Some((item, id, lease)))
+    }
+
+    /// Settles leased record `id` if the lease with `attempt` still holds it.
+    pub fn ack(&mut self, id: u64, attempt: u16) -> Result<()> {
+        self.check_writable()?;
+        self.current_lease(id, attempt)?;
+        self.mark(id, MarkerType::Ack)?;
+        self.deliveries.end_lease(id);
+        Ok(())
+    }
+
+    /// Hands leased record `id` back: available again at its place in the
+    /// order, or dead-lettered once it has had `max_attempts` attempts.
+    pub fn nack(&mut self, id: u64, attempt: u16) -> Result<()> {
+        self.current_lease(id, attempt)?;
+        self.hand_back(id, attempt)
+    }
+
+    /// Extends the lease of `id` to `timeout` from now.
+    pub fn touch(&mut self, id: u64, attempt: u16, timeout: Duration) -> Result<()> {
+        self.current_lease(id, attempt)?;
+        self.deliveries.extend_lease(id, Instant::now() + timeout);
+        Ok(())
+    }
+
+    /// Moves leased record `id` to the dead letters at once.
+    pub fn fail(&mut self, id: u64, attempt: u16, reason: &str) -> Result<()> {
+        self.check_writable()?;
+        self.current_lease(id, attempt)?;
+        self.deliveries.end_lease(id);
+        self.dead_letter(id, attempt, reason)
+    }
+
+    /// Settles pending record `id`, which no one holds.
+    pub fn cancel(&mut self, id: u64) -> Result<()> {
+        self.check_writable()?;
+        self.expire_leases()?;
+        if self.deliveries.is_leased(id) {
+            return Err(Error::Leased { id });
+        }
+        while self.find(id).is_none() && id < self.tail().end_id() {
+            if id < self.head().header.first_id || !self.extend_front()? {
+                break;
+            }
+        }
+        match self.find(id) {
+            Some((segment, index)) if !segment.is_settled(index) => {}
+            _ => return Err(Error::NotPending { id }),
+        }
+        self.mark(id, MarkerType::Ack)?;
+        self.deliveries.take(id);
+        Ok(())
+    }
+
+    /// When the nearest lease ends, if any is held.
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.deliveries.next_expiry()
+    }
+
+    /// Ends every lease as if its time were up (a test seam).
+    #[cfg(feature = "fault-injection")]
+    pub fn expire_leases_now(&mut self) {
+        self.deliveries.expire_all();
+    }
+
+    /// Records leased now (leases past their time end first).
+    pub fn leased_count(&mut self) -> Result<usize> {
+        self.expire_leases()?;
+        Ok(self.deliveries.leased_count())
+    }
+
+    pub(super) fn expire_leases(&mut self) -> Result<()> {
+        if self.deliveries.leased_count() == 0 {
+            return Ok(());
+        }
+        for (id, lease) in self.deliveries.expired(Instant::now()) {
+            self.hand_back(id, lease.attempt)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn hand_back(&mut self, id: u64, attempt: u16) -> Result<()> {
+        if attempt >= self.max_attempts {
+            self.deliveries.end_lease(id);
+            let reason = format!("not acked after {attempt} attempts");
+            return self.dead_letter(id, attempt, &reason);
+        }
+        self.deliveries.hand_back(id);
+        Ok(())
+    }
+
+    pub(super) fn current_lease(&self, id: u64, attempt: u16) -> Result<()> {
+        match self.deliveries.lease(id) {
+            Some(lease) if lease.attempt == attempt && lease.expires > Instant::now() => Ok(()),
+            _ => Err(Error::LeaseLost { id, attempt }),
+        }
+    }
+}

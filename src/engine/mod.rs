@@ -1,0 +1,436 @@
+//! The untyped queue: segments of byte records, head and tail, counts and
+//! durability. [`DQue`](crate::DQue) wraps it with a codec, a mutex and
+//! blocking calls.
+
+mod browse;
+mod dead_letters;
+mod leases;
+mod open;
+
+use std::collections::VecDeque;
+
+use crate::commit::SyncBatch;
+use crate::delivery::Deliveries;
+use crate::error::{CodecError, Error, Result};
+use crate::format::{
+    record_frame_len, record_prefix, Config, MarkerType, SegmentHeader, RECORD_OVERHEAD,
+};
+use crate::layout::QueueDir;
+use crate::lock::DirLock;
+use crate::options::Durability;
+use crate::recovery::OpenReport;
+use crate::segment::Segment;
+
+/// Whether an open may create the queue, must create it, or must find it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    Create,
+    Open,
+    OpenOrCreate,
+}
+
+/// The queue's state behind the [`DQue`](crate::DQue) mutex.
+///
+/// Segments are mapped from the head on as far as deliveries have reached
+/// (the front run), plus the tail; segments between them are on disk only.
+/// Invariant: the head holds an unsettled record, or it is the tail, or the
+/// next delivery retires it.
+#[derive(Debug)]
+pub struct Engine {
+    dir: QueueDir,
+    config: Config,
+    durability: Durability,
+    max_item_bytes: u32,
+    /// The head and the segments after it that deliveries reached, in order.
+    front: VecDeque<Segment>,
+    /// `None` while the last segment of `front` is the tail.
+    tail: Option<Segment>,
+    deliveries: Deliveries,
+    max_attempts: u16,
+    /// The dead-letter queue in `dead/`, once used.
+    dead: Option<Box<Engine>>,
+    len: u64,
+    /// Set when a write or fsync failed: no later write can be trusted.
+    refused: Option<String>,
+    /// Frames written since open; group commit's tickets.
+    written: u64,
+    /// Reused buffer where each record frame is assembled before its one copy.
+    scratch: Vec<u8>,
+    /// Reused list of (start, payload length) of the frames in `scratch`.
+    spans: Vec<(usize, usize)>,
+    _lock: DirLock,
+}
+
+impl Engine {
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The item count once leases past their time have ended (which may
+    /// move items to the dead letters).
+    pub fn len_now(&mut self) -> Result<u64> {
+        self.expire_leases()?;
+        Ok(self.len)
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// Switches durability; going to `Safe` first makes everything so far durable.
+    pub fn set_durability(&mut self, durability: Durability) -> Result<()> {
+        if durability == Durability::Safe && self.durability != Durability::Safe {
+            self.sync()?;
+        }
+        self.durability = durability;
+        Ok(())
+    }
+
+    pub fn segment_numbers(&self) -> std::ops::RangeInclusive<u64> {
+        self.head().header.number..=self.tail().header.number
+    }
+
+    /// The queue directory (read-only, for `verify`).
+    pub fn dir(&self) -> &QueueDir {
+        &self.dir
+    }
+
+    /// The mapped segments: the front run from the head, then the tail.
+    pub fn mapped_segments(&self) -> impl Iterator<Item = &Segment> {
+        self.front.iter().chain(&self.tail)
+    }
+
+    /// Appends one record whose payload `encode` writes; returns its id.
+    pub fn append_with(
+        &mut self,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), CodecError>,
+    ) -> Result<u64> {
+        let mut encode = Some(encode);
+        self.append_many(1, |_, out| (encode.take().expect("called once"))(out))
+    }
+
+    /// Appends `count` records, the `i`th written by `encode(i, ..)`; returns
+    /// the id of the last. Every item is encoded and checked before the first
+    /// is written, so an encoding error or an item too large writes nothing.
+    pub fn append_many(
+        &mut self,
+        count: usize,
+        mut encode: impl FnMut(usize, &mut Vec<u8>) -> Result<(), CodecError>,
+    ) -> Result<u64> {
+        self.check_writable()?;
+        let mut frames = std::mem::take(&mut self.scratch);
+        let mut spans = std::mem::take(&mut self.spans);
+        frames.clear();
+        spans.clear();
+        let encoded = (0..count).try_for_each(|i| {
+            let start = frames.len();
+            frames.resize(start + RECORD_OVERHEAD, 0);
+            encode(i, &mut frames).map_err(Error::Encode)?;
+            let payload_len = frames.len() - start - RECORD_OVERHEAD;
+            if payload_len > self.max_item_bytes as usize {
+                return Err(Error::ItemTooLarge {
+                    size: payload_len,
+                    max: self.max_item_bytes,
+                });
+            }
+            let prefix = record_prefix(&frames[start + RECORD_OVERHEAD..]);
+            frames[start..start + RECORD_OVERHEAD].copy_from_slice(&prefix);
+            frames.resize(start + record_frame_len(payload_len), 0);
+            spans.push((start, payload_len));
+            Ok(())
+        });
+        let result = encoded.and_then(|()| {
+            let mut last_id = None;
+            for (i, &(start, payload_len)) in spans.iter().enumerate() {
+                let end = spans.get(i + 1).map_or(frames.len(), |&(next, _)| next);
+                last_id = Some(self.append_frame(&frames[start..end], payload_len)?);
+            }
+            last_id.ok_or(Error::InvalidOption {
+                name: "batch",
+                reason: "a batch needs at least one item".into(),
+            })
+        });
+        self.scratch = frames;
+        self.spans = spans;
+        result
+    }
+
+    fn append_frame(&mut self, frame: &[u8], payload_len: usize) -> Result<u64> {
+        if !self.tail().accepts(frame.len()) {
+            self.roll_over()?;
+        }
+        let tail = self.tail_mut();
+        let (index, _) = tail.append_record(frame, payload_len)?;
+        let id = tail.header.first_id + index as u64;
+        self.written += 1;
+        self.len += 1;
+        Ok(id)
+    }
+
+    /// Calls `read` on the next available record's id and payload.
+    pub fn peek_with<R>(
+        &mut self,
+        read: impl FnOnce(u64, &[u8]) -> Result<R>,
+    ) -> Result<Option<R>> {
+        let Some(id) = self.next_available()? else {
+            return Ok(None);
+        };
+        let (segment, index) = self.find(id).expect("available records are mapped");
+        read(id, segment.payload(index)).map(Some)
+    }
+
+    /// Like [`peek_with`](Self::peek_with), then settles the record if `read`
+    /// succeeded, so a record that does not decode is never lost.
+    pub fn pop_with<R>(&mut self, read: impl FnOnce(u64, &[u8]) -> Result<R>) -> Result<Option<R>> {
+        self.check_writable()?;
+        let Some(id) = self.next_available()? else {
+            return Ok(None);
+        };
+        let (segment, index) = self.find(id).expect("available records are mapped");
+        let item = read(id, segment.payload(index))?;
+        self.mark(id, MarkerType::Ack)?;
+        self.deliveries.take(id);
+        Ok(Some(item))
+    }
+
+    /// The next record no one holds, in order: handed-back records first
+    /// (they are older), then records never delivered. Ends expired leases
+    /// and retires a consumed head first.
+    fn next_available(&mut self) -> Result<Option<u64>> {
+        self.expire_leases()?;
+        self.retire_settled_head(&mut OpenReport::default())?;
+        if let Some(id) = self.deliveries.first_returned() {
+            return Ok(Some(id));
+        }
+        loop {
+            let id = self.deliveries.fresh_from(self.head().header.first_id);
+            if id >= self.tail().end_id() {
+                return Ok(None);
+            }
+            match self.find(id) {
+                Some((segment, index)) => {
+                    if !segment.is_settled(index) && !self.deliveries.is_leased(id) {
+                        return Ok(Some(id));
+                    }
+                    self.deliveries.skip(id);
+                }
+                None => {
+                    if !self.extend_front()? {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Appends a `kind` marker for record `id` and keeps the count right.
+    fn mark(&mut self, id: u64, kind: MarkerType) -> Result<()> {
+        // Segments with markers stay in the front run (which open replays):
+        // a record of the tail brings the tail, and any segment before it, in.
+        while self.tail.as_ref().is_some_and(|t| id >= t.header.first_id) {
+            self.extend_front()?;
+        }
+        let position = self
+            .front
+            .iter()
+            .position(|s| id < s.end_id())
+            .expect("marked records are in the front run");
+        for earlier in self.front.range_mut(..position) {
+            if !earlier.has_markers() {
+                earlier.mark(0, MarkerType::Reached)?;
+                self.written += 1;
+            }
+        }
+        let index = (id - self.front[position].header.first_id) as usize;
+        self.front[position].mark(index, kind)?;
+        self.written += 1;
+        if kind.settles() {
+            self.len -= 1;
+        }
+        Ok(())
+    }
+
+    /// The mapped segment holding record `id`, and its index there.
+    fn find(&self, id: u64) -> Option<(&Segment, usize)> {
+        self.mapped_segments()
+            .find(|s| s.header.first_id <= id && id < s.end_id())
+            .map(|s| (s, (id - s.header.first_id) as usize))
+    }
+
+    /// Maps the segment after the front run (a middle one, or the tail);
+    /// false when the front run already ends with the tail.
+    fn extend_front(&mut self) -> Result<bool> {
+        self.extend_front_into(&mut OpenReport::default())
+    }
+
+    /// [`extend_front`](Self::extend_front), noting cuts in `report`.
+    fn extend_front_into(&mut self, report: &mut OpenReport) -> Result<bool> {
+        let Some(tail) = &self.tail else {
+            return Ok(false);
+        };
+        let number = self.front.back().expect("never empty").header.number + 1;
+        let next = if tail.header.number == number {
+            self.tail.take().expect("checked above")
+        } else {
+            let sealed = sealed_records(&self.dir, number, tail.header.number)?;
+            // Sealed before its successor existed: no cut is allowed.
+            let middle = Segment::open(&self.dir, number, sealed, report)?;
+            // Counted as items at open, when only its header was read.
+            self.len -= (middle.record_count() - middle.unsettled_count()) as u64;
+            middle
+        };
+        self.front.push_back(next);
+        Ok(true)
+    }
+
+    /// The ticket a caller who just wrote must see durable before it
+    /// returns: `None` unless the durability is `Safe`.
+    pub fn ticket_to_wait(&self) -> Option<u64> {
+        (self.durability == Durability::Safe).then_some(self.written)
+    }
+
+    /// Tickets written so far: every write counts one.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// What a group-commit leader must sync to make every write so far
+    /// durable: the mapped segments written since their last sync (a sealed
+    /// segment was fsynced when it was sealed).
+    pub fn sync_batch(&mut self) -> SyncBatch {
+        let files = self
+            .front
+            .iter_mut()
+            .chain(&mut self.tail)
+            .filter_map(Segment::take_dirty_file)
+            .collect();
+        SyncBatch {
+            files,
+            ticket: self.written,
+        }
+    }
+
+    /// Stops all writes: a sync failed, so nothing after it is known durable.
+    pub fn refuse(&mut self, cause: &Error) {
+        self.refused.get_or_insert_with(|| cause.to_string());
+    }
+
+    /// Retires a consumed head segment, so that a clean shutdown leaves
+    /// nothing for the next open to mend, and makes every write durable.
+    pub fn close(mut self) -> Result<()> {
+        // Best effort: a damaged next segment is reported by the dequeue
+        // that reaches it, and a segment left here is deleted on open.
+        let _ = self.retire_settled_head(&mut OpenReport::default());
+        if let Some(dead) = self.dead.take() {
+            dead.close()?;
+        }
+        self.sync()
+    }
+
+    /// Makes every write so far durable, under the lock.
+    pub fn sync(&mut self) -> Result<()> {
+        let result = self
+            .front
+            .iter_mut()
+            .chain(&mut self.tail)
+            .try_for_each(Segment::sync);
+        self.refuse_on_error(result)
+    }
+
+    fn refuse_on_error(&mut self, result: Result<()>) -> Result<()> {
+        if let Err(e) = &result {
+            self.refused = Some(e.to_string());
+        }
+        result
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        match &self.refused {
+            Some(cause) => Err(Error::WritesRefused {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn head(&self) -> &Segment {
+        &self.front[0]
+    }
+
+    fn tail(&self) -> &Segment {
+        match &self.tail {
+            Some(tail) => tail,
+            None => self.front.back().expect("never empty"),
+        }
+    }
+
+    fn tail_mut(&mut self) -> &mut Segment {
+        match &mut self.tail {
+            Some(tail) => tail,
+            None => self.front.back_mut().expect("never empty"),
+        }
+    }
+
+    /// Seals the tail and starts the next segment.
+    fn roll_over(&mut self) -> Result<()> {
+        // Fsynced in every mode, so a later segment never outlives an earlier
+        // one's records after a power loss: what survives is a prefix.
+        let sealed = self.tail_mut().sync();
+        self.refuse_on_error(sealed)?;
+        let header = new_header(
+            &self.config,
+            self.tail().header.number + 1,
+            self.tail().end_id(),
+        );
+        let created = Segment::create(&self.dir, header);
+        let next = match created {
+            Ok(next) => next,
+            Err(e) => {
+                self.refused = Some(e.to_string());
+                return Err(e);
+            }
+        };
+        // An old tail outside the front run (no delivery reached it) becomes
+        // a middle segment: unmapped.
+        drop(self.tail.replace(next));
+        if self.head().unsettled_count() == 0 {
+            self.retire_settled_head(&mut OpenReport::default())?;
+        }
+        Ok(())
+    }
+
+    /// Deletes fully settled head segments that have a successor, noting
+    /// them (and any cut in the segments it replays) in `report`.
+    fn retire_settled_head(&mut self, report: &mut OpenReport) -> Result<()> {
+        while self.head().unsettled_count() == 0 && (self.front.len() > 1 || self.tail.is_some()) {
+            if self.front.len() == 1 {
+                self.extend_front_into(report)?;
+            }
+            let done = self.front.pop_front().expect("two or more");
+            report.deleted_segments.push(done.path().to_path_buf());
+            let result = done.delete(&self.dir);
+            self.refuse_on_error(result)?;
+        }
+        Ok(())
+    }
+}
+
+fn new_header(config: &Config, number: u64, first_id: u64) -> SegmentHeader {
+    SegmentHeader {
+        number,
+        first_id,
+        max_records: config.segment_records,
+        max_bytes: config.segment_bytes,
+    }
+}
+
+/// Record count of segment `number` if it has a successor (up to `last`):
+/// the gap between its first id and its successor's.
+fn sealed_records(dir: &QueueDir, number: u64, last: u64) -> Result<Option<u64>> {
+    if number == last {
+        return Ok(None);
+    }
+    let this = Segment::read_header(dir, number)?;
+    let next = Segment::read_header(dir, number + 1)?;
+    Ok(Some(next.first_id - this.first_id))
+}
