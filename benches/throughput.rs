@@ -43,6 +43,9 @@ use dque::{Durability, Options, RawQueue};
 use futures::executor::block_on;
 use queue_file::QueueFile;
 
+#[path = "../examples/support/report.rs"]
+mod report;
+
 const BATCH: usize = 100;
 const PERIODIC: Duration = Duration::from_millis(100);
 
@@ -591,26 +594,6 @@ impl Bench {
     }
 }
 
-fn fmt_rate(x: f64) -> String {
-    if x >= 1e6 {
-        format!("{:.2} M", x / 1e6)
-    } else if x >= 1e3 {
-        format!("{:.1} k", x / 1e3)
-    } else {
-        format!("{x:.0}")
-    }
-}
-
-fn fmt_ns(ns: f64) -> String {
-    if ns >= 1e6 {
-        format!("{:.2} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.1} µs", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
-}
-
 fn print_table(r: &Results, producers: usize) {
     println!("\n### {}-byte payloads\n", r.size);
     println!("| | case | items | items/s | MB/s | per item |");
@@ -620,9 +603,9 @@ fn print_table(r: &Results, producers: usize) {
         println!(
             "| {group} | {name} | {} | {} | {:.1} | {} |",
             m.items,
-            fmt_rate(m.per_sec()),
+            report::rate(m.per_sec()),
             m.per_sec() * r.size as f64 / 1e6,
-            fmt_ns(m.elapsed.as_secs_f64() * 1e9 / m.items as f64),
+            report::nanos(m.elapsed.as_secs_f64() * 1e9 / m.items as f64),
         );
     }
 }
@@ -788,7 +771,7 @@ fn print_ratios(r: &Results, producers: usize) {
             let call = if enqueue { "enqueue" } else { "dequeue" };
             println!(
                 "| Safe batches of 100, {call}: items/s (not a ratio) | {} | ≥ 1 M | {met} |",
-                fmt_rate(m.per_sec())
+                report::rate(m.per_sec())
             );
         }
     }
@@ -826,7 +809,7 @@ fn main() {
     println!(
         "dque side-by-side run under {} ({}), {} cores, load average {}",
         bench.base.display(),
-        filesystem_of(&bench.base),
+        report::filesystem_of(&bench.base),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         load_average()
     );
@@ -847,21 +830,4 @@ fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".into())
-}
-
-/// The file system type of the mount holding `path`, from /proc/self/mounts.
-fn filesystem_of(path: &Path) -> String {
-    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    mounts
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let (device, mount, fs) = (fields.next()?, fields.next()?, fields.next()?);
-            let mount = mount.replace("\\040", " ");
-            path.starts_with(&mount)
-                .then(|| (mount.len(), format!("{fs} on {device}")))
-        })
-        .max_by_key(|(len, _)| *len)
-        .map_or_else(|| "unknown file system".into(), |(_, fs)| fs)
 }

@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 
 use dque::{Durability, Options, RawQueue};
 
+#[path = "support/report.rs"]
+mod report;
+
 const BATCH: usize = 100;
 const USAGE: &str = "usage: disk_check DIR [--size BYTES] [--count N] [--safe-count N]\n\
      Measures dque's durability modes on the disk holding DIR, in a temporary queue it removes.";
@@ -117,35 +120,14 @@ impl Run {
     }
 }
 
-fn fmt_rate(x: f64) -> String {
-    if x >= 1e6 {
-        format!("{:.2} M", x / 1e6)
-    } else if x >= 1e3 {
-        format!("{:.1} k", x / 1e3)
-    } else {
-        format!("{x:.0}")
-    }
-}
-
-fn fmt_time(d: Duration) -> String {
-    let ns = d.as_nanos() as f64;
-    if ns >= 1e6 {
-        format!("{:.2} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.1} µs", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
-}
-
 fn row(mode: &str, op: &str, run: &Run, size: usize) {
     println!(
         "| {mode} | {op} | {} | {} | {:.1} | {} | {} |",
         run.items,
-        fmt_rate(run.per_sec()),
+        report::rate(run.per_sec()),
         run.per_sec() * size as f64 / 1e6,
-        fmt_time(run.percentile(0.50)),
-        fmt_time(run.percentile(0.99)),
+        report::nanos(run.percentile(0.50).as_nanos() as f64),
+        report::nanos(run.percentile(0.99).as_nanos() as f64),
     );
 }
 
@@ -211,7 +193,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         "dque disk check: {}-byte items under {} ({})",
         args.size,
         args.dir.display(),
-        filesystem_of(&args.dir)
+        report::filesystem_of(&args.dir)
     );
     println!("Safe rows: {safe} items, one fsync per call; the others: {count} items.\n");
     println!("| mode | call | items | items/s | MB/s | p50 per call | p99 per call |");
@@ -250,10 +232,10 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "Safe enqueue: {} items/s, {:.2}x the plain fdatasync loop; Turbo is {:.0}x faster than Safe \
          (and loses the last calls on a power loss, not on a crash); batches of 100 in Safe: {} items/s.",
-        fmt_rate(safe_run.per_sec()),
+        report::rate(safe_run.per_sec()),
         safe_run.per_sec() / floor.per_sec(),
         turbo_run.per_sec() / safe_run.per_sec(),
-        fmt_rate(batch_run.per_sec()),
+        report::rate(batch_run.per_sec()),
     );
     println!("Latencies include the clock read around each call.");
     let removed = work.path().to_path_buf();
@@ -280,21 +262,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The file system type of the mount holding `path`, from /proc/self/mounts.
-fn filesystem_of(path: &Path) -> String {
-    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    mounts
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let (device, mount, fs) = (fields.next()?, fields.next()?, fields.next()?);
-            let mount = mount.replace("\\040", " ");
-            path.starts_with(&mount)
-                .then(|| (mount.len(), format!("{fs} on {device}")))
-        })
-        .max_by_key(|(len, _)| *len)
-        .map_or_else(|| "file system unknown".into(), |(_, fs)| fs)
 }

@@ -55,16 +55,6 @@ struct Job {
     tags: Option<Tags>,
 }
 
-/// Opens `path` as a `DQue<u32>` the way `call` names.
-fn open_by(call: &str, path: &Path) -> Result<DQue<u32>, Error> {
-    match call {
-        "open" => DQue::open(path),
-        "create" => DQue::create(path),
-        "open_or_create" => DQue::open_or_create(path),
-        _ => unreachable!("unknown call {call}"),
-    }
-}
-
 fn verify_ok<T, C: Codec<T>>(q: &DQue<T, C>) -> VerifyReport {
     q.verify().expect("verify returns a report")
 }
@@ -223,7 +213,7 @@ fn path_under_a_regular_file_is_a_clear_error() {
     let before = names(root.path());
     for path in [file.join("q"), file.join("a").join("q")] {
         for call in ["open", "create", "open_or_create"] {
-            let result = open_by(call, &path);
+            let result = disk::open_by(call, &path);
             assert_io(result, &path, io::ErrorKind::NotADirectory);
             assert_eq!(names(root.path()), before, "{call} created something");
             assert_eq!(fs::read(&file).unwrap(), b"precious", "{call}");
@@ -255,7 +245,7 @@ fn directory_without_permission_is_a_clear_error_and_changes_nothing() {
     let guard = RestoreMode(dir.clone(), 0o755);
     let bites = fs::read_dir(&dir).is_err();
     for call in ["open", "open_or_create", "create"] {
-        let result = open_by(call, &dir);
+        let result = disk::open_by(call, &dir);
         if bites {
             assert_io(result, &dir, io::ErrorKind::PermissionDenied);
         } else {
@@ -299,7 +289,7 @@ fn directory_without_permission_is_a_clear_error_and_changes_nothing() {
     }
     let path = parent.join("q");
     for call in ["create", "open_or_create"] {
-        let result = open_by(call, &path);
+        let result = disk::open_by(call, &path);
         if bites {
             assert_io(result, &path, io::ErrorKind::PermissionDenied);
             assert!(names(&parent).is_empty(), "{call} wrote into {parent:?}");

@@ -12,18 +12,6 @@ use disk::*;
 use dque::{DQue, Error, Options, RawQueue, FORMAT_VERSION};
 
 /// The three ways to open a queue.
-const CALLS: [&str; 3] = ["open", "create", "open_or_create"];
-
-/// Opens `path` as a `DQue<u32>` the way `call` names.
-fn open_by(call: &str, path: &Path) -> Result<DQue<u32>, Error> {
-    match call {
-        "open" => DQue::open(path),
-        "create" => DQue::create(path),
-        "open_or_create" => DQue::open_or_create(path),
-        _ => unreachable!("unknown call {call}"),
-    }
-}
-
 /// A closed queue of `u32` items 0..n in `dir`.
 fn make_queue(dir: &Path, n: u32, options: &Options) {
     let q: DQue<u32> = DQue::create_with(dir, options).unwrap();
@@ -48,8 +36,8 @@ fn regular_file_is_not_a_queue() {
     let root = tempfile::tempdir().unwrap();
     let path = root.path().join("file");
     fs::write(&path, b"precious").unwrap();
-    for call in CALLS {
-        match open_by(call, &path) {
+    for call in disk::CALLS {
+        match disk::open_by(call, &path) {
             Err(Error::NotAQueue { path: p, reason }) => {
                 assert_eq!(p, path, "{call}");
                 assert!(!reason.is_empty());
@@ -72,8 +60,8 @@ fn foreign_directory_is_not_a_queue_and_is_untouched() {
     fs::write(dir.join("notes.txt"), b"do not delete").unwrap();
     fs::create_dir(dir.join("sub")).unwrap();
     let before = names(&dir);
-    for call in CALLS {
-        match open_by(call, &dir) {
+    for call in disk::CALLS {
+        match disk::open_by(call, &dir) {
             Err(Error::NotAQueue { path, .. }) => assert_eq!(path, dir, "{call}"),
             other => panic!("{call}: expected NotAQueue, got {other:?}"),
         }
@@ -95,8 +83,8 @@ fn segments_without_config_are_not_a_queue_and_are_untouched() {
     fs::remove_file(dir.join(LOCK)).unwrap();
     let before = snapshot(&dir);
     let names_before = names(&dir);
-    for call in CALLS {
-        match open_by(call, &dir) {
+    for call in disk::CALLS {
+        match disk::open_by(call, &dir) {
             Err(Error::NotAQueue { path, .. }) => assert_eq!(path, dir, "{call}"),
             other => panic!("{call}: expected NotAQueue, got {other:?}"),
         }
@@ -212,7 +200,7 @@ fn garbage_config_is_not_a_queue() {
         fs::write(dir.join(CONFIG), &bytes).unwrap();
         let before = snapshot(&dir);
         for call in ["open", "open_or_create"] {
-            match open_by(call, &dir) {
+            match disk::open_by(call, &dir) {
                 Err(Error::NotAQueue { path, reason }) => {
                     assert!(path.starts_with(&dir), "{name}/{call}: {path:?}");
                     assert!(!reason.is_empty());

@@ -1,4 +1,4 @@
-//! Helpers shared by `tests/recovery.rs` and `tests/hostile.rs`: build small
+//! Helpers shared by `tests/recovery.rs`, `tests/hostile.rs` and `tests/bad_input.rs`: build small
 //! queues, copy and damage their files, and predict the byte layout of a
 //! segment from the operations that wrote it (FORMAT.md), so tests know where
 //! every frame starts and ends without asking the crate.
@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use dque::{Durability, Error, Options, RawQueue};
+use dque::{DQue, Durability, Error, Options, RawQueue};
 
 /// Bytes before the first frame of a segment.
 pub const HEADER_LEN: usize = 40;
@@ -294,4 +294,17 @@ pub fn set_header_version(segment: &mut [u8], version: u32) {
     segment[4..8].copy_from_slice(&version.to_le_bytes());
     let crc = crc32fast::hash(&segment[0..36]);
     segment[36..40].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The three ways to open a queue, by name.
+pub const CALLS: [&str; 3] = ["open", "create", "open_or_create"];
+
+/// Opens `path` as a `DQue<u32>` the way `call` names.
+pub fn open_by(call: &str, path: &Path) -> Result<DQue<u32>, Error> {
+    match call {
+        "open" => DQue::open(path),
+        "create" => DQue::create(path),
+        "open_or_create" => DQue::open_or_create(path),
+        _ => unreachable!("unknown call {call}"),
+    }
 }
