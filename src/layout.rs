@@ -39,6 +39,10 @@ impl QueueDir {
         QueueDir { path }
     }
 
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
     pub fn segment_path(&self, number: u64) -> PathBuf {
         self.path.join(format!("{number:020}.{SEGMENT_EXT}"))
     }
@@ -126,7 +130,7 @@ impl QueueDir {
     }
 }
 
-fn parse_segment_name(name: &str) -> Option<u64> {
+pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
     let digits = name.strip_suffix(&format!(".{SEGMENT_EXT}"))?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;

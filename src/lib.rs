@@ -34,12 +34,14 @@ pub mod faults;
 mod faults;
 mod flusher;
 mod format;
+mod inspect;
 mod layout;
 mod lease;
 mod lock;
 mod options;
 mod queue;
 mod recovery;
+mod repair;
 mod segment;
 mod shared;
 mod verify;
@@ -48,10 +50,12 @@ pub use codec::{Bincode, Codec, Raw};
 pub use dead::DeadLetter;
 pub use error::{CodecError, Error, Result};
 pub use format::FORMAT_VERSION;
+pub use inspect::{QueueFiles, Stats, StoredRecord};
 pub use lease::Leased;
 pub use options::{Durability, Options};
 pub use queue::{DQue, Pending, RawQueue};
 pub use recovery::{OpenReport, Repair};
+pub use repair::{repair, RepairAction, RepairReport, QUARANTINE_DIR};
 pub use verify::{Problem, SegmentSummary, VerifyReport};
 
 /// The README's examples, compiled and run as doctests.

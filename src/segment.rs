@@ -390,7 +390,7 @@ fn map(file: &File, path: &Path) -> Result<MmapMut> {
     unsafe { MmapMut::map_mut(file) }.map_err(|e| Error::io(path, e))
 }
 
-fn check_header(path: &Path, bytes: &[u8], number: u64) -> Result<SegmentHeader> {
+pub(crate) fn check_header(path: &Path, bytes: &[u8], number: u64) -> Result<SegmentHeader> {
     let header = SegmentHeader::decode(bytes).map_err(|e| match e {
         HeaderError::Version(found) => Error::UnsupportedVersion {
             path: path.to_path_buf(),

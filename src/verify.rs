@@ -5,6 +5,7 @@
 //! are checked against each other. Nothing is written, cut or deleted: a
 //! problem is reported, never repaired.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::fs::{self, File};
 use std::io::Read;
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::format::{HeaderError, SegmentHeader, SEGMENT_HEADER_LEN};
+use crate::layout::QueueDir;
 use crate::recovery::{self, nonzero_len};
 
 /// What [`DQue::verify`](crate::DQue::verify) found: one summary per segment
@@ -139,10 +141,94 @@ struct Scanned {
     garbage_end: Option<usize>,
 }
 
+/// Where [`check_segments`] gets a segment's bytes, and how it reports.
+pub(crate) struct ScanInput<'a> {
+    pub dir: &'a QueueDir,
+    /// The segment numbers from head to tail.
+    pub numbers: std::ops::RangeInclusive<u64>,
+    /// Numbers of the segment files in the directory, ascending.
+    pub listed: &'a [u64],
+    /// True when another handle may be writing the queue while it is read:
+    /// the end of the last segment may then be a write in progress, and a
+    /// head segment may be retired under the scan.
+    pub live: bool,
+}
+
 /// Checks every segment of the queue `engine` holds, reading the mapped head
 /// and tail from their mappings and the others from disk, one at a time.
 pub(crate) fn verify(engine: &Engine, queue: &Path, codec_id: u32) -> Result<VerifyReport> {
     let dir = engine.dir();
+    let mut problems = Vec::new();
+    match dir.read_config() {
+        Ok(config) if config.codec_id != codec_id => problems.push(Problem {
+            segment: dir.config_path(),
+            offset: 16,
+            reason: format!(
+                "codec id is {}, the open handle's is {codec_id}",
+                config.codec_id
+            ),
+        }),
+        Ok(_) => {}
+        Err(e) => problems.push(Problem {
+            segment: dir.config_path(),
+            offset: 0,
+            reason: e.to_string(),
+        }),
+    }
+
+    let numbers = engine.segment_numbers();
+    let listing = dir.list()?;
+    for &number in &listing.segments {
+        if !numbers.contains(&number) {
+            problems.push(Problem {
+                segment: dir.segment_path(number),
+                offset: 0,
+                reason: format!(
+                    "segment file outside the queue's segments {}..={}: \
+                     the next open would take it for part of the queue",
+                    numbers.start(),
+                    numbers.end()
+                ),
+            });
+        }
+    }
+
+    let input = ScanInput {
+        dir,
+        numbers,
+        listed: &listing.segments,
+        live: false,
+    };
+    let read = |number: u64| match engine.mapped_segments().find(|s| s.header.number == number) {
+        Some(segment) => Ok(Cow::Borrowed(segment.bytes())),
+        None => read_bounded(&dir.segment_path(number)).map(Cow::Owned),
+    };
+    let mut report = check_segments(&input, read, |_| {});
+    report.problems.splice(0..0, problems);
+    // Damage found above already explains a count that differs; the count
+    // is compared only for sound segments, where it must be exact.
+    if report.problems.is_empty() && report.items() != engine.len() {
+        report.problems.push(Problem {
+            segment: queue.to_path_buf(),
+            offset: 0,
+            reason: format!(
+                "the segments hold {} items, the open queue counts {}",
+                report.items(),
+                engine.len()
+            ),
+        });
+    }
+    Ok(report)
+}
+
+/// Replays every segment of `input` (bytes from `read`, one at a time) and
+/// checks them against each other; `done` is called with the length of
+/// each segment once it was read.
+pub(crate) fn check_segments<'b>(
+    input: &ScanInput<'_>,
+    mut read: impl FnMut(u64) -> std::result::Result<Cow<'b, [u8]>, ReadError>,
+    mut done: impl FnMut(u64),
+) -> VerifyReport {
     let mut problems = Vec::new();
     let mut problem = |segment: &Path, offset: u64, reason: String| {
         problems.push(Problem {
@@ -151,64 +237,38 @@ pub(crate) fn verify(engine: &Engine, queue: &Path, codec_id: u32) -> Result<Ver
             reason,
         });
     };
-
-    match dir.read_config() {
-        Ok(config) if config.codec_id != codec_id => problem(
-            &dir.config_path(),
-            16,
-            format!(
-                "codec id is {}, the open handle's is {codec_id}",
-                config.codec_id
-            ),
-        ),
-        Ok(_) => {}
-        Err(e) => problem(&dir.config_path(), 0, e.to_string()),
-    }
-
-    let numbers = engine.segment_numbers();
-    let listing = dir.list()?;
-    for &number in &listing.segments {
-        if !numbers.contains(&number) {
-            problem(
-                &dir.segment_path(number),
-                0,
-                format!(
-                    "segment file outside the queue's segments {}..={}: \
-                     the next open would take it for part of the queue",
-                    numbers.start(),
-                    numbers.end()
-                ),
-            );
-        }
-    }
-
+    let last = *input.numbers.end();
     let mut scanned: Vec<Option<Scanned>> = Vec::new();
-    for number in numbers.clone() {
-        let path = dir.segment_path(number);
-        let mapped = engine.mapped_segments().find(|s| s.header.number == number);
-        let read;
-        let bytes = match mapped {
-            Some(segment) => segment.bytes(),
-            None => {
-                if listing.segments.binary_search(&number).is_err() {
-                    problem(&path, 0, "segment is missing between head and tail".into());
-                    scanned.push(None);
-                    continue;
-                }
-                match read_bounded(&path) {
-                    Ok(bytes) => {
-                        read = bytes;
-                        &read[..]
-                    }
-                    Err(reason) => {
-                        problem(&path, 0, reason);
-                        scanned.push(None);
-                        continue;
-                    }
-                }
+    for number in input.numbers.clone() {
+        let path = input.dir.segment_path(number);
+        if input.listed.binary_search(&number).is_err() {
+            problem(&path, 0, "segment is missing between head and tail".into());
+            scanned.push(None);
+            continue;
+        }
+        let bytes = match read(number) {
+            Ok(bytes) => bytes,
+            // Consumed and retired by the queue's user since the listing.
+            Err(ReadError::Gone) if input.live => {
+                scanned.push(None);
+                continue;
+            }
+            Err(e) => {
+                problem(&path, 0, e.to_string());
+                scanned.push(None);
+                continue;
             }
         };
-        scanned.push(scan(&path, bytes, number, &mut problem));
+        done(bytes.len() as u64);
+        let mut this = scan(&path, &bytes, number, &mut problem);
+        if input.live && number == last {
+            // Past the last whole frame, a writer may be halfway through a copy.
+            if let Some(this) = &mut this {
+                this.stopped_by = None;
+                this.garbage_end = None;
+            }
+        }
+        scanned.push(this);
     }
 
     for (i, this) in scanned.iter().enumerate() {
@@ -266,22 +326,8 @@ pub(crate) fn verify(engine: &Engine, queue: &Path, codec_id: u32) -> Result<Ver
         }
     }
 
-    let segments: Vec<SegmentSummary> = scanned.into_iter().flatten().map(|s| s.summary).collect();
-    let mut report = VerifyReport { segments, problems };
-    // Damage found above already explains a count that differs; the count
-    // is compared only for sound segments, where it must be exact.
-    if report.problems.is_empty() && report.items() != engine.len() {
-        report.problems.push(Problem {
-            segment: queue.to_path_buf(),
-            offset: 0,
-            reason: format!(
-                "the segments hold {} items, the open queue counts {}",
-                report.items(),
-                engine.len()
-            ),
-        });
-    }
-    Ok(report)
+    let segments = scanned.into_iter().flatten().map(|s| s.summary).collect();
+    VerifyReport { segments, problems }
 }
 
 /// Reads the header and replays the frames of segment `number`, reporting
@@ -339,20 +385,43 @@ fn scan(
     })
 }
 
+/// Why a segment file could not be read.
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    /// The file is not there (any more).
+    Gone,
+    /// Anything else, said for a report.
+    Other(String),
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Gone => write!(f, "cannot read the segment: it is gone"),
+            ReadError::Other(why) => write!(f, "{why}"),
+        }
+    }
+}
+
 /// The whole of a segment file that is not mapped, read with a buffer sized
 /// by the file's length on disk (never by a length read from inside it).
-fn read_bounded(path: &Path) -> std::result::Result<Vec<u8>, String> {
-    let meta = fs::metadata(path).map_err(|e| format!("cannot read the segment: {e}"))?;
+pub(crate) fn read_bounded(path: &Path) -> std::result::Result<Vec<u8>, ReadError> {
+    let failed = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::NotFound => ReadError::Gone,
+        _ => ReadError::Other(format!("cannot read the segment: {e}")),
+    };
+    let meta = fs::metadata(path).map_err(failed)?;
     if !meta.is_file() {
-        return Err("not a regular file".into());
+        return Err(ReadError::Other("not a regular file".into()));
     }
-    let len = usize::try_from(meta.len()).map_err(|_| "file too large to read".to_string())?;
+    let len = usize::try_from(meta.len())
+        .map_err(|_| ReadError::Other("file too large to read".into()))?;
     let mut bytes = Vec::new();
     bytes
         .try_reserve_exact(len)
-        .map_err(|e| format!("cannot hold the {len}-byte file in memory: {e}"))?;
+        .map_err(|e| ReadError::Other(format!("cannot hold the {len}-byte file in memory: {e}")))?;
     File::open(path)
         .and_then(|file| file.take(len as u64).read_to_end(&mut bytes))
-        .map_err(|e| format!("cannot read the segment: {e}"))?;
+        .map_err(failed)?;
     Ok(bytes)
 }

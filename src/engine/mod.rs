@@ -7,6 +7,8 @@ mod dead_letters;
 mod leases;
 mod open;
 
+pub(crate) use open::prepare_directory;
+
 use std::collections::VecDeque;
 
 use crate::commit::SyncBatch;

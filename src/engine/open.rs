@@ -22,10 +22,25 @@ impl Engine {
         codec_id: u32,
         mode: OpenMode,
     ) -> Result<(Engine, OpenReport)> {
+        Engine::open_holding(path, options, codec_id, mode, None)
+    }
+
+    /// [`open`](Self::open) with the queue's lock already taken, if `lock`
+    /// holds it (a repair keeps it from its first read to the end).
+    pub fn open_holding(
+        path: &Path,
+        options: &Options,
+        codec_id: u32,
+        mode: OpenMode,
+        lock: Option<DirLock>,
+    ) -> Result<(Engine, OpenReport)> {
         options.validate()?;
         prepare_directory(path, mode)?;
         let dir = QueueDir::new(path.to_path_buf());
-        let lock = DirLock::acquire(path)?;
+        let lock = match lock {
+            Some(lock) => lock,
+            None => DirLock::acquire(path)?,
+        };
         // Listed again under the lock: another handle may have changed it.
         let listing = dir.list()?;
         if listing.has_config && mode == OpenMode::Create {
@@ -141,7 +156,7 @@ impl Engine {
 
 /// Checks the path and makes the directory when the mode allows, without
 /// touching a directory that holds someone else's files.
-fn prepare_directory(path: &Path, mode: OpenMode) -> Result<()> {
+pub(crate) fn prepare_directory(path: &Path, mode: OpenMode) -> Result<()> {
     match fs::metadata(path) {
         Ok(meta) if !meta.is_dir() => {
             return Err(Error::NotAQueue {
