@@ -43,7 +43,7 @@ use dque::{Durability, Options, RawQueue};
 use futures::executor::block_on;
 use queue_file::QueueFile;
 
-#[path = "../examples/support/report.rs"]
+#[path = "../src/bin/dque/report.rs"]
 mod report;
 
 const BATCH: usize = 100;

@@ -58,14 +58,25 @@ impl RepairReport {
     /// Ids that leave the queue: the records of the segments moved aside
     /// (still readable in `quarantine/`), where they are known.
     pub fn ids_lost(&self) -> u64 {
+        // A moved middle segment is also filled by a placeholder: count its
+        // ids once, from the placeholder.
+        let filled: Vec<&PathBuf> = self
+            .actions
+            .iter()
+            .filter_map(|action| match action {
+                RepairAction::FillGap { segment, .. } => Some(segment),
+                _ => None,
+            })
+            .collect();
         self.actions
             .iter()
             .map(|action| match action {
                 RepairAction::FillGap { records, .. } => *records,
                 RepairAction::MoveAside {
+                    segment,
                     lost_ids: Some(ids),
                     ..
-                } => *ids,
+                } if !filled.contains(&segment) => *ids,
                 _ => 0,
             })
             .sum::<u64>()
@@ -330,24 +341,6 @@ impl Plan {
                 });
             }
         }
-        let quarantine = dir.path().join(QUARANTINE_DIR);
-        for (i, this) in seen.iter().enumerate() {
-            if let Seen::Damaged { offset, reason, .. } = this {
-                let lost_ids = this.header().and_then(|header| {
-                    let next = seen.get(i + 1).and_then(Seen::header)?;
-                    next.first_id.checked_sub(header.first_id)
-                });
-                let name = dir.segment_path(number(i));
-                actions.push(RepairAction::MoveAside {
-                    to: free_name(&quarantine, &name),
-                    segment: name,
-                    offset: *offset,
-                    reason: reason.clone(),
-                    lost_ids,
-                });
-            }
-        }
-
         // Gaps between two sound segments get placeholders; before the first
         // sound one nothing is needed (the head moves on), after the last a
         // new tail starts.
@@ -373,6 +366,24 @@ impl Plan {
                 }
             }
         }
+        let quarantine = dir.path().join(QUARANTINE_DIR);
+        for (i, this) in seen.iter().enumerate() {
+            if let Seen::Damaged { offset, reason, .. } = this {
+                let lost_ids = this.header().and_then(|header| {
+                    let next = seen.get(i + 1).and_then(Seen::header)?;
+                    next.first_id.checked_sub(header.first_id)
+                });
+                let name = dir.segment_path(number(i));
+                actions.push(RepairAction::MoveAside {
+                    to: free_name(&quarantine, &name),
+                    segment: name,
+                    offset: *offset,
+                    reason: reason.clone(),
+                    lost_ids,
+                });
+            }
+        }
+
         for (i, first_id, records) in fills {
             actions.push(RepairAction::FillGap {
                 segment: dir.segment_path(number(i)),
@@ -500,10 +511,19 @@ fn read(dir: &QueueDir, number: u64) -> Result<Seen> {
 /// successor's header says it holds.
 fn judge_sealed(dir: &QueueDir, first: u64, seen: &mut [Seen]) -> Result<()> {
     for i in 0..seen.len().saturating_sub(1) {
-        let Some(next) = seen[i + 1].header().copied() else {
+        let Seen::Sound(this) = &seen[i] else {
             continue;
         };
-        let Seen::Sound(this) = &seen[i] else {
+        let Some(next) = seen[i + 1].header().copied() else {
+            // Its record count is unknown: a frame that stopped the replay
+            // may hide whole records after it, which a cut would destroy.
+            if let Some((_, why)) = this.cut.as_ref() {
+                seen[i] = Seen::Damaged {
+                    header: Some(this.header),
+                    offset: this.end,
+                    reason: format!("{why}, in a segment that has a successor"),
+                };
+            }
             continue;
         };
         let held = next.first_id.checked_sub(this.header.first_id);
@@ -652,6 +672,6 @@ fn cannot(dir: &QueueDir, number: u64, why: &str) -> Error {
     Error::corrupted(
         dir.segment_path(number),
         0,
-        format!("repair cannot tell which segment is right: {why}; nothing was changed"),
+        format!("repair cannot tell which segment is right: {why}"),
     )
 }

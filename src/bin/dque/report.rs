@@ -1,4 +1,6 @@
-//! Formatting shared by `examples/disk_check.rs` and `benches/throughput.rs`.
+//! Formatting shared by the `dque bench` command (`bench.rs` beside this
+//! file) and `benches/throughput.rs`, which includes this file by
+//! `#[path]`: keep it self-contained (std only, nothing from the binary).
 
 use std::path::Path;
 

@@ -1,0 +1,66 @@
+//! `dque`: inspect, verify, repair, push to, pop from and benchmark a queue
+//! directory from the shell.
+
+mod bench;
+mod fail;
+mod holder;
+mod push_pop;
+mod records;
+mod repair;
+mod report;
+mod stats;
+mod verify;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use fail::Failure;
+
+/// Inspect, verify, repair and use dque queues from the shell.
+///
+/// A queue is a directory. Read-only commands (stats, peek, dump, verify)
+/// work while a program has the queue open; push, pop and repair need it
+/// closed, and say so when it is not.
+#[derive(Debug, Parser)]
+#[command(name = "dque", version, about, long_about)]
+#[command(after_help = fail::EXIT_CODES_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Count items, segments and bytes (reads headers and the head and tail segments only).
+    Stats(stats::StatsArgs),
+    /// Show the first records: id, delivery attempts, and the bytes as text or hex.
+    Peek(records::PeekArgs),
+    /// Show every record, from head to tail.
+    Dump(records::DumpArgs),
+    /// Add items to a raw-bytes queue: from arguments, a file, or stdin.
+    Push(push_pop::PushArgs),
+    /// Take items from a raw-bytes queue and write their bytes to stdout.
+    Pop(push_pop::PopArgs),
+    /// Read every byte of the queue and check every CRC, marker and count.
+    Verify(verify::VerifyArgs),
+    /// Cut torn tails and move damaged segments aside so that the queue opens again.
+    Repair(repair::RepairArgs),
+    /// Measure Safe against Turbo (and Periodic, and batches) on the disk holding DIR.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result: Result<ExitCode, Failure> = match &cli.command {
+        Command::Stats(args) => stats::run(args),
+        Command::Peek(args) => records::peek(args),
+        Command::Dump(args) => records::dump(args),
+        Command::Push(args) => push_pop::push(args),
+        Command::Pop(args) => push_pop::pop(args),
+        Command::Verify(args) => verify::run(args),
+        Command::Repair(args) => repair::run(args),
+        Command::Bench(args) => bench::run(args).map_err(Failure::other),
+    };
+    result.unwrap_or_else(|failure| failure.report())
+}

@@ -1,0 +1,130 @@
+//! `dque push` and `dque pop`: a raw-bytes queue from shell scripts.
+
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use dque::{Options, RawQueue};
+
+use crate::fail::{Failure, EMPTY};
+
+/// Options of `dque push`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  dque push q 'hello'                  one item per argument
+  dque push q --file photo.jpg         a file's bytes as one item
+  seq 1000 | dque push q --lines       each line of stdin as one item
+  tar c dir | dque push q              all of stdin as one item")]
+pub struct PushArgs {
+    /// The queue directory.
+    pub dir: PathBuf,
+    /// Items to add, one per argument; without any (and without --file),
+    /// stdin is read.
+    pub items: Vec<String>,
+    /// Add the bytes of this file as one item.
+    #[arg(long, conflicts_with = "items")]
+    pub file: Option<PathBuf>,
+    /// Add each line of stdin (without its newline) as one item.
+    #[arg(long, conflicts_with_all = ["items", "file"])]
+    pub lines: bool,
+    /// Create the queue (for raw bytes) if DIR does not exist.
+    #[arg(long)]
+    pub create: bool,
+}
+
+/// Options of `dque pop`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  item=$(dque pop q)                   take one item (exit code 6 when empty)
+  dque pop q -n 100 > batch.txt        up to 100 items, a newline after each
+  dque pop q --wait 30                 wait up to 30 s for an item")]
+pub struct PopArgs {
+    /// The queue directory.
+    pub dir: PathBuf,
+    /// Take up to N items, writing a newline after each; by default one
+    /// item is taken and its bytes are written exactly.
+    #[arg(short = 'n', long)]
+    pub count: Option<usize>,
+    /// Wait up to this many seconds for a first item when the queue is empty.
+    #[arg(long, value_name = "SECONDS")]
+    pub wait: Option<f64>,
+}
+
+pub fn push(args: &PushArgs) -> Result<ExitCode, Failure> {
+    let items = read_items(args).map_err(Failure::other)?;
+    let fail = |e| Failure::from_queue(&args.dir, e);
+    let queue = if args.create {
+        RawQueue::open_or_create(&args.dir)
+    } else {
+        RawQueue::open(&args.dir)
+    }
+    .map_err(fail)?;
+    // One write and one fsync for all of them: they are durable together.
+    queue.enqueue_batch(&items).map_err(fail)?;
+    queue.close().map_err(fail)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_items(args: &PushArgs) -> std::io::Result<Vec<Vec<u8>>> {
+    if let Some(file) = &args.file {
+        return std::fs::read(file).map(|bytes| vec![bytes]);
+    }
+    if !args.items.is_empty() {
+        return Ok(args.items.iter().map(|s| s.as_bytes().to_vec()).collect());
+    }
+    let mut stdin = std::io::stdin().lock();
+    if args.lines {
+        return stdin
+            .split(b'\n')
+            .map(|line| {
+                line.map(|line| {
+                    line.strip_suffix(b"\r")
+                        .map_or(line.clone(), <[u8]>::to_vec)
+                })
+            })
+            .collect();
+    }
+    let mut bytes = Vec::new();
+    stdin.read_to_end(&mut bytes)?;
+    Ok(vec![bytes])
+}
+
+pub fn pop(args: &PopArgs) -> Result<ExitCode, Failure> {
+    let fail = |e| Failure::from_queue(&args.dir, e);
+    let wait = match args.wait {
+        Some(secs) => Some(
+            Duration::try_from_secs_f64(secs)
+                .map_err(|_| Failure::new(2, format!("--wait {secs}: not a number of seconds")))?,
+        ),
+        None => None,
+    };
+    let queue = RawQueue::open_with(&args.dir, &Options::new()).map_err(fail)?;
+    let mut out = std::io::stdout().lock();
+    let max = args.count.unwrap_or(1);
+    let mut taken = 0;
+    while taken < max {
+        // Leased, written, then acked: an item whose bytes did not reach
+        // stdout (a closed pipe, a full disk) goes back to the queue.
+        let leased = match (taken, wait) {
+            (0, Some(wait)) => queue.lease_timeout(wait),
+            _ => queue.lease(),
+        }
+        .map_err(fail)?;
+        let Some(leased) = leased else { break };
+        let written = out.write_all(leased.item()).and_then(|()| {
+            if args.count.is_some() {
+                out.write_all(b"\n")?;
+            }
+            out.flush()
+        });
+        written.map_err(Failure::other)?;
+        leased.ack().map_err(fail)?;
+        taken += 1;
+    }
+    queue.close().map_err(fail)?;
+    if taken == 0 {
+        return Err(Failure::new(EMPTY, "the queue is empty"));
+    }
+    Ok(ExitCode::SUCCESS)
+}

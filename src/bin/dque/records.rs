@@ -1,0 +1,206 @@
+//! `dque peek` and `dque dump`: records as stored, without taking them.
+
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use dque::{QueueFiles, StoredRecord};
+
+use crate::fail::{Failure, EMPTY};
+
+/// Options of `dque peek`.
+#[derive(Debug, clap::Args)]
+pub struct PeekArgs {
+    /// The queue directory.
+    pub dir: PathBuf,
+    /// How many records to show, from the head.
+    #[arg(short = 'n', long, default_value_t = 10)]
+    pub count: usize,
+    /// Write the bytes of one record (the head, or --id) to stdout, as stored.
+    #[arg(long)]
+    pub raw: bool,
+    /// The record to show (with --raw, the one to write); ids are in the listing.
+    #[arg(long)]
+    pub id: Option<u64>,
+    #[command(flatten)]
+    pub format: Format,
+}
+
+/// Options of `dque dump`.
+#[derive(Debug, clap::Args)]
+pub struct DumpArgs {
+    /// The queue directory.
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub format: Format,
+}
+
+/// How records are printed.
+#[derive(Debug, clap::Args)]
+pub struct Format {
+    /// One JSON object per record (id, attempts, segment, offset, len, and
+    /// text or hex), for scripts.
+    #[arg(long)]
+    pub json: bool,
+    /// Show whole payloads; by default at most 200 bytes of each are shown.
+    #[arg(long)]
+    pub full: bool,
+}
+
+/// Bytes of a payload shown unless `--full`.
+const SHOWN: usize = 200;
+
+pub fn peek(args: &PeekArgs) -> Result<ExitCode, Failure> {
+    let mut shown = 0;
+    let mut raw = None;
+    let wanted = |record: &StoredRecord<'_>| args.id.is_none_or(|id| id == record.id);
+    let limit = if args.id.is_some() { 1 } else { args.count };
+    walk(&args.dir, |record, out| {
+        if !wanted(&record) {
+            return Ok(ControlFlow::Continue(()));
+        }
+        if args.raw {
+            raw = Some(record.payload.to_vec());
+            return Ok(ControlFlow::Break(()));
+        }
+        print_record(out, &record, &args.format)?;
+        shown += 1;
+        Ok(if shown >= limit {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    })?;
+    if let Some(bytes) = raw {
+        std::io::stdout()
+            .write_all(&bytes)
+            .map_err(Failure::other)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if shown == 0 {
+        let what = match args.id {
+            Some(id) => format!("no pending record with id {id}"),
+            None => "the queue is empty".into(),
+        };
+        return Err(Failure::new(EMPTY, what));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn dump(args: &DumpArgs) -> Result<ExitCode, Failure> {
+    walk(&args.dir, |record, out| {
+        print_record(out, &record, &args.format)?;
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Visits the records of the queue at `dir` with a locked, buffered stdout.
+fn walk(
+    dir: &std::path::Path,
+    mut visit: impl FnMut(StoredRecord<'_>, &mut dyn Write) -> std::io::Result<ControlFlow<()>>,
+) -> Result<(), Failure> {
+    let files = QueueFiles::open(dir).map_err(|e| Failure::from_queue(dir, e))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut broken = None;
+    let walked = files.visit_records(|record| match visit(record, &mut out) {
+        Ok(flow) => flow,
+        Err(e) => {
+            broken = Some(e);
+            ControlFlow::Break(())
+        }
+    });
+    let flushed = out.flush();
+    match broken.map_or(flushed, Err) {
+        // `dque dump DIR | head` closes the pipe early: that is not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(e) => return Err(Failure::other(e)),
+        Ok(()) => {}
+    }
+    walked.map_err(|e| Failure::from_queue(dir, e))
+}
+
+fn print_record(
+    out: &mut dyn Write,
+    record: &StoredRecord<'_>,
+    format: &Format,
+) -> std::io::Result<()> {
+    let payload = record.payload;
+    let shown = if format.full {
+        payload
+    } else {
+        &payload[..payload.len().min(SHOWN)]
+    };
+    let cut = shown.len() < payload.len();
+    let text = as_text(shown);
+    if format.json {
+        let mut value = serde_json::json!({
+            "id": record.id,
+            "attempts": record.attempts,
+            "segment": record.segment,
+            "offset": record.offset,
+            "len": payload.len(),
+            "truncated": cut,
+        });
+        match text {
+            Some(text) => value["text"] = text.into(),
+            None => value["hex"] = hex(shown).into(),
+        }
+        return writeln!(out, "{value}");
+    }
+    let body = match text {
+        Some(text) => format!("{text:?}"),
+        None => format!("hex {}", hex(shown)),
+    };
+    let more = if cut { " …" } else { "" };
+    writeln!(
+        out,
+        "id {:<6} attempts {:<2} {:>6} bytes  {body}{more}",
+        record.id,
+        record.attempts,
+        payload.len()
+    )
+}
+
+/// The payload as text when it is UTF-8 without control characters other
+/// than tab and newline (a cut may split the last character: it is dropped).
+fn as_text(bytes: &[u8]) -> Option<&str> {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) if e.error_len().is_none() => std::str::from_utf8(&bytes[..e.valid_up_to()]).ok()?,
+        Err(_) => return None,
+    };
+    let printable = text
+        .chars()
+        .all(|c| !c.is_control() || c == '\n' || c == '\t');
+    (printable && !bytes.is_empty()).then_some(text)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 3);
+    for (i, b) in bytes.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_shown_as_text_and_binary_as_hex() {
+        assert_eq!(as_text(b"hello\tworld\n"), Some("hello\tworld\n"));
+        assert_eq!(as_text(b"\x00\x01"), None, "control bytes are not text");
+        assert_eq!(as_text(&[0xff, 0xfe]), None, "not UTF-8");
+        assert_eq!(as_text("héllo".as_bytes()), Some("héllo"));
+        // A cut through "é" leaves the part before it.
+        assert_eq!(as_text(&"hé".as_bytes()[..2]), Some("h"));
+        assert_eq!(as_text(b""), None, "an empty payload shows as empty hex");
+        assert_eq!(hex(&[0, 0xab, 0x10]), "00 ab 10");
+    }
+}

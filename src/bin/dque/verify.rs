@@ -1,0 +1,101 @@
+//! `dque verify`: read every byte, report every problem, exit non-zero on any.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use dque::{QueueFiles, VerifyReport};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::fail::{Failure, DAMAGED};
+
+/// Options of `dque verify`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "When no program has the queue open, verify holds its lock while it \
+reads, so nothing changes under it. While a program has it open, verify reads without the \
+lock and does not judge the end of the last segment, where a write may be in progress."
+)]
+pub struct VerifyArgs {
+    /// The queue directory.
+    pub dir: PathBuf,
+    /// Say nothing when the queue is healthy (the exit code tells).
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+pub fn run(args: &VerifyArgs) -> Result<ExitCode, Failure> {
+    let fail = |e| Failure::from_queue(&args.dir, e);
+    let files = match QueueFiles::open_locked(&args.dir) {
+        Err(dque::Error::Locked { .. }) => {
+            let who = crate::holder::lock_holder(&args.dir).map_or_else(
+                || "a running program".into(),
+                |pid| format!("process {pid}"),
+            );
+            eprintln!(
+                "dque: {} is in use by {who}: checking what is written so far, \
+                 without judging the end of the last segment",
+                args.dir.display()
+            );
+            QueueFiles::open(&args.dir)
+        }
+        other => other,
+    }
+    .map_err(fail)?;
+    let report = verify_with_progress(&files).map_err(fail)?;
+    let dead = args.dir.join("dead");
+    let dead_report = if dead.join("dque.conf").exists() {
+        Some(verify_with_progress(&QueueFiles::open(&dead).map_err(fail)?).map_err(fail)?)
+    } else {
+        None
+    };
+    let healthy = report.is_healthy() && dead_report.as_ref().is_none_or(VerifyReport::is_healthy);
+    if !healthy || !args.quiet {
+        print_report(&args.dir, &report);
+        if let Some(dead_report) = &dead_report {
+            print_report(&dead, dead_report);
+        }
+    }
+    if healthy {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(DAMAGED))
+    }
+}
+
+/// Verifies with a progress bar on stderr (drawn only on a terminal).
+pub fn verify_with_progress(files: &QueueFiles) -> dque::Result<VerifyReport> {
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {binary_bytes}/{binary_total_bytes} {eta}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_message("verify");
+    let report = files.verify(|done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    });
+    bar.finish_and_clear();
+    report
+}
+
+fn print_report(dir: &Path, report: &VerifyReport) {
+    let state = if report.is_healthy() {
+        "healthy".to_string()
+    } else {
+        format!("{} problems", report.problems.len())
+    };
+    println!(
+        "{}: {} segments, {} items, {state}",
+        dir.display(),
+        report.segments.len(),
+        report.items()
+    );
+    for problem in &report.problems {
+        println!(
+            "  {} at byte {}: {}",
+            problem.segment.display(),
+            problem.offset,
+            problem.reason
+        );
+    }
+}

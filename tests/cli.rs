@@ -1,0 +1,1 @@
+//! The `dque` command, run as a real binary against real queues.
