@@ -195,14 +195,22 @@ impl fmt::Display for RepairAction {
                 records,
             } => write!(
                 f,
-                "write placeholder {}: ids {first_id}..{} acked",
+                "write placeholder {}: {} acked",
                 segment.display(),
-                first_id + records
+                id_span(*first_id, *records)
             ),
             RepairAction::NewTail { segment, first_id } => {
                 write!(f, "start a new tail {} at id {first_id}", segment.display())
             }
         }
+    }
+}
+
+/// "id 4" or "ids 4 to 7".
+fn id_span(first: u64, count: u64) -> String {
+    match count {
+        1 => format!("id {first}"),
+        _ => format!("ids {first} to {}", first + count.saturating_sub(1)),
     }
 }
 

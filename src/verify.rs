@@ -70,7 +70,8 @@ impl fmt::Display for VerifyReport {
         if self.problems.is_empty() {
             return write!(f, "healthy");
         }
-        write!(f, "{} problems:", self.problems.len())?;
+        let plural = if self.problems.len() == 1 { "" } else { "s" };
+        write!(f, "{} problem{plural}:", self.problems.len())?;
         for problem in &self.problems {
             write!(f, "\n  {problem}")?;
         }

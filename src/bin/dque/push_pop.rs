@@ -1,6 +1,6 @@
 //! `dque push` and `dque pop`: a raw-bytes queue from shell scripts.
 
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -31,6 +31,9 @@ pub struct PushArgs {
     /// Create the queue (for raw bytes) if DIR does not exist.
     #[arg(long)]
     pub create: bool,
+    /// With --create: items per segment of a new queue (default 100000).
+    #[arg(long, requires = "create", value_name = "N")]
+    pub segment_items: Option<u32>,
 }
 
 /// Options of `dque pop`.
@@ -55,7 +58,11 @@ pub fn push(args: &PushArgs) -> Result<ExitCode, Failure> {
     let items = read_items(args).map_err(Failure::other)?;
     let fail = |e| Failure::from_queue(&args.dir, e);
     let queue = if args.create {
-        RawQueue::open_or_create(&args.dir)
+        let mut options = Options::new();
+        if let Some(n) = args.segment_items {
+            options = options.segment_items(n);
+        }
+        RawQueue::open_or_create_with(&args.dir, &options)
     } else {
         RawQueue::open(&args.dir)
     }
@@ -113,7 +120,8 @@ pub fn pop(args: &PopArgs) -> Result<ExitCode, Failure> {
         .map_err(fail)?;
         let Some(leased) = leased else { break };
         let written = out.write_all(leased.item()).and_then(|()| {
-            if args.count.is_some() {
+            // Exact bytes for scripts; a newline for eyes on a terminal.
+            if args.count.is_some() || out.is_terminal() {
                 out.write_all(b"\n")?;
             }
             out.flush()

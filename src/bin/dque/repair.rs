@@ -33,7 +33,9 @@ pub fn run(args: &RepairArgs) -> Result<ExitCode, Failure> {
         println!("{}: nothing to repair", args.dir.display());
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{plan}");
+    if args.dry_run || !args.yes {
+        println!("{plan}");
+    }
     if args.dry_run {
         println!("dry run: nothing was changed");
         return Ok(ExitCode::SUCCESS);

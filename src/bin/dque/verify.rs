@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use dque::{QueueFiles, VerifyReport};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::fail::{Failure, DAMAGED};
 
@@ -62,15 +62,22 @@ pub fn run(args: &VerifyArgs) -> Result<ExitCode, Failure> {
     }
 }
 
-/// Verifies with a progress bar on stderr (drawn only on a terminal).
+/// Queues smaller than this are read too fast for a progress bar to help.
+const LARGE: u64 = 64 << 20;
+
+/// Verifies with a progress bar on stderr, for large queues, drawn only on a
+/// terminal.
 pub fn verify_with_progress(files: &QueueFiles) -> dque::Result<VerifyReport> {
-    let bar = ProgressBar::new(0).with_style(
+    let bar = ProgressBar::hidden().with_style(
         ProgressStyle::with_template("{msg} [{bar:30}] {binary_bytes}/{binary_total_bytes} {eta}")
             .expect("a valid template")
             .progress_chars("=> "),
     );
     bar.set_message("verify");
     let report = files.verify(|done, total| {
+        if bar.is_hidden() && total >= LARGE {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
         bar.set_length(total);
         bar.set_position(done);
     });
@@ -79,10 +86,10 @@ pub fn verify_with_progress(files: &QueueFiles) -> dque::Result<VerifyReport> {
 }
 
 fn print_report(dir: &Path, report: &VerifyReport) {
-    let state = if report.is_healthy() {
-        "healthy".to_string()
-    } else {
-        format!("{} problems", report.problems.len())
+    let state = match report.problems.len() {
+        0 => "healthy".to_string(),
+        1 => "1 problem".to_string(),
+        n => format!("{n} problems"),
     };
     println!(
         "{}: {} segments, {} items, {state}",
