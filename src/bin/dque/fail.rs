@@ -44,6 +44,16 @@ impl Failure {
         }
     }
 
+    /// The exit code.
+    pub fn code(&self) -> u8 {
+        self.code
+    }
+
+    /// What is said on stderr, after "dque: ".
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// Prints the message to stderr; the code to exit with.
     pub fn report(self) -> ExitCode {
         eprintln!("dque: {}", self.message);

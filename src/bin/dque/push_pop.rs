@@ -54,9 +54,12 @@ pub struct PopArgs {
     pub wait: Option<f64>,
 }
 
+/// Lines of stdin enqueued per batch (one fsync each) with `--lines`.
+const LINES_PER_BATCH: usize = 10_000;
+
 pub fn push(args: &PushArgs) -> Result<ExitCode, Failure> {
-    let items = read_items(args).map_err(Failure::other)?;
     let fail = |e| Failure::from_queue(&args.dir, e);
+    // Opened before stdin is read: a locked or missing queue consumes nothing.
     let queue = if args.create {
         let mut options = Options::new();
         if let Some(n) = args.segment_items {
@@ -67,12 +70,44 @@ pub fn push(args: &PushArgs) -> Result<ExitCode, Failure> {
         RawQueue::open(&args.dir)
     }
     .map_err(fail)?;
-    // One write and one fsync for all of them: they are durable together.
-    queue.enqueue_batch(&items).map_err(fail)?;
+    let mut pushed = 0;
+    let mut push_batch = |items: &[Vec<u8>]| -> Result<(), Failure> {
+        // One write and one fsync per batch: its items are durable together.
+        queue.enqueue_batch(items).map_err(|e| {
+            let failure = fail(e);
+            match pushed {
+                0 => failure,
+                n => Failure::new(
+                    failure.code(),
+                    format!("{} (after {n} items were pushed)", failure.message()),
+                ),
+            }
+        })?;
+        pushed += items.len();
+        Ok(())
+    };
+    if args.lines {
+        let mut batch = Vec::with_capacity(LINES_PER_BATCH);
+        for line in std::io::stdin().lock().split(b'\n') {
+            let mut line = line.map_err(Failure::other)?;
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            batch.push(line);
+            if batch.len() == LINES_PER_BATCH {
+                push_batch(&batch)?;
+                batch.clear();
+            }
+        }
+        push_batch(&batch)?;
+    } else {
+        push_batch(&read_items(args).map_err(Failure::other)?)?;
+    }
     queue.close().map_err(fail)?;
     Ok(ExitCode::SUCCESS)
 }
 
+/// The items of a push without `--lines`: the arguments, a file, or stdin.
 fn read_items(args: &PushArgs) -> std::io::Result<Vec<Vec<u8>>> {
     if let Some(file) = &args.file {
         return std::fs::read(file).map(|bytes| vec![bytes]);
@@ -80,20 +115,8 @@ fn read_items(args: &PushArgs) -> std::io::Result<Vec<Vec<u8>>> {
     if !args.items.is_empty() {
         return Ok(args.items.iter().map(|s| s.as_bytes().to_vec()).collect());
     }
-    let mut stdin = std::io::stdin().lock();
-    if args.lines {
-        return stdin
-            .split(b'\n')
-            .map(|line| {
-                line.map(|line| {
-                    line.strip_suffix(b"\r")
-                        .map_or(line.clone(), <[u8]>::to_vec)
-                })
-            })
-            .collect();
-    }
     let mut bytes = Vec::new();
-    stdin.read_to_end(&mut bytes)?;
+    std::io::stdin().lock().read_to_end(&mut bytes)?;
     Ok(vec![bytes])
 }
 

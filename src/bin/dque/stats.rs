@@ -48,6 +48,7 @@ fn text(dir: &std::path::Path, s: &Stats, holder: Option<u32>) -> String {
          on disk      {}\n\
          format       version {}, codec {} ({})\n\
          new segments up to {} items or {}\n\
+         durability   chosen by each program that opens it (not stored)\n\
          in use       {in_use}\n",
         dir.display(),
         s.items,
