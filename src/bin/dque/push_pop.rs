@@ -3,7 +3,7 @@
 use std::io::{BufRead, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dque::{Options, RawQueue};
 
@@ -47,12 +47,15 @@ pub struct PopArgs {
     pub dir: PathBuf,
     /// Take up to N items, writing a newline after each; by default one
     /// item is taken and its bytes are written exactly.
-    #[arg(short = 'n', long)]
+    #[arg(short = 'n', long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub count: Option<usize>,
     /// Wait up to this many seconds for a first item when the queue is empty.
     #[arg(long, value_name = "SECONDS")]
     pub wait: Option<f64>,
 }
+
+/// The largest item the format holds (a record's length has 30 bits).
+const MAX_ITEM_BYTES: u32 = (1 << 30) - 1;
 
 /// Lines of stdin enqueued per batch (one fsync each) with `--lines`.
 const LINES_PER_BATCH: usize = 10_000;
@@ -60,16 +63,28 @@ const LINES_PER_BATCH: usize = 10_000;
 pub fn push(args: &PushArgs) -> Result<ExitCode, Failure> {
     let fail = |e| Failure::from_queue(&args.dir, e);
     // Opened before stdin is read: a locked or missing queue consumes nothing.
+    // Any item the format can hold: the library's default cap protects
+    // programs from runaway items, an operator pushes what they mean to.
+    let max = Options::new().max_item_bytes(MAX_ITEM_BYTES);
     let queue = if args.create {
-        let mut options = Options::new();
+        let mut options = max;
         if let Some(n) = args.segment_items {
             options = options.segment_items(n);
         }
         RawQueue::open_or_create_with(&args.dir, &options)
     } else {
-        RawQueue::open(&args.dir)
+        RawQueue::open_with(&args.dir, &max)
     }
-    .map_err(fail)?;
+    .map_err(|e| match e {
+        dque::Error::NotFound { .. } => Failure::new(
+            crate::fail::NO_QUEUE,
+            format!(
+                "no queue at {}: the path does not exist (push --create makes one)",
+                args.dir.display()
+            ),
+        ),
+        e => fail(e),
+    })?;
     let mut pushed = 0;
     let mut push_batch = |items: &[Vec<u8>]| -> Result<(), Failure> {
         // One write and one fsync per batch: its items are durable together.
@@ -110,52 +125,86 @@ pub fn push(args: &PushArgs) -> Result<ExitCode, Failure> {
 /// The items of a push without `--lines`: the arguments, a file, or stdin.
 fn read_items(args: &PushArgs) -> std::io::Result<Vec<Vec<u8>>> {
     if let Some(file) = &args.file {
-        return std::fs::read(file).map(|bytes| vec![bytes]);
+        return std::fs::read(file).map(|bytes| vec![bytes]).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot read {}: {e}", file.display()))
+        });
     }
     if !args.items.is_empty() {
         return Ok(args.items.iter().map(|s| s.as_bytes().to_vec()).collect());
     }
     let mut bytes = Vec::new();
     std::io::stdin().lock().read_to_end(&mut bytes)?;
+    if bytes.is_empty() {
+        // Most likely a producer that failed, not a wish for an empty item.
+        return Err(std::io::Error::other(
+            "stdin was empty: nothing pushed (an empty item is pushed with: dque push DIR '')",
+        ));
+    }
     Ok(vec![bytes])
 }
 
+/// How often `pop --wait` looks again; the queue is closed in between, so
+/// that pushers (other processes) can get in.
+const POLL: Duration = Duration::from_millis(100);
+
 pub fn pop(args: &PopArgs) -> Result<ExitCode, Failure> {
     let fail = |e| Failure::from_queue(&args.dir, e);
-    let wait = match args.wait {
-        Some(secs) => Some(
-            Duration::try_from_secs_f64(secs)
-                .map_err(|_| Failure::new(2, format!("--wait {secs}: not a number of seconds")))?,
-        ),
+    let deadline = match args.wait {
+        Some(secs) => {
+            let wait = Duration::try_from_secs_f64(secs).map_err(|_| {
+                Failure::new(
+                    2,
+                    format!("--wait {secs}: give a number of seconds, 0 or more"),
+                )
+            })?;
+            Some(Instant::now() + wait)
+        }
         None => None,
     };
-    let queue = RawQueue::open_with(&args.dir, &Options::new()).map_err(fail)?;
     let mut out = std::io::stdout().lock();
-    let max = args.count.unwrap_or(1);
-    let mut taken = 0;
-    while taken < max {
-        // Leased, written, then acked: an item whose bytes did not reach
-        // stdout (a closed pipe, a full disk) goes back to the queue.
-        let leased = match (taken, wait) {
-            (0, Some(wait)) => queue.lease_timeout(wait),
-            _ => queue.lease(),
+    loop {
+        let queue = RawQueue::open_with(&args.dir, &Options::new()).map_err(fail)?;
+        let taken = take(&queue, args, &mut out)?;
+        queue.close().map_err(fail)?;
+        if taken > 0 {
+            return Ok(ExitCode::SUCCESS);
         }
-        .map_err(fail)?;
-        let Some(leased) = leased else { break };
-        let written = out.write_all(leased.item()).and_then(|()| {
+        let left = deadline.map_or(Duration::ZERO, |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        if left.is_zero() {
+            return Err(Failure::new(EMPTY, "the queue is empty"));
+        }
+        std::thread::sleep(left.min(POLL));
+    }
+}
+
+/// Writes up to `--count` items (one without it) to `out`, taking each only
+/// once its bytes are written; returns how many were taken.
+fn take(queue: &RawQueue, args: &PopArgs, out: &mut impl Write) -> Result<usize, Failure> {
+    let fail = |e| Failure::from_queue(&args.dir, e);
+    let mut taken = 0;
+    while taken < args.count.unwrap_or(1) {
+        // This process holds the queue's lock: the item peeked is the one
+        // dequeued, and one whose bytes did not reach stdout (a closed pipe,
+        // a full disk) stays at the head, with no delivery attempt counted.
+        let Some(item) = queue.peek().map_err(fail)? else {
+            break;
+        };
+        let written = out.write_all(&item).and_then(|()| {
             // Exact bytes for scripts; a newline for eyes on a terminal.
-            if args.count.is_some() || out.is_terminal() {
+            if args.count.is_some() || std::io::stdout().is_terminal() {
                 out.write_all(b"\n")?;
             }
             out.flush()
         });
-        written.map_err(Failure::other)?;
-        leased.ack().map_err(fail)?;
+        written.map_err(|e| {
+            Failure::other(format!(
+                "cannot write to stdout: {e}; the item stays in the queue"
+            ))
+        })?;
+        queue.dequeue().map_err(fail)?;
         taken += 1;
     }
-    queue.close().map_err(fail)?;
-    if taken == 0 {
-        return Err(Failure::new(EMPTY, "the queue is empty"));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(taken)
 }

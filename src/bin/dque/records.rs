@@ -15,7 +15,8 @@ pub struct PeekArgs {
     /// The queue directory.
     pub dir: PathBuf,
     /// How many records to show, from the head.
-    #[arg(short = 'n', long, default_value_t = 10)]
+    #[arg(short = 'n', long, default_value_t = 10,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub count: usize,
     /// Write the bytes of one record (the head, or --id) to stdout, as stored.
     #[arg(long)]
