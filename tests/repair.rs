@@ -275,6 +275,27 @@ fn moves(report: &RepairReport) -> Vec<&RepairAction> {
         .collect()
 }
 
+/// Repairs `dir` (after a dry run that must change nothing) and checks that
+/// segment `number`, and only it, was moved into quarantine unchanged.
+fn repair_moving_one(dir: &Path, number: u64) -> RepairReport {
+    let damaged = fs::read(seg_path(dir, number)).unwrap();
+    assert!(
+        RawQueue::open(dir).is_err(),
+        "opens with segment {number} damaged"
+    );
+    dry_run_changes_nothing(dir);
+    let report = repair(dir, false).unwrap();
+    let moved = moves(&report);
+    assert_eq!(moved.len(), 1, "{report}");
+    assert!(
+        matches!(moved[0], RepairAction::MoveAside { segment, to, .. }
+            if segment == &seg_path(dir, number) && to == &quarantined(dir, number)),
+        "{report}"
+    );
+    assert_eq!(fs::read(quarantined(dir, number)).unwrap(), damaged);
+    report
+}
+
 // ---------------------------------------------------------------------------
 // 1. stats and visit_records against an open queue
 // ---------------------------------------------------------------------------
@@ -882,21 +903,7 @@ fn repair_moves_head_segment_with_damaged_header() {
     build(&dir, 3, 12, 1);
     assert_eq!(seg_numbers(&dir), [1, 2, 3, 4]);
     flip_byte(&seg_path(&dir, 1), 20); // first id: the header CRC fails
-    let damaged = fs::read(seg_path(&dir, 1)).unwrap();
-    assert!(
-        RawQueue::open(&dir).is_err(),
-        "opens with a bad head header"
-    );
-
-    dry_run_changes_nothing(&dir);
-    let report = repair(&dir, false).unwrap();
-    let moved = moves(&report);
-    assert_eq!(moved.len(), 1, "{report}");
-    assert!(
-        matches!(moved[0], RepairAction::MoveAside { segment, to, .. }
-            if segment == &seg_path(&dir, 1) && to == &quarantined(&dir, 1)),
-        "{report}"
-    );
+    let report = repair_moving_one(&dir, 1);
     assert!(
         !report
             .actions
@@ -904,7 +911,6 @@ fn repair_moves_head_segment_with_damaged_header() {
             .any(|a| matches!(a, RepairAction::FillGap { .. })),
         "no placeholder before the first sound segment: {report}"
     );
-    assert_eq!(fs::read(quarantined(&dir, 1)).unwrap(), damaged);
     assert_eq!(seg_numbers(&dir), [2, 3, 4]);
     assert_second_repair_clean(&dir);
     check_opens_with(&dir, &(3..12).collect::<Vec<_>>());
@@ -920,21 +926,7 @@ fn repair_replaces_tail_segment_with_damaged_header() {
     assert_eq!(seg_numbers(&dir), [1, 2, 3, 4]);
     assert_eq!(first_id(&dir, 4), 9);
     flip_byte(&seg_path(&dir, 4), 20); // first id: the header CRC fails
-    let damaged = fs::read(seg_path(&dir, 4)).unwrap();
-    assert!(
-        RawQueue::open(&dir).is_err(),
-        "opens with a bad tail header"
-    );
-
-    dry_run_changes_nothing(&dir);
-    let report = repair(&dir, false).unwrap();
-    let moved = moves(&report);
-    assert_eq!(moved.len(), 1, "{report}");
-    assert!(
-        matches!(moved[0], RepairAction::MoveAside { segment, to, .. }
-            if segment == &seg_path(&dir, 4) && to == &quarantined(&dir, 4)),
-        "{report}"
-    );
+    let report = repair_moving_one(&dir, 4);
     assert!(
         report
             .actions
@@ -942,7 +934,6 @@ fn repair_replaces_tail_segment_with_damaged_header() {
             .any(|a| matches!(a, RepairAction::NewTail { first_id: 9, .. })),
         "no new tail at id 9: {report}"
     );
-    assert_eq!(fs::read(quarantined(&dir, 4)).unwrap(), damaged);
     assert_second_repair_clean(&dir);
     // Items 2..9 are left; new enqueues go after them (in check_opens_with).
     check_opens_with(&dir, &(2..9).collect::<Vec<_>>());
