@@ -19,6 +19,10 @@ use crate::recovery::{replay, Replay};
 use crate::segment::Segment;
 use crate::verify::{self, read_bounded, ReadError, ScanInput, VerifyReport};
 
+/// Listings [`QueueFiles::stats`] reads before it gives up on a queue whose
+/// head segments are retired under it.
+const STATS_TRIES: u32 = 100;
+
 /// A queue directory opened for reading only.
 ///
 /// ```
@@ -152,11 +156,16 @@ impl QueueFiles {
     /// segments that carry markers (the run from the head) and the tail
     /// whole; never the records of the other middle segments.
     pub fn stats(&self) -> Result<Stats> {
-        // A consumer may retire a segment between the listing and its read.
+        // A consumer may retire a segment between the listing and its read:
+        // then the listing is read again. A consumer retires a segment only
+        // after taking all of its records, so this ends within a few tries
+        // unless segments are retired faster than a few headers are read.
         let mut tries = 0;
         loop {
             match self.stats_once() {
-                Err(Error::MissingSegment { .. }) if tries < 3 && self.lock.is_none() => tries += 1,
+                Err(Error::MissingSegment { .. }) if tries < STATS_TRIES && self.lock.is_none() => {
+                    tries += 1
+                }
                 other => return other,
             }
         }
@@ -184,11 +193,21 @@ impl QueueFiles {
             let path = self.dir.segment_path(number);
             stats.bytes_on_disk += std::fs::metadata(&path).map_or(0, |m| m.len());
         }
-        let head = Segment::read_header(&self.dir, first)?;
+        // The first id of the first segment still there when it is read.
+        let mut head_first_id = None;
         let mut settled = 0u64;
         let mut number = first;
         let tail = loop {
-            let (header, replayed) = self.read_segment(number)?;
+            let (header, replayed) = match self.read_segment(number) {
+                // Retired since the listing, so every record of it was
+                // taken: the head is further on.
+                Err(Error::MissingSegment { .. }) if number < last && head_first_id.is_none() => {
+                    number += 1;
+                    continue;
+                }
+                other => other?,
+            };
+            head_first_id.get_or_insert(header.first_id);
             settled += replayed.settled.iter().filter(|&&s| s).count() as u64;
             stats.delivered += (0..replayed.records.len())
                 .filter(|&i| !replayed.settled[i] && replayed.attempts[i] > 0)
@@ -203,17 +222,17 @@ impl QueueFiles {
                 last
             };
         };
+        let head_first_id = head_first_id.expect("the tail was read");
         let end_id = tail.0.first_id + tail.1;
         stats.items = end_id
-            .checked_sub(head.first_id)
+            .checked_sub(head_first_id)
             .and_then(|records| records.checked_sub(settled))
             .ok_or_else(|| {
                 Error::corrupted(
                     self.dir.segment_path(last),
                     16,
                     format!(
-                        "the tail ends at id {end_id}, before the head's first id {}",
-                        head.first_id
+                        "the tail ends at id {end_id}, before the head's first id {head_first_id}"
                     ),
                 )
             })?;
@@ -265,7 +284,12 @@ impl QueueFiles {
                 }
             }
             if number != last {
-                let next = Segment::read_header(&self.dir, number + 1)?;
+                let next = match Segment::read_header(&self.dir, number + 1) {
+                    Ok(next) => next,
+                    // Both consumed and retired since this one was read.
+                    Err(Error::MissingSegment { .. }) if self.lock.is_none() => continue,
+                    Err(e) => return Err(e),
+                };
                 let expected = next.first_id.saturating_sub(header.first_id);
                 let found = replayed.records.len() as u64;
                 if found < expected {
@@ -287,9 +311,11 @@ impl QueueFiles {
     /// [`DQue::verify`](crate::DQue::verify); `progress` is called with the
     /// bytes read so far and the total after each segment.
     ///
-    /// Without the lock, the end of the last segment is not judged (a
-    /// program may be writing there) and head segments retired during the
-    /// check are skipped.
+    /// Without the lock, what follows the last whole frame of a segment is
+    /// not judged (a program may be writing there: a record into the tail,
+    /// a marker into a head segment), and head segments retired during the
+    /// check are skipped; damage before the end of a segment's frames, and
+    /// missing records, are still found.
     pub fn verify(&self, mut progress: impl FnMut(u64, u64)) -> Result<VerifyReport> {
         let listing = self.dir.list()?;
         let (Some(&first), Some(&last)) = (listing.segments.first(), listing.segments.last())

@@ -150,8 +150,9 @@ pub(crate) struct ScanInput<'a> {
     /// Numbers of the segment files in the directory, ascending.
     pub listed: &'a [u64],
     /// True when another handle may be writing the queue while it is read:
-    /// the end of the last segment may then be a write in progress, and a
-    /// head segment may be retired under the scan.
+    /// the end of any segment's frames may then be a write in progress (a
+    /// record into the tail, a marker into a head segment), and a head
+    /// segment may be retired under the scan.
     pub live: bool,
 }
 
@@ -238,7 +239,6 @@ pub(crate) fn check_segments<'b>(
             reason,
         });
     };
-    let last = *input.numbers.end();
     let mut scanned: Vec<Option<Scanned>> = Vec::new();
     for number in input.numbers.clone() {
         let path = input.dir.segment_path(number);
@@ -261,15 +261,7 @@ pub(crate) fn check_segments<'b>(
             }
         };
         done(bytes.len() as u64);
-        let mut this = scan(&path, &bytes, number, &mut problem);
-        if input.live && number == last {
-            // Past the last whole frame, a writer may be halfway through a copy.
-            if let Some(this) = &mut this {
-                this.stopped_by = None;
-                this.garbage_end = None;
-            }
-        }
-        scanned.push(this);
+        scanned.push(scan(&path, &bytes, number, &mut problem));
     }
 
     for (i, this) in scanned.iter().enumerate() {
@@ -306,6 +298,9 @@ pub(crate) fn check_segments<'b>(
                     why.unwrap_or("zeros")
                 ),
             ),
+            // Past the last whole frame, a writer may be halfway through a
+            // copy: a record into the tail, a marker into any segment.
+            _ if input.live => {}
             _ => {
                 if let Some(why) = why {
                     // A sealed segment whose records are all whole: only

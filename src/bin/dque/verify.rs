@@ -13,7 +13,8 @@ use crate::fail::{Failure, DAMAGED};
 #[command(
     after_help = "When no program has the queue open, verify holds its lock while it \
 reads, so nothing changes under it. While a program has it open, verify reads without the \
-lock and does not judge the end of the last segment, where a write may be in progress."
+lock and does not judge what follows the last whole frame of each segment, where a write may be \
+in progress."
 )]
 pub struct VerifyArgs {
     /// The queue directory.
@@ -33,7 +34,7 @@ pub fn run(args: &VerifyArgs) -> Result<ExitCode, Failure> {
             );
             eprintln!(
                 "dque: {} is in use by {who}: checking what is written so far, \
-                 without judging the end of the last segment",
+                 without judging the ends of segments, where writes may be in progress",
                 args.dir.display()
             );
             QueueFiles::open(&args.dir)
