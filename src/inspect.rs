@@ -258,46 +258,67 @@ impl QueueFiles {
         mut visit: impl FnMut(StoredRecord<'_>) -> ControlFlow<()>,
     ) -> Result<()> {
         let listing = self.dir.list()?;
-        let Some(&last) = listing.segments.last() else {
+        let (Some(&first), Some(&last)) = (listing.segments.first(), listing.segments.last())
+        else {
             return Ok(());
         };
-        for &number in &listing.segments {
+        // A program consuming the queue retires segments from the head on:
+        // one gone since the listing is skipped if every one before it is
+        // gone too. Any other missing segment is damage.
+        let retired = |number: u64| self.lock.is_none() && !self.dir.segment_path(number).exists();
+        for number in first..=last {
             let (header, replayed, bytes) = match self.read_segment_bytes(number) {
                 Ok(read) => read,
-                Err(Error::MissingSegment { .. }) if self.lock.is_none() => continue,
+                Err(Error::MissingSegment { .. })
+                    if (first..number).all(retired) && retired(number) =>
+                {
+                    continue
+                }
                 Err(e) => return Err(e),
             };
-            for (index, &(at, len)) in replayed.records.iter().enumerate() {
-                if replayed.settled[index] {
-                    continue;
+            // Records a sealed segment must hold: up to its successor's first
+            // id. A successor that is missing ends the walk after this one.
+            let (held, gap) = if number == last {
+                (None, None)
+            } else {
+                match Segment::read_header(&self.dir, number + 1) {
+                    Ok(next) => (
+                        Some((next.first_id.checked_sub(header.first_id), next)),
+                        None,
+                    ),
+                    Err(Error::MissingSegment { .. }) if (first..=number).all(retired) => continue,
+                    Err(gap @ Error::MissingSegment { .. }) => (None, Some(gap)),
+                    Err(e) => return Err(e),
                 }
-                let start = at as usize + RECORD_OVERHEAD;
-                let record = StoredRecord {
-                    id: header.first_id + index as u64,
-                    attempts: replayed.attempts[index],
-                    segment: number,
-                    offset: u64::from(at),
-                    payload: &bytes[start..start + len as usize],
-                };
-                if visit(record).is_break() {
-                    return Ok(());
+            };
+            let found = replayed.records.len() as u64;
+            // More records than ids before the successor: ids would repeat.
+            if let Some((held, next)) = held {
+                if held.is_none_or(|held| found > held) {
+                    return Err(Error::corrupted(
+                        self.dir.segment_path(number + 1),
+                        16,
+                        format!(
+                            "first id {} does not follow segment {number} \
+                             (first id {}, {found} records)",
+                            next.first_id, header.first_id
+                        ),
+                    ));
                 }
             }
-            if number != last {
-                let next = match Segment::read_header(&self.dir, number + 1) {
-                    Ok(next) => next,
-                    // Both consumed and retired since this one was read.
-                    Err(Error::MissingSegment { .. }) if self.lock.is_none() => continue,
-                    Err(e) => return Err(e),
-                };
-                let expected = next.first_id.saturating_sub(header.first_id);
-                let found = replayed.records.len() as u64;
-                if found < expected {
+            if visit_unsettled(number, &header, &replayed, &bytes, &mut visit).is_break() {
+                return Ok(());
+            }
+            if let Some(gap) = gap {
+                return Err(gap);
+            }
+            if let Some((Some(held), _)) = held {
+                if found < held {
                     return Err(Error::corrupted(
                         self.dir.segment_path(number),
                         replayed.end,
                         format!(
-                            "sealed segment has {found} whole records of {expected}, then: {}",
+                            "sealed segment has {found} whole records of {held}, then: {}",
                             replayed.stopped_by.unwrap_or("zeros")
                         ),
                     ));
@@ -357,4 +378,29 @@ impl QueueFiles {
         let replayed = replay(&bytes, header.max_records);
         Ok((header, replayed, bytes))
     }
+}
+
+/// Calls `visit` on each unsettled record of a replayed segment.
+fn visit_unsettled(
+    number: u64,
+    header: &SegmentHeader,
+    replayed: &Replay,
+    bytes: &[u8],
+    visit: &mut impl FnMut(StoredRecord<'_>) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    replayed
+        .records
+        .iter()
+        .enumerate()
+        .filter(|&(index, _)| !replayed.settled[index])
+        .try_for_each(|(index, &(at, len))| {
+            let start = at as usize + RECORD_OVERHEAD;
+            visit(StoredRecord {
+                id: header.first_id + index as u64,
+                attempts: replayed.attempts[index],
+                segment: number,
+                offset: u64::from(at),
+                payload: &bytes[start..start + len as usize],
+            })
+        })
 }

@@ -10,7 +10,7 @@
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -254,7 +254,7 @@ fn id_span(first: u64, count: u64) -> String {
 pub fn repair(path: impl AsRef<Path>, dry_run: bool) -> Result<RepairReport> {
     let path = path.as_ref();
     let (dir, config, lock) = QueueFiles::open_locked(path)?.into_parts();
-    let plan = Plan::make(&dir)?;
+    let plan = Plan::make(&dir, &config)?;
     let mut report = RepairReport {
         actions: plan.actions.clone(),
         dry_run,
@@ -315,7 +315,7 @@ struct Plan {
 }
 
 impl Plan {
-    fn make(dir: &QueueDir) -> Result<Plan> {
+    fn make(dir: &QueueDir, config: &Config) -> Result<Plan> {
         let listing = dir.list()?;
         let (Some(&first), Some(&last)) = (listing.segments.first(), listing.segments.last())
         else {
@@ -403,9 +403,17 @@ impl Plan {
             let Seen::Sound(s) = &seen[tail] else {
                 unreachable!()
             };
+            let first_id = s.header.first_id + s.records;
+            if new_tail_header(config, number(tail + 1), first_id).is_none() {
+                return Err(cannot(
+                    dir,
+                    number(tail),
+                    "no ids are left for a new tail after it",
+                ));
+            }
             actions.push(RepairAction::NewTail {
                 segment: dir.segment_path(number(tail + 1)),
-                first_id: s.header.first_id + s.records,
+                first_id,
             });
         }
         Ok(Plan { actions })
@@ -455,21 +463,15 @@ impl Plan {
                     records,
                 } => {
                     let number = number_of(segment);
-                    write_segment(
-                        dir,
-                        number,
-                        &placeholder(config, number, *first_id, *records),
-                    )?
+                    write_segment(dir, number, |out| {
+                        write_placeholder(out, config, number, *first_id, *records)
+                    })?
                 }
                 RepairAction::NewTail { segment, first_id } => {
                     let number = number_of(segment);
-                    let header = SegmentHeader {
-                        number,
-                        first_id: *first_id,
-                        max_records: config.segment_records,
-                        max_bytes: config.segment_bytes,
-                    };
-                    write_segment(dir, number, &header.encode())?
+                    let header =
+                        new_tail_header(config, number, *first_id).expect("checked when planned");
+                    write_segment(dir, number, |out| out.write_all(&header.encode()))?
                 }
                 _ => {}
             }
@@ -605,34 +607,58 @@ fn placeholders(
     Ok(fills)
 }
 
-/// A sealed segment of `records` empty records, every one acked.
-fn placeholder(config: &Config, number: u64, first_id: u64, records: u64) -> Vec<u8> {
-    let frame = record_frame_len(0);
-    let record_bytes = records as usize * frame;
+/// Writes a sealed segment of `records` empty records, every one acked.
+fn write_placeholder(
+    out: &mut impl Write,
+    config: &Config,
+    number: u64,
+    first_id: u64,
+    records: u64,
+) -> std::io::Result<()> {
+    let record_bytes = records as usize * record_frame_len(0);
     let header = SegmentHeader {
         number,
         first_id,
         max_records: records as u32,
         max_bytes: config.segment_bytes.max(record_bytes as u32),
     };
-    let mut bytes = header.encode().to_vec();
+    out.write_all(&header.encode())?;
     for _ in 0..records {
-        bytes.extend_from_slice(&record_prefix(&[]));
+        out.write_all(&record_prefix(&[]))?;
     }
     for index in 0..records {
-        bytes.extend_from_slice(&marker(MarkerType::Ack, index as u32));
+        out.write_all(&marker(MarkerType::Ack, index as u32))?;
     }
-    bytes
+    Ok(())
 }
 
-/// Creates segment `number` with `bytes` durably: temp file, fsync, rename,
-/// directory fsync.
-fn write_segment(dir: &QueueDir, number: u64, bytes: &[u8]) -> Result<()> {
+/// The header of a new, empty tail at `first_id`, if the ids left let it
+/// hold a record (a hostile header may have used nearly all of them).
+fn new_tail_header(config: &Config, number: u64, first_id: u64) -> Option<SegmentHeader> {
+    let ids_left = u64::MAX - first_id;
+    let max_records = u64::from(config.segment_records).min(ids_left) as u32;
+    (max_records > 0).then_some(SegmentHeader {
+        number,
+        first_id,
+        max_records,
+        max_bytes: config.segment_bytes,
+    })
+}
+
+/// Creates segment `number` with what `write` writes, durably: temp file,
+/// fsync, rename, directory fsync. Written through a buffer, never held
+/// whole: a placeholder can be hundreds of megabytes.
+fn write_segment(
+    dir: &QueueDir,
+    number: u64,
+    write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+) -> Result<()> {
     let temp = dir.segment_temp_path(number);
     File::create(&temp)
-        .and_then(|mut file| {
-            file.write_all(bytes)?;
-            file.sync_all()
+        .and_then(|file| {
+            let mut out = BufWriter::new(file);
+            write(&mut out)?;
+            out.into_inner().map_err(|e| e.into_error())?.sync_all()
         })
         .map_err(|e| Error::io(&temp, e))?;
     let path = dir.segment_path(number);
@@ -680,6 +706,6 @@ fn cannot(dir: &QueueDir, number: u64, why: &str) -> Error {
     Error::corrupted(
         dir.segment_path(number),
         0,
-        format!("repair cannot tell which segment is right: {why}"),
+        format!("repair cannot mend this: {why}"),
     )
 }

@@ -1,11 +1,14 @@
-//! The fuzz targets' saved corpus (`fuzz/corpus/open`, `fuzz/corpus/ops`),
+//! The fuzz targets' saved corpus (`fuzz/corpus/open`, `fuzz/corpus/repair`,
+//! `fuzz/corpus/ops`),
 //! run on stable through the very checks the fuzzers run
 //! (`fuzz/src/checks.rs`), so every input a fuzzer once found interesting,
 //! and every bug reproducer kept there, stays a test. A failure names the
 //! corpus file; `cargo fuzz run <target> <file>` replays it under the fuzzer.
 //!
 //! No single allocation may exceed [`ALLOCATION_LIMIT`] (fuzzed lengths must
-//! never size an allocation): a counting allocator checks it per thread.
+//! never size an allocation): a counting allocator checks it per thread. The
+//! `repair` check also asks it ([`ALLOCATIONS`]) for the largest allocation
+//! of reading the files with `QueueFiles`, which it bounds by their sizes.
 
 #[path = "../fuzz/src/checks.rs"]
 mod checks;
@@ -24,12 +27,21 @@ struct Counting;
 
 thread_local! {
     static LARGEST: Cell<usize> = const { Cell::new(0) };
+    /// The largest since the check last reset it (see [`ALLOCATIONS`]).
+    static LARGEST_IN_PHASE: Cell<usize> = const { Cell::new(0) };
 }
 
 fn note(size: usize) {
     // `try_with`: a thread being torn down has no slot, and must not panic here.
     let _ = LARGEST.try_with(|largest| largest.set(largest.get().max(size)));
+    let _ = LARGEST_IN_PHASE.try_with(|largest| largest.set(largest.get().max(size)));
 }
+
+/// The counts a check may reset and read, apart from [`LARGEST`].
+const ALLOCATIONS: checks::Allocations = checks::Allocations {
+    reset: || LARGEST_IN_PHASE.with(|largest| largest.set(0)),
+    largest: || LARGEST_IN_PHASE.with(Cell::get),
+};
 
 // SAFETY: every call is passed on unchanged to `System`; `note` neither
 // allocates nor unwinds.
@@ -93,14 +105,18 @@ fn corpus(target: &str) -> Vec<PathBuf> {
     files
 }
 
-fn run_corpus(target: &str, check: &dyn Fn(&[u8])) {
+/// Runs `check` on every file of `fuzz/corpus/<dir>` for each of `dirs`.
+fn run_corpus(dirs: &[&str], check: &dyn Fn(&[u8])) {
     let mut failures = Vec::new();
-    let files = corpus(target);
-    for file in &files {
+    let files: Vec<(&str, PathBuf)> = dirs
+        .iter()
+        .flat_map(|&dir| corpus(dir).into_iter().map(move |file| (dir, file)))
+        .collect();
+    for (dir, file) in &files {
         let data = fs::read(file).expect("read a corpus file");
         if let Err(why) = run(check, &data) {
             let name = file.file_name().unwrap().to_string_lossy().into_owned();
-            failures.push(format!("fuzz/corpus/{target}/{name}: {why}"));
+            failures.push(format!("fuzz/corpus/{dir}/{name}: {why}"));
         }
     }
     assert!(
@@ -117,7 +133,23 @@ fn run_corpus(target: &str, check: &dyn Fn(&[u8])) {
 // fails with the predicted clear error, never panics, and reopens clean.
 #[test]
 fn open_corpus() {
-    run_corpus("open", &checks::open_files);
+    run_corpus(&["open"], &checks::open_files);
+}
+
+// Guarantee: on every saved input of the `repair` target, and of the `open`
+// target (the same format: queue directories, with gaps and quarantine/
+// too; the repair fuzzer starts from both), QueueFiles
+// reads without writing or panicking, with allocations bounded by the file
+// sizes; a dry run changes nothing; repair() fails changing nothing or takes
+// exactly the steps FORMAT.md's "Repair" predicts, keeps every original
+// segment in place or byte-identical in quarantine/, and leaves a queue
+// that opens clean, verifies healthy and holds the items of the segments
+// kept; a second repair does nothing.
+#[test]
+fn repair_corpus() {
+    run_corpus(&["repair", "open"], &|data| {
+        checks::repair_files(data, Some(&ALLOCATIONS))
+    });
 }
 
 // Guarantee: every saved operation sequence of the `ops` target (enqueue,
@@ -125,7 +157,7 @@ fn open_corpus() {
 // with a VecDeque after every step.
 #[test]
 fn ops_corpus() {
-    run_corpus("ops", &checks::ops);
+    run_corpus(&["ops"], &checks::ops);
 }
 
 // Guarantee: the seeds made from real queues give the outcome each is made
@@ -156,6 +188,18 @@ fn seeds_give_their_outcomes_and_are_in_the_corpus() {
                 &seed.data,
             ),
             ("open", None) => run(&checks::open_files, &seed.data),
+            ("repair", _) => run(
+                &|data| {
+                    let outcome = checks::check_repair(data, Some(&ALLOCATIONS));
+                    if let Some(expected) = &seed.repaired {
+                        assert!(
+                            checks::same_repair_outcome(&outcome, expected),
+                            "gave {outcome:?}, expected {expected:?}"
+                        );
+                    }
+                },
+                &seed.data,
+            ),
             _ => run(&checks::ops, &seed.data),
         };
         if let Err(why) = result {

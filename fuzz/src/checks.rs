@@ -1,5 +1,5 @@
-//! The checks behind the fuzz targets `open` and `ops`, and the generator of
-//! their seed corpus.
+//! The checks behind the fuzz targets `open`, `repair` and `ops`, and the
+//! generator of their seed corpus.
 //!
 //! This one file is compiled twice: as `dque_fuzz::checks` for cargo-fuzz
 //! (nightly flags), and as a `#[path]` module of dque's `tests/fuzz_corpus.rs`,
@@ -11,6 +11,15 @@
 //!   an independent reading of FORMAT.md predicts, or succeed with exactly the
 //!   predicted repairs, deletions, `len()`, `verify()` summary and items; then
 //!   the queue must take one more item and reopen clean.
+//! * [`repair_files`]: the same input as `open`. `QueueFiles` must read it
+//!   without writing, with allocations bounded by the file sizes; a dry run
+//!   of `repair()` changes nothing; the repair fails changing nothing, or
+//!   takes exactly the steps a model of FORMAT.md's "Repair" predicts and
+//!   leaves a queue that opens clean with the items of the segments it kept
+//!   (all of them where the open accepts the files), every other segment
+//!   byte-identical in `quarantine/`; a second repair does nothing, and a
+//!   crash between any two steps leaves a queue the next repair finishes
+//!   with the same items.
 //! * [`ops`]: the input is a sequence of operations (see [`Op`]) applied to a
 //!   queue and to a model, compared after every one, across reopens with
 //!   other sizes, durability switches, kills (the directory copied while the
@@ -22,12 +31,15 @@
 //!
 //! Every check panics with a message that says what differed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use dque::{Durability, Error, Options, RawQueue, FORMAT_VERSION};
+use dque::{
+    repair, DQue, Durability, Error, Options, QueueFiles, RawQueue, RepairAction, RepairReport,
+    FORMAT_VERSION,
+};
 
 /// Largest item the queues under test accept (`Options::max_item_bytes`).
 pub const MAX_ITEM: u32 = 3000;
@@ -38,6 +50,7 @@ pub const MAX_ITEM: u32 = 3000;
 const CONFIG_FILE: &str = "dque.conf";
 const LOCK_FILE: &str = "dque.lock";
 const CONFIG_TEMP: &str = "dque.conf.tmp";
+const QUARANTINE_DIR: &str = "quarantine";
 const CONFIG_LEN: usize = 28;
 const HEADER_LEN: usize = 40;
 const RECORD_OVERHEAD: usize = 8;
@@ -384,6 +397,13 @@ pub struct SegmentFile {
     pub body: Vec<u8>,
     /// Zero bytes after the body, in units of 16 (a segment's clean end).
     pub zeros16: u16,
+    /// The file is not in the queue directory: a segment missing from its
+    /// place (a gap, if segments follow it).
+    pub absent: bool,
+    /// A copy of the file is in `quarantine/` under its name, as a repair
+    /// moves it: with `absent`, a repair that stopped between moving it and
+    /// filling the gap; without, a name a repair finds taken.
+    pub quarantined: bool,
 }
 
 /// The `open` target's input: a queue directory and how it is opened.
@@ -396,7 +416,7 @@ pub struct SegmentFile {
 /// | number of the first segment file | 8 |
 /// | config: raw: length (2) and bytes; valid: record limit, byte limit, codec id (4 each) | |
 /// | if bit 5: segment items, segment bytes given to `Options` (4 each, brought into range) | 8 |
-/// | each segment: kind (bits 0-1: 0 raw, 1 header + bytes, 2-3 header + program; bit 2: header number given), header (number (8) if given, first id (8), record limit (4), byte limit (4)), body length (2), body, zeros in units of 16 (2) | |
+/// | each segment: kind (bits 0-1: 0 raw, 1 header + bytes, 2-3 header + program; bit 2: header number given; bit 3: absent from the directory; bit 4: a copy in `quarantine/`), header (number (8) if given, first id (8), record limit (4), byte limit (4)), body length (2), body, zeros in units of 16 (2) | |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenInput {
     /// The config file.
@@ -450,6 +470,8 @@ impl OpenInput {
                     header,
                     body: input.bytes(len).to_vec(),
                     zeros16: input.u16(),
+                    absent: kind & 8 != 0,
+                    quarantined: kind & 16 != 0,
                 }
             })
             .collect();
@@ -504,7 +526,9 @@ impl OpenInput {
             } | seg
                 .header
                 .as_ref()
-                .map_or(0, |h| u8::from(h.number.is_some()) << 2);
+                .map_or(0, |h| u8::from(h.number.is_some()) << 2)
+                | u8::from(seg.absent) << 3
+                | u8::from(seg.quarantined) << 4;
             out.push(kind);
             if let Some(h) = &seg.header {
                 if let Some(number) = h.number {
@@ -540,7 +564,8 @@ impl OpenInput {
             .map(|(items, bytes)| (1 + items % 64, 4096 + bytes % (1 << 20)))
     }
 
-    /// The files to write: name and bytes.
+    /// The files to write: name (relative to the queue directory, `/`
+    /// between directories) and bytes.
     fn files(&self) -> Vec<(String, Vec<u8>)> {
         let mut files = Vec::new();
         match &self.config {
@@ -560,7 +585,16 @@ impl OpenInput {
             let Some(number) = self.first_number.checked_add(i as u64) else {
                 break;
             };
-            files.push((segment_name(number), seg.bytes(number)));
+            let bytes = seg.bytes(number);
+            if seg.quarantined {
+                files.push((
+                    format!("{QUARANTINE_DIR}/{}", segment_name(number)),
+                    bytes.clone(),
+                ));
+            }
+            if !seg.absent {
+                files.push((segment_name(number), bytes));
+            }
         }
         if self.temp_files {
             files.push((CONFIG_TEMP.to_string(), b"DQCF half".to_vec()));
@@ -607,6 +641,8 @@ impl SegmentFile {
             program: false,
             body: bytes[..bytes.len() - 16 * zeros16].to_vec(),
             zeros16: zeros16 as u16,
+            absent: false,
+            quarantined: false,
         }
     }
 }
@@ -711,6 +747,8 @@ enum Kind {
     Version,
     Codec,
     Corrupted,
+    /// `MissingSegment`: a gap in the segment numbers.
+    Missing,
 }
 
 /// The kind of `e` and the file it names, or a panic for an error no file
@@ -739,6 +777,7 @@ fn kind_of(e: &Error) -> (Kind, Option<&Path>) {
             assert!(!reason.is_empty(), "{e}");
             (Kind::Corrupted, Some(segment))
         }
+        Error::MissingSegment { path } => (Kind::Missing, Some(path)),
         other => panic!("an open of fuzzed files gave an unexpected error: {other:?} ({other})"),
     }
 }
@@ -806,6 +845,8 @@ fn expect_open(input: &OpenInput, dir: &Path, files: &[(String, Vec<u8>)]) -> Ex
     for (name, bytes) in files {
         if name == CONFIG_FILE {
             config = Some(bytes.as_slice());
+        } else if name.contains('/') {
+            // In a subdirectory (quarantine/): not part of the queue.
         } else if let Some(digits) = name.strip_suffix(".seg") {
             segments.push((digits.parse().expect("20 digits"), dir.join(name), bytes));
         }
@@ -834,6 +875,14 @@ fn expect_open(input: &OpenInput, dir: &Path, files: &[(String, Vec<u8>)]) -> Ex
         opened.segments.insert(path.clone());
         opened.summaries.push((path, 1, 0, 0, 0, 0));
         return Expect::Open(opened);
+    }
+
+    // Numbers without gaps: the first missing one is named.
+    segments.sort_by_key(|s| s.0);
+    for pair in segments.windows(2) {
+        if pair[1].0 != pair[0].0 + 1 {
+            return fail(Kind::Missing, Some(dir.join(segment_name(pair[0].0 + 1))));
+        }
     }
 
     // Every header, in order, and ids that grow by at most the record limit.
@@ -1028,9 +1077,7 @@ pub fn check_open(data: &[u8]) -> OpenOutcome {
     let dir = root.path().join("q");
     fs::create_dir(&dir).expect("create the queue directory");
     let files = input.files();
-    for (name, bytes) in &files {
-        fs::write(dir.join(name), bytes).expect("write an input file");
-    }
+    write_files(&dir, &files);
     let original = |path: &Path| -> Option<&[u8]> {
         let name = path.file_name()?.to_str()?;
         files
@@ -1298,6 +1345,17 @@ pub fn check_open(data: &[u8]) -> OpenOutcome {
         items: items.len(),
         repairs: report.repairs.len(),
         stopped_by_damage: stopped_at.is_some(),
+    }
+}
+
+/// Writes `files` (names relative to `dir`) into `dir`.
+fn write_files(dir: &Path, files: &[(String, Vec<u8>)]) {
+    for (name, bytes) in files {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).expect("make a directory of the input");
+        }
+        fs::write(path, bytes).expect("write an input file");
     }
 }
 
@@ -1928,6 +1986,1367 @@ impl Model {
 }
 
 // ---------------------------------------------------------------------------
+// The `repair` target: `QueueFiles` and `repair()` on the `open` target's input.
+
+/// Where the caller counts allocations (with its global allocator): `reset`
+/// forgets, `largest` gives the largest single allocation this thread made
+/// since. The `repair` fuzz target and dque's corpus test both count.
+#[derive(Debug, Clone, Copy)]
+pub struct Allocations {
+    /// Starts a new count.
+    pub reset: fn(),
+    /// The largest single allocation since the last `reset`.
+    pub largest: fn() -> usize,
+}
+
+/// Placeholders of more ids than this are only planned, not written: a
+/// placeholder takes 12 bytes per id on disk (and dque builds it in memory),
+/// so that a gap of millions of ids would make files and allocations above
+/// the corpus's 64 MiB limit and slow the fuzzer down; the dry run's plan is
+/// still checked.
+pub const MAX_PLACEHOLDER_IDS: u64 = 1 << 20;
+
+/// What reading a queue's files may allocate at once: twice the largest
+/// file (a segment read whole, the offsets of its records), and this much
+/// for paths, messages and the like.
+const READ_ALLOCATION_SLACK: usize = 256 << 10;
+
+/// Every file and directory under a queue directory: path relative to it,
+/// and bytes (`None` for a directory).
+type Snapshot = BTreeMap<PathBuf, Option<Vec<u8>>>;
+
+fn snapshot(dir: &Path) -> Snapshot {
+    fn walk(root: &Path, at: &Path, out: &mut Snapshot) {
+        let mut entries: Vec<PathBuf> = fs::read_dir(at)
+            .expect("list a directory of the queue")
+            .map(|entry| entry.expect("directory entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let relative = path
+                .strip_prefix(root)
+                .expect("under the queue")
+                .to_path_buf();
+            if path.is_dir() {
+                out.insert(relative, None);
+                walk(root, &path, out);
+            } else {
+                let bytes = fs::read(&path).expect("read a file of the queue");
+                out.insert(relative, Some(bytes));
+            }
+        }
+    }
+    let mut out = Snapshot::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// `snapshot` less the lock file, which taking the lock may create: it
+/// must then be empty.
+fn without_lock(mut snap: Snapshot) -> Snapshot {
+    if let Some(lock) = snap.remove(Path::new(LOCK_FILE)) {
+        assert_eq!(lock, Some(Vec::new()), "the lock file is not an empty file");
+    }
+    snap
+}
+
+/// The paths that differ between two snapshots, for a message.
+fn differences(before: &Snapshot, after: &Snapshot) -> Vec<String> {
+    let paths: BTreeSet<&PathBuf> = before.keys().chain(after.keys()).collect();
+    paths
+        .into_iter()
+        .filter_map(|p| match (before.get(p), after.get(p)) {
+            (Some(a), Some(b)) if a == b => None,
+            (Some(_), Some(_)) => Some(format!("changed {}", p.display())),
+            (Some(_), None) => Some(format!("removed {}", p.display())),
+            _ => Some(format!("added {}", p.display())),
+        })
+        .collect()
+}
+
+fn assert_unchanged(dir: &Path, before: &Snapshot, what: &str) {
+    let after = without_lock(snapshot(dir));
+    let diff = differences(before, &after);
+    assert!(
+        diff.is_empty(),
+        "{what} changed the queue directory: {diff:?}"
+    );
+}
+
+/// One step of a repair, as FORMAT.md's "Repair" section describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    Cut {
+        segment: PathBuf,
+        offset: u64,
+        bytes: u64,
+    },
+    Mark(PathBuf),
+    Move {
+        segment: PathBuf,
+        to: PathBuf,
+        offset: u64,
+        lost_ids: Option<u64>,
+    },
+    Fill {
+        segment: PathBuf,
+        first_id: u64,
+        records: u64,
+    },
+    NewTail {
+        segment: PathBuf,
+        first_id: u64,
+    },
+}
+
+fn step_of(action: &RepairAction) -> Step {
+    match action {
+        RepairAction::Cut {
+            segment,
+            offset,
+            bytes,
+            reason,
+        } => {
+            assert!(!reason.is_empty(), "a cut without a reason: {action:?}");
+            Step::Cut {
+                segment: segment.clone(),
+                offset: *offset,
+                bytes: *bytes,
+            }
+        }
+        RepairAction::MarkReached { segment } => Step::Mark(segment.clone()),
+        RepairAction::MoveAside {
+            segment,
+            to,
+            offset,
+            reason,
+            lost_ids,
+        } => {
+            assert!(!reason.is_empty(), "a move without a reason: {action:?}");
+            Step::Move {
+                segment: segment.clone(),
+                to: to.clone(),
+                offset: *offset,
+                lost_ids: *lost_ids,
+            }
+        }
+        RepairAction::FillGap {
+            segment,
+            first_id,
+            records,
+        } => Step::Fill {
+            segment: segment.clone(),
+            first_id: *first_id,
+            records: *records,
+        },
+        RepairAction::NewTail { segment, first_id } => Step::NewTail {
+            segment: segment.clone(),
+            first_id: *first_id,
+        },
+        other => panic!("a repair action this check does not know: {other:?}"),
+    }
+}
+
+/// What a repair must do.
+#[derive(Debug)]
+enum RepairExpect {
+    /// Fail, changing nothing, with this kind of error naming this file
+    /// (when it names one).
+    Fail(Kind, Option<PathBuf>),
+    /// Take these steps, in this order.
+    Steps(Vec<Step>),
+    /// The format does not say (ids or segment numbers at the end of u64):
+    /// no panic, and a clear error or a queue that opens.
+    Unspecified,
+}
+
+/// A segment as a repair reads it.
+enum Seen {
+    /// No file of that number between the first and the last.
+    Missing,
+    /// To be moved aside: its header if that reads, where the damage is.
+    Damaged {
+        header: Option<Header>,
+        offset: u64,
+    },
+    Sound {
+        header: Header,
+        replayed: Replayed,
+    },
+}
+
+impl Seen {
+    fn header(&self) -> Option<Header> {
+        match self {
+            Seen::Missing => None,
+            Seen::Damaged { header, .. } => *header,
+            Seen::Sound { header, .. } => Some(*header),
+        }
+    }
+}
+
+/// The top-level segment files of `files`, by number.
+fn segment_files(files: &[(String, Vec<u8>)]) -> BTreeMap<u64, &[u8]> {
+    files
+        .iter()
+        .filter(|(name, _)| !name.contains('/'))
+        .filter_map(|(name, bytes)| {
+            let digits = name.strip_suffix(".seg")?;
+            Some((digits.parse().expect("20 digits"), bytes.as_slice()))
+        })
+        .collect()
+}
+
+/// Predicts the repair of `files` in `dir` from FORMAT.md's "Repair": cut
+/// torn tails of the segments kept; move aside every segment whose header
+/// does not read, whose records are fewer than its successor's first id
+/// says, or (with a successor whose header is gone) whose replay is
+/// followed by non-zero bytes (FORMAT.md says "stops at an invalid frame";
+/// dque also moves a segment whose replay stops at a zero word with
+/// garbage after it, which may hide whole records just as well, and would
+/// lose them to a cut); fill gaps between two readable segments with acked
+/// placeholders; mark the readable segments before the last gap that hold
+/// no marker; start a new tail after the last readable segment if the tail
+/// was moved. Ids that overlap make it fail.
+fn expect_repair(dir: &Path, files: &[(String, Vec<u8>)]) -> RepairExpect {
+    let fail = |kind, path: Option<PathBuf>| RepairExpect::Fail(kind, path);
+    let config = files
+        .iter()
+        .find(|(name, _)| name == CONFIG_FILE)
+        .map(|(_, bytes)| judge_config(bytes));
+    let config_records = match config {
+        None | Some(ConfigVerdict::Invalid) => return fail(Kind::NotAQueue, None),
+        Some(ConfigVerdict::Version(_)) => return fail(Kind::Version, Some(dir.join(CONFIG_FILE))),
+        Some(ConfigVerdict::Valid { records, .. }) => records,
+    };
+    let segments = segment_files(files);
+    let (Some(&first), Some(&last)) = (segments.keys().next(), segments.keys().next_back()) else {
+        return RepairExpect::Steps(Vec::new());
+    };
+    let path = |i: usize| dir.join(segment_name(first + i as u64));
+    let mut seen = Vec::new();
+    let mut torn = Vec::new();
+    for number in first..=last {
+        let Some(bytes) = segments.get(&number) else {
+            seen.push(Seen::Missing);
+            torn.push(false);
+            continue;
+        };
+        match judge_header(bytes, number) {
+            HeaderVerdict::Valid(header) => {
+                let edge = header
+                    .first_id
+                    .checked_add(u64::from(header.max_records) + 1);
+                if edge.is_none() || number == u64::MAX {
+                    return RepairExpect::Unspecified;
+                }
+                let replayed = replay(bytes, header.max_records);
+                torn.push(replayed.garbage_end > replayed.end);
+                seen.push(Seen::Sound { header, replayed });
+            }
+            HeaderVerdict::Corrupted => {
+                seen.push(Seen::Damaged {
+                    header: None,
+                    offset: 0,
+                });
+                torn.push(false);
+            }
+            HeaderVerdict::Version => return fail(Kind::Version, Some(path(seen.len()))),
+        }
+    }
+    // Sealed segments: whole, or moved aside.
+    for i in 0..seen.len() - 1 {
+        let Seen::Sound { header, replayed } = &seen[i] else {
+            continue;
+        };
+        let (header, records, end) = (*header, replayed.records.len() as u64, replayed.end as u64);
+        let damaged = Seen::Damaged {
+            header: Some(header),
+            offset: end,
+        };
+        let Some(next) = seen[i + 1].header() else {
+            if torn[i] {
+                seen[i] = damaged;
+            }
+            continue;
+        };
+        let held = next
+            .first_id
+            .checked_sub(header.first_id)
+            .filter(|&held| held <= u64::from(header.max_records));
+        let Some(held) = held else {
+            return fail(Kind::Corrupted, Some(path(i + 1)));
+        };
+        if records > held {
+            return fail(Kind::Corrupted, Some(path(i)));
+        }
+        if records < held {
+            seen[i] = damaged;
+        }
+    }
+    let sound: Vec<usize> = (0..seen.len())
+        .filter(|&i| matches!(seen[i], Seen::Sound { .. }))
+        .collect();
+    let replayed = |i: usize| match &seen[i] {
+        Seen::Sound { header, replayed } => (*header, replayed),
+        _ => unreachable!("only sound segments are replayed"),
+    };
+    let mut steps = Vec::new();
+    for &i in &sound {
+        let (_, r) = replayed(i);
+        if r.garbage_end > r.end {
+            steps.push(Step::Cut {
+                segment: path(i),
+                offset: r.end as u64,
+                bytes: (r.garbage_end - r.end) as u64,
+            });
+        }
+    }
+    // Placeholders: every id of each gap, the first of them taking all but
+    // one id for each of the others.
+    let mut fills = Vec::new();
+    for pair in sound.windows(2) {
+        let (before, after) = (pair[0], pair[1]);
+        if after == before + 1 {
+            continue;
+        }
+        let (prev, r) = replayed(before);
+        let (next, _) = replayed(after);
+        let start = prev.first_id + r.records.len() as u64;
+        let gaps = (after - before - 1) as u64;
+        let ids = next.first_id.checked_sub(start).filter(|&ids| ids >= gaps);
+        let Some(ids) = ids else {
+            return fail(Kind::Corrupted, Some(path(after)));
+        };
+        let mut id = start;
+        for (k, i) in (before + 1..after).enumerate() {
+            let records = if k == 0 { ids - (gaps - 1) } else { 1 };
+            if records > u64::from(MAX_SEGMENT_RECORDS) {
+                return fail(Kind::Corrupted, Some(path(i)));
+            }
+            fills.push(Step::Fill {
+                segment: path(i),
+                first_id: id,
+                records,
+            });
+            id += records;
+        }
+    }
+    // Reached markers before the last gap, so that the front run reaches it.
+    if let Some(Step::Fill { segment, .. }) = fills.last() {
+        for &i in &sound {
+            if path(i) >= *segment {
+                break;
+            }
+            let (_, r) = replayed(i);
+            if !r.has_markers {
+                if r.records.is_empty() {
+                    // A marker names a record: an empty segment takes none.
+                    return fail(Kind::Corrupted, Some(path(i)));
+                }
+                steps.push(Step::Mark(path(i)));
+            }
+        }
+    }
+    let taken: BTreeSet<&str> = files
+        .iter()
+        .filter_map(|(name, _)| name.strip_prefix(&format!("{QUARANTINE_DIR}/")))
+        .collect();
+    for (i, this) in seen.iter().enumerate() {
+        let Seen::Damaged { header, offset } = this else {
+            continue;
+        };
+        let name = segment_name(first + i as u64);
+        let mut to = name.clone();
+        let mut n = 0;
+        while taken.contains(to.as_str()) {
+            n += 1;
+            to = format!("{name}.{n}");
+        }
+        let next = seen.get(i + 1).and_then(Seen::header);
+        steps.push(Step::Move {
+            segment: path(i),
+            to: dir.join(QUARANTINE_DIR).join(to),
+            offset: *offset,
+            lost_ids: header
+                .zip(next)
+                .and_then(|(h, n)| n.first_id.checked_sub(h.first_id)),
+        });
+    }
+    steps.extend(fills);
+    if let Some(&tail) = sound.last().filter(|&&i| i + 1 < seen.len()) {
+        let (header, r) = replayed(tail);
+        let first_id = header.first_id + r.records.len() as u64;
+        if first_id
+            .checked_add(u64::from(config_records) + 1)
+            .is_none()
+        {
+            // A new tail with the config's record limit would hold ids past
+            // u64::MAX: the format does not say (but a failed repair must
+            // still change nothing).
+            return RepairExpect::Unspecified;
+        }
+        steps.push(Step::NewTail {
+            segment: path(tail + 1),
+            first_id,
+        });
+    }
+    RepairExpect::Steps(steps)
+}
+
+/// The kind of a repair's error and the file it names; a panic for an error
+/// no file content should cause. `Io` is `None`: allowed, with no promise.
+fn repair_error_kind(e: &Error) -> Option<(Kind, Option<&Path>)> {
+    match e {
+        Error::NotAQueue { .. } => Some((Kind::NotAQueue, None)),
+        Error::Io { .. } => None,
+        Error::UnsupportedVersion { path, .. } => Some((Kind::Version, Some(path))),
+        Error::Corrupted {
+            segment, reason, ..
+        } => {
+            assert!(!reason.is_empty(), "{e}");
+            Some((Kind::Corrupted, Some(segment)))
+        }
+        other => panic!("a repair of fuzzed files gave an unexpected error: {other:?} ({other})"),
+    }
+}
+
+/// The files as the model of the open reads them: the config's codec made
+/// the raw one (the open under test is a `RawQueue`; a repair keeps any).
+fn as_raw_queue(files: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)> {
+    files
+        .iter()
+        .map(|(name, bytes)| match judge_config(bytes) {
+            ConfigVerdict::Valid { records, bytes, .. } if name == CONFIG_FILE => {
+                (name.clone(), config_bytes(records, bytes, RAW_CODEC))
+            }
+            _ => (name.clone(), bytes.clone()),
+        })
+        .collect()
+}
+
+/// The files of a queue directory as an input lists them (directories left out).
+fn files_of(snap: &Snapshot) -> Vec<(String, Vec<u8>)> {
+    snap.iter()
+        .filter_map(|(path, bytes)| {
+            let name = path.to_str()?.replace(std::path::MAIN_SEPARATOR, "/");
+            Some((name, bytes.clone()?))
+        })
+        .collect()
+}
+
+/// Whether a segment of `files` other than the tail holds markers while a
+/// segment before it holds none and the tail none either: markers outside
+/// the front run, which dque never writes, and which make the count the open
+/// computes differ from the items (see `bug-ack-in-middle-segment`).
+fn stray_markers(files: &[(String, Vec<u8>)]) -> bool {
+    let segments = segment_files(files);
+    let marked: Vec<bool> = segments
+        .iter()
+        .map(|(&number, bytes)| match judge_header(bytes, number) {
+            HeaderVerdict::Valid(h) => replay(bytes, h.max_records).has_markers,
+            _ => false,
+        })
+        .collect();
+    let Some((&tail, middle)) = marked.split_last() else {
+        return false;
+    };
+    !tail
+        && middle
+            .iter()
+            .enumerate()
+            .any(|(j, &m)| m && marked[..j].iter().any(|&before| !before))
+}
+
+/// What [`check_repair`] saw, for tests of the seeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RepairOutcome {
+    /// The repair failed; the error's Display.
+    Refused(String),
+    /// The dry run planned placeholders of more than [`MAX_PLACEHOLDER_IDS`]
+    /// ids, so the repair was not run: these steps.
+    Planned {
+        /// The planned steps, by kind.
+        steps: Vec<&'static str>,
+    },
+    /// The repair succeeded.
+    Repaired {
+        /// Its steps, by kind: `cut`, `mark`, `move`, `fill`, `new tail`.
+        steps: Vec<&'static str>,
+        /// Items the repaired queue held.
+        items: usize,
+    },
+}
+
+/// Whether two outcomes agree, ignoring the error message of a refusal.
+pub fn same_repair_outcome(a: &RepairOutcome, b: &RepairOutcome) -> bool {
+    match (a, b) {
+        (RepairOutcome::Refused(_), RepairOutcome::Refused(_)) => true,
+        _ => a == b,
+    }
+}
+
+/// The `repair` fuzz target: see [`check_repair`].
+pub fn repair_files(data: &[u8], allocations: Option<&Allocations>) {
+    check_repair(data, allocations);
+}
+
+/// Writes the queue directory `data` describes ([`OpenInput`]; the options
+/// in it are not used) and checks, against the model of the open and a
+/// model of the repair from FORMAT.md:
+///
+/// * `QueueFiles` (no lock): `open`, `stats`, `visit_records`, `verify`
+///   write nothing (not even the lock file), agree with each other and with
+///   the model where the files are healthy, find damage where the open
+///   would refuse, and allocate at most twice the largest file at once
+///   (when `allocations` counts);
+/// * `repair(dir, true)` changes nothing but may create the empty lock file,
+///   and plans exactly what `repair(dir, false)` then does or fails with;
+/// * `repair(dir, false)` fails changing nothing (an `Io` error excepted),
+///   or takes exactly the steps the model predicts, and then: every original
+///   segment file is in place changed only by its cut and reached marker,
+///   byte-identical in `quarantine/`, or retired by the final open holding
+///   no item; placeholders hold only acked empty records; a second repair
+///   does nothing; the queue opens with its config's codec, clean, and holds
+///   exactly the items of the segments kept, in order: `len()`, `verify()`
+///   (healthy), `QueueFiles`, peeks and dequeues agree;
+/// * where the model of the open accepts the files and no dequeue would
+///   reach damage, the repair only cuts what that open cuts (and torn ends
+///   of middle segments the open does not replay), and retires what it
+///   retires;
+/// * after a crash between any two of its steps (the first ones taken as
+///   FORMAT.md describes them), the next repair is all of the above too, and
+///   leaves the same items.
+///
+/// Placeholders of more than [`MAX_PLACEHOLDER_IDS`] ids are only planned.
+pub fn check_repair(data: &[u8], allocations: Option<&Allocations>) -> RepairOutcome {
+    let files = OpenInput::decode(data).files();
+    let checked = check_repair_of(&files, allocations);
+    // A crash between two steps (after the first `k`, each durable): the
+    // next repair finishes the job, and the queue holds the same items.
+    if let Some(items) = &checked.items {
+        let steps = &checked.steps;
+        for k in 1..steps.len() {
+            let crashed = crash_after(&files, &steps[..k]);
+            let again = check_repair_of(&crashed, None);
+            assert!(
+                again.items.as_ref() == Some(items),
+                "after a crash after {k} of the steps {steps:?}, the next repair \
+                 ({:?}) keeps other items",
+                again.outcome
+            );
+        }
+    }
+    checked.outcome
+}
+
+/// What [`check_repair_of`] saw.
+struct Checked {
+    outcome: RepairOutcome,
+    /// The steps the repair took or planned.
+    steps: Vec<Step>,
+    /// The items of the repaired queue, when it was repaired and the format
+    /// says what it holds.
+    items: Option<Vec<Vec<u8>>>,
+}
+
+/// The checks of [`check_repair`] on a queue directory of these files.
+fn check_repair_of(files: &[(String, Vec<u8>)], allocations: Option<&Allocations>) -> Checked {
+    let root = scratch_dir();
+    let dir = root.path().join("q");
+    fs::create_dir(&dir).expect("create the queue directory");
+    write_files(&dir, files);
+    // The model of the open, as a RawQueue opened without options would.
+    let plain = OpenInput {
+        config: ConfigFile::Absent,
+        turbo: false,
+        sizes: None,
+        create: false,
+        temp_files: false,
+        first_number: 1,
+        segments: Vec::new(),
+    };
+    let open_model = expect_open(&plain, &dir, &as_raw_queue(files));
+    let before = snapshot(&dir);
+    // Asserted last, so that the other properties are still checked.
+    let deferred = check_queue_files(&dir, files, &open_model, allocations);
+    assert_unchanged(&dir, &before, "reading with QueueFiles");
+    assert!(
+        !dir.join(LOCK_FILE).exists(),
+        "QueueFiles::open made a lock file"
+    );
+    let checked = repair_and_check(&plain, &dir, files, &before, &open_model);
+    if let Some(failure) = deferred {
+        panic!("{failure}");
+    }
+    checked
+}
+
+/// `files` as a repair that took `steps` (as FORMAT.md describes them) and
+/// then crashed leaves them.
+fn crash_after(files: &[(String, Vec<u8>)], steps: &[Step]) -> Vec<(String, Vec<u8>)> {
+    let mut files: BTreeMap<String, Vec<u8>> = files.iter().cloned().collect();
+    let name = |path: &Path| -> String {
+        let name = path.file_name().and_then(|n| n.to_str());
+        name.expect("a file name").to_string()
+    };
+    let (records_limit, bytes_limit) = match files.get(CONFIG_FILE).map(|b| judge_config(b)) {
+        Some(ConfigVerdict::Valid { records, bytes, .. }) => (records, bytes),
+        other => panic!("repaired with config {other:?}"),
+    };
+    for step in steps {
+        match step {
+            Step::Cut {
+                segment,
+                offset,
+                bytes,
+            } => {
+                let file = files.get_mut(&name(segment)).expect("the cut segment");
+                file[*offset as usize..(offset + bytes) as usize].fill(0);
+            }
+            Step::Mark(segment) => {
+                let file = files.get_mut(&name(segment)).expect("the marked segment");
+                mark_reached(file, segment_number(segment));
+            }
+            Step::Move { segment, to, .. } => {
+                let file = files.remove(&name(segment)).expect("the moved segment");
+                files.insert(format!("{QUARANTINE_DIR}/{}", name(to)), file);
+            }
+            Step::Fill {
+                segment,
+                first_id,
+                records,
+            } => {
+                let frames = RECORD_OVERHEAD as u32 * *records as u32;
+                let mut file = header_bytes(
+                    segment_number(segment),
+                    *first_id,
+                    *records as u32,
+                    bytes_limit.max(frames),
+                );
+                for _ in 0..*records {
+                    file.extend_from_slice(&record_frame(&[]));
+                }
+                for index in 0..*records {
+                    file.extend_from_slice(&marker_word(ACK, index as u32).to_le_bytes());
+                }
+                files.insert(name(segment), file);
+            }
+            Step::NewTail { segment, first_id } => {
+                let number = segment_number(segment);
+                let file = header_bytes(number, *first_id, records_limit, bytes_limit);
+                files.insert(name(segment), file);
+            }
+        }
+    }
+    files.into_iter().collect()
+}
+
+/// Writes a `reached` marker (naming record 0) after the last whole frame
+/// of segment `number`, as a repair marks a segment.
+fn mark_reached(file: &mut Vec<u8>, number: u64) {
+    let HeaderVerdict::Valid(h) = judge_header(file, number) else {
+        panic!("segment {number} was marked with a damaged header")
+    };
+    let end = replay(file, h.max_records).end;
+    if file.len() < end + 4 {
+        file.resize(end + 4, 0);
+    }
+    file[end..end + 4].copy_from_slice(&marker_word(REACHED, 0).to_le_bytes());
+}
+
+/// The number in a segment file's name.
+fn segment_number(path: &Path) -> u64 {
+    path.file_name()
+        .and_then(|n| n.to_str()?.strip_suffix(".seg")?.parse().ok())
+        .expect("a segment name")
+}
+
+/// The repair part of [`check_repair`], once `QueueFiles` was checked;
+/// `plain` is the input opened without options (for the model of the open).
+fn repair_and_check(
+    plain: &OpenInput,
+    dir: &Path,
+    files: &[(String, Vec<u8>)],
+    before: &Snapshot,
+    open_model: &Expect,
+) -> Checked {
+    // The dry run changes nothing and plans what the model predicts.
+    let expect = expect_repair(dir, files);
+    let plan = match repair(dir, true) {
+        Ok(plan) => plan,
+        Err(dry) => {
+            assert_repair_error(dir, before, &dry, &expect);
+            let e = match repair(dir, false) {
+                Ok(report) => {
+                    panic!("the dry run failed with {dry:?} ({dry}), the repair did {report}")
+                }
+                Err(e) => e,
+            };
+            if let (Some(a), Some(b)) = (repair_error_kind(&dry), repair_error_kind(&e)) {
+                assert_eq!(a, b, "the dry run failed with {dry}, the repair with {e}");
+            }
+            assert_repair_error(dir, before, &e, &expect);
+            return Checked {
+                outcome: RepairOutcome::Refused(e.to_string()),
+                steps: Vec::new(),
+                items: None,
+            };
+        }
+    };
+    assert_unchanged(dir, before, "a dry run of repair");
+    assert!(plan.dry_run, "a dry run's report: {plan:?}");
+    assert_eq!(plan.opened, dque::OpenReport::default(), "a dry run opened");
+    let steps: Vec<Step> = plan.actions.iter().map(step_of).collect();
+    let unspecified = match &expect {
+        RepairExpect::Steps(expected) => {
+            assert_eq!(&steps, expected, "repair steps (plan: {plan})");
+            false
+        }
+        RepairExpect::Fail(kind, path) => {
+            panic!("the dry run planned {plan}, expected a failure with {kind:?} on {path:?}")
+        }
+        RepairExpect::Unspecified => true,
+    };
+    let placeholder_ids: u64 = steps
+        .iter()
+        .map(|step| match step {
+            Step::Fill { records, .. } => *records,
+            _ => 0,
+        })
+        .sum();
+    if placeholder_ids > MAX_PLACEHOLDER_IDS {
+        return Checked {
+            outcome: RepairOutcome::Planned {
+                steps: step_kinds(&steps),
+            },
+            steps,
+            items: None,
+        };
+    }
+
+    // The repair does what it planned, or fails changing nothing.
+    let report = match repair(dir, false) {
+        Ok(report) => report,
+        Err(e) => {
+            if repair_error_kind(&e).is_some() && !unspecified {
+                panic!("the dry run planned {plan}, the repair failed: {e:?} ({e})");
+            }
+            assert_repair_error(dir, before, &e, &expect);
+            return Checked {
+                outcome: RepairOutcome::Refused(e.to_string()),
+                steps,
+                items: None,
+            };
+        }
+    };
+    assert!(!report.dry_run, "a repair's report: {report:?}");
+    assert_eq!(
+        plan.actions, report.actions,
+        "the repair differs from its dry run"
+    );
+    if let (Expect::Open(opened), false) = (open_model, unspecified) {
+        if !opened.unspecified && opened.stops_at.is_none() {
+            // Files the open accepts: the repair only cuts, at least what the
+            // open cuts, and its own open retires what that open retires.
+            let cuts: BTreeSet<(PathBuf, u64, u64)> = steps
+                .iter()
+                .map(|step| match step {
+                    Step::Cut {
+                        segment,
+                        offset,
+                        bytes,
+                    } => (segment.clone(), *offset, *bytes),
+                    other => panic!("the open accepts the files, the repair did {other:?}"),
+                })
+                .collect();
+            assert!(
+                cuts.is_superset(&opened.repairs),
+                "the repair cut {cuts:?}, the open cuts {:?}",
+                opened.repairs
+            );
+            if opened.healthy {
+                assert_eq!(cuts, opened.repairs, "cuts of a healthy queue");
+            }
+            assert_eq!(
+                report.opened.deleted_segments, opened.deleted,
+                "segments the repair's open retired"
+            );
+        }
+    }
+    let mut temp: Vec<PathBuf> = files
+        .iter()
+        .filter(|(name, _)| name.ends_with(".tmp"))
+        .map(|(name, _)| dir.join(name))
+        .collect();
+    let mut removed = report.opened.removed_temp_files.clone();
+    removed.sort();
+    temp.sort();
+    assert_eq!(removed, temp, "temp files the repair's open removed");
+
+    if unspecified {
+        // The format does not say: no panic, clear errors.
+        if let Err(e) = repair(dir, false) {
+            kind_of_any(&e);
+        }
+        if let Ok(q) = QueueFiles::open(dir) {
+            let _ = (q.stats(), q.verify(|_, _| {}));
+            let _ = q.visit_records(|_| std::ops::ControlFlow::Continue(()));
+        }
+        return Checked {
+            outcome: RepairOutcome::Repaired {
+                steps: step_kinds(&steps),
+                items: 0,
+            },
+            steps,
+            items: None,
+        };
+    }
+    let after = without_lock(snapshot(dir));
+    let kept = check_repaired_files(dir, files, before, &after, &steps, &report);
+
+    // Nothing is left to do.
+    let again = repair(dir, false).expect("a second repair");
+    assert!(
+        again.actions.is_empty() && again.opened == dque::OpenReport::default(),
+        "a second repair is not clean: {again} {:?}",
+        again.opened
+    );
+
+    // The queue holds exactly the unsettled records of the segments kept.
+    let items: Vec<Vec<u8>> = segment_files(files)
+        .into_iter()
+        .filter(|(number, _)| kept.contains(number))
+        .flat_map(|(number, bytes)| match judge_header(bytes, number) {
+            HeaderVerdict::Valid(h) => {
+                let r = replay(bytes, h.max_records);
+                r.unsettled(bytes).collect::<Vec<_>>()
+            }
+            other => panic!("segment {number} was kept with header {other:?}"),
+        })
+        .collect();
+    if let Expect::Open(opened) = open_model {
+        if !opened.unspecified && opened.stops_at.is_none() {
+            assert!(
+                items == opened.items,
+                "the open and the repair keep other items"
+            );
+        }
+    }
+    // The count is exact unless markers lie outside the front run, which
+    // the files already held (dque never writes them).
+    let repaired = files_of(&without_lock(snapshot(dir)));
+    let exact = !stray_markers(files);
+    match expect_open(plain, dir, &as_raw_queue(&repaired)) {
+        Expect::Open(model) => {
+            assert!(
+                model.stops_at.is_none(),
+                "the repaired queue is damaged at {:?}",
+                model.stops_at
+            );
+            assert!(
+                model.items == items,
+                "the model of the open reads other items from the repaired queue"
+            );
+            if exact {
+                assert!(
+                    model.healthy,
+                    "the model finds the repaired queue unhealthy: {model:?}"
+                );
+            }
+        }
+        Expect::Fail(kind, path) => {
+            panic!("the model of the open refuses the repaired queue: {kind:?} on {path:?}")
+        }
+    }
+    let config_codec = match files
+        .iter()
+        .find(|(n, _)| n == CONFIG_FILE)
+        .map(|(_, b)| judge_config(b))
+    {
+        Some(ConfigVerdict::Valid { codec, .. }) => codec,
+        other => panic!("the repair succeeded with config {other:?}"),
+    };
+    // QueueFiles reads the same.
+    let queue_files = QueueFiles::open(dir).expect("QueueFiles::open of the repaired queue");
+    let verified = queue_files.verify(|_, _| {}).expect("QueueFiles::verify");
+    assert!(
+        verified.is_healthy(),
+        "QueueFiles::verify of the repaired queue: {verified}"
+    );
+    let mut visited = Vec::new();
+    queue_files
+        .visit_records(|record| {
+            visited.push(record.payload.to_vec());
+            std::ops::ControlFlow::Continue(())
+        })
+        .expect("visit the records of the repaired queue");
+    assert!(
+        visited == items,
+        "QueueFiles visits other items than the segments kept hold"
+    );
+    let stats = queue_files.stats().expect("stats of the repaired queue");
+    if exact {
+        assert_eq!(
+            stats.items,
+            items.len() as u64,
+            "stats() of the repaired queue"
+        );
+    }
+    drop(queue_files);
+
+    // Opened with its codec: clean, healthy, and exactly those items.
+    let most = files
+        .iter()
+        .map(|(_, b)| b.len() / RECORD_OVERHEAD + 1)
+        .sum::<usize>();
+    if let Some(drained) = drain_with_codec(config_codec, dir, most) {
+        assert!(
+            drained.items == items,
+            "the repaired queue gives other items"
+        );
+        assert!(
+            drained.verified.is_healthy() || !exact,
+            "verify() of the repaired queue: {}",
+            drained.verified
+        );
+        if exact {
+            assert_eq!(drained.len, items.len(), "len() of the repaired queue");
+        }
+        // Drained and closed: still nothing to repair.
+        let last = repair(dir, false).expect("a repair of the drained queue");
+        assert!(
+            last.actions.is_empty(),
+            "a repair of the drained queue: {last}"
+        );
+    }
+    Checked {
+        outcome: RepairOutcome::Repaired {
+            steps: step_kinds(&steps),
+            items: items.len(),
+        },
+        steps,
+        items: Some(items),
+    }
+}
+
+fn step_kinds(steps: &[Step]) -> Vec<&'static str> {
+    steps
+        .iter()
+        .map(|step| match step {
+            Step::Cut { .. } => "cut",
+            Step::Mark(_) => "mark",
+            Step::Move { .. } => "move",
+            Step::Fill { .. } => "fill",
+            Step::NewTail { .. } => "new tail",
+        })
+        .collect()
+}
+
+/// A failed repair changed nothing (unless it failed on I/O), and failed as
+/// the model predicts.
+fn assert_repair_error(dir: &Path, before: &Snapshot, e: &Error, expect: &RepairExpect) {
+    assert!(!e.to_string().is_empty());
+    let Some((kind, path)) = repair_error_kind(e) else {
+        return;
+    };
+    assert_unchanged(dir, before, &format!("a repair that failed with {e}"));
+    match expect {
+        RepairExpect::Fail(expected, expected_path) => {
+            assert_eq!(kind, *expected, "the repair failed with {e}");
+            if let Some(expected_path) = expected_path {
+                assert_eq!(
+                    path,
+                    Some(expected_path.as_path()),
+                    "the repair's error names another file: {e}"
+                );
+            }
+        }
+        RepairExpect::Steps(steps) => {
+            panic!("the repair failed with {e:?} ({e}), expected {steps:?}")
+        }
+        RepairExpect::Unspecified => {}
+    }
+}
+
+/// Checks the files after a repair that took `steps`: every original
+/// segment file is in place (changed only by its cut and reached marker, and
+/// zeros after), in `quarantine/` unchanged, or retired by the repair's open
+/// holding no item; files in `quarantine/` before are unchanged; placeholders
+/// and a new tail are what they say; nothing else appeared. Gives the
+/// numbers of the original segments kept in place.
+fn check_repaired_files(
+    dir: &Path,
+    files: &[(String, Vec<u8>)],
+    before: &Snapshot,
+    after: &Snapshot,
+    steps: &[Step],
+    report: &RepairReport,
+) -> BTreeSet<u64> {
+    let relative = |path: &Path| path.strip_prefix(dir).expect("in the queue").to_path_buf();
+    let deleted = &report.opened.deleted_segments;
+    let mut kept = BTreeSet::new();
+    let mut expected_paths: BTreeSet<PathBuf> = BTreeSet::new();
+    for (number, original) in segment_files(files) {
+        let path = dir.join(segment_name(number));
+        let moved = steps.iter().find_map(|step| match step {
+            Step::Move { segment, to, .. } if *segment == path => Some(to),
+            _ => None,
+        });
+        if let Some(to) = moved {
+            let there = after.get(&relative(to));
+            assert!(
+                there == Some(&Some(original.to_vec())),
+                "{} is not byte-identical in {}",
+                path.display(),
+                to.display()
+            );
+            expected_paths.insert(relative(to));
+            continue;
+        }
+        let Some(Some(now)) = after.get(&relative(&path)) else {
+            assert!(
+                deleted.contains(&path),
+                "{} is gone, neither moved nor retired",
+                path.display()
+            );
+            let HeaderVerdict::Valid(h) = judge_header(original, number) else {
+                panic!("{} was retired with a damaged header", path.display())
+            };
+            let unsettled = replay(original, h.max_records).unsettled_count();
+            assert_eq!(unsettled, 0, "{} was retired holding items", path.display());
+            continue;
+        };
+        kept.insert(number);
+        expected_paths.insert(relative(&path));
+        let mut expected = original.to_vec();
+        for step in steps {
+            if let Step::Cut {
+                segment,
+                offset,
+                bytes,
+            } = step
+            {
+                if *segment == path {
+                    expected[*offset as usize..(offset + bytes) as usize].fill(0);
+                }
+            }
+        }
+        if steps.contains(&Step::Mark(path.clone())) {
+            mark_reached(&mut expected, number);
+        }
+        let zeros_after =
+            now.len() >= expected.len() && now[expected.len()..].iter().all(|&b| b == 0);
+        assert!(
+            zeros_after && now[..expected.len()] == expected[..],
+            "{} changed beyond its steps {steps:?}",
+            path.display()
+        );
+    }
+    for step in steps {
+        let (segment, first_id, records) = match step {
+            Step::Fill {
+                segment,
+                first_id,
+                records,
+            } => (segment, *first_id, *records),
+            Step::NewTail { segment, first_id } => (segment, *first_id, 0),
+            _ => continue,
+        };
+        let number = segment_number(segment);
+        let Some(Some(now)) = after.get(&relative(segment)) else {
+            assert!(
+                deleted.contains(segment) && records > 0,
+                "{} was not written, or retired as a new tail",
+                segment.display()
+            );
+            continue;
+        };
+        expected_paths.insert(relative(segment));
+        let HeaderVerdict::Valid(h) = judge_header(now, number) else {
+            panic!("{} has a damaged header", segment.display())
+        };
+        assert_eq!(h.first_id, first_id, "{}: first id", segment.display());
+        let r = replay(now, h.max_records);
+        assert_eq!(
+            r.records.len() as u64,
+            records,
+            "{}: records",
+            segment.display()
+        );
+        assert!(
+            r.records.iter().all(|&(_, len)| len == 0) && r.unsettled_count() == 0,
+            "{}: a placeholder holds an item",
+            segment.display()
+        );
+        assert_eq!(
+            r.garbage_end,
+            r.end,
+            "{}: bytes after its frames",
+            segment.display()
+        );
+    }
+    for (path, bytes) in before {
+        if path.starts_with(QUARANTINE_DIR) {
+            assert_eq!(
+                after.get(path),
+                Some(bytes),
+                "{} in quarantine changed",
+                path.display()
+            );
+            expected_paths.insert(path.clone());
+        }
+    }
+    expected_paths.insert(PathBuf::from(CONFIG_FILE));
+    if steps.iter().any(|step| matches!(step, Step::Move { .. })) {
+        expected_paths.insert(PathBuf::from(QUARANTINE_DIR));
+    }
+    // With no segment left, the open starts the queue over with segment 1.
+    let top_level_segment = |p: &PathBuf| {
+        p.parent() == Some(Path::new("")) && p.extension().is_some_and(|e| e == "seg")
+    };
+    if kept.is_empty() && !expected_paths.iter().any(top_level_segment) {
+        expected_paths.insert(PathBuf::from(segment_name(1)));
+    }
+    let present: BTreeSet<PathBuf> = after.keys().cloned().collect();
+    assert_eq!(present, expected_paths, "files after the repair");
+    kept
+}
+
+/// A codec that stores bytes as they are, with any id.
+#[derive(Debug, Default)]
+struct Bytes<const ID: u32>;
+
+impl<const ID: u32> dque::Codec<Vec<u8>> for Bytes<ID> {
+    const ID: u32 = ID;
+
+    fn encode(&self, item: &Vec<u8>, out: &mut Vec<u8>) -> Result<(), dque::CodecError> {
+        out.extend_from_slice(item);
+        Ok(())
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Vec<u8>, dque::CodecError> {
+        Ok(bytes.to_vec())
+    }
+}
+
+/// A queue opened and drained.
+struct Drained {
+    /// `len()` at open.
+    len: usize,
+    /// `verify()` at open.
+    verified: dque::VerifyReport,
+    /// The payloads, peeked then dequeued until `None`.
+    items: Vec<Vec<u8>>,
+}
+
+/// Opens the repaired queue with the codec its config names (dque's raw and
+/// bincode codecs, or a pass-through codec of ids 2 and 1024); `None` for
+/// other ids.
+fn drain_with_codec(codec: u32, dir: &Path, most: usize) -> Option<Drained> {
+    Some(match codec {
+        RAW_CODEC => drain::<dque::Raw>(dir, most),
+        1 => drain::<dque::Bincode>(dir, most),
+        2 => drain::<Bytes<2>>(dir, most),
+        1024 => drain::<Bytes<1024>>(dir, most),
+        _ => return None,
+    })
+}
+
+fn drain<C: dque::Codec<Vec<u8>>>(dir: &Path, most: usize) -> Drained {
+    let options = Options::new().durability(Durability::Turbo);
+    let q = DQue::<Vec<u8>, C>::open_with(dir, &options)
+        .unwrap_or_else(|e| panic!("the repaired queue does not open: {e:?} ({e})"));
+    let report = q.open_report();
+    assert!(
+        report.repairs.is_empty()
+            && report.removed_temp_files.is_empty()
+            && report.deleted_segments.is_empty(),
+        "the open after a repair mended more: {report:?}"
+    );
+    let len = q.len();
+    let verified = q.verify().expect("verify the repaired queue");
+    let mut items = Vec::new();
+    loop {
+        let peeked = q.peek_raw();
+        let popped = q.dequeue_raw();
+        match (peeked, popped) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a, b, "peek and dequeue disagree at item {}", items.len());
+                let Some(item) = b else { break };
+                items.push(item);
+                assert!(items.len() <= most, "more items than the files can hold");
+            }
+            (peeked, popped) => panic!(
+                "after {} items of the repaired queue: peek gave {peeked:?}, dequeue gave {popped:?}",
+                items.len()
+            ),
+        }
+    }
+    assert_eq!(q.len(), 0, "len() of the drained queue");
+    q.close().expect("close the repaired queue");
+    Drained {
+        len,
+        verified,
+        items,
+    }
+}
+
+/// `QueueFiles` without the lock on the input's files: no panic, clear
+/// errors, answers that agree with each other and with the model of the
+/// open, and allocations bounded by the files' sizes.
+fn check_queue_files(
+    dir: &Path,
+    files: &[(String, Vec<u8>)],
+    open_model: &Expect,
+    allocations: Option<&Allocations>,
+) -> Option<String> {
+    if let Some(a) = allocations {
+        (a.reset)();
+    }
+    let config = files
+        .iter()
+        .find(|(n, _)| n == CONFIG_FILE)
+        .map(|(_, b)| judge_config(b));
+    let queue_files = match (QueueFiles::open(dir), config) {
+        (Ok(q), Some(ConfigVerdict::Valid { .. })) => q,
+        (Err(Error::NotAQueue { .. }), None | Some(ConfigVerdict::Invalid)) => return None,
+        (Err(Error::UnsupportedVersion { .. }), Some(ConfigVerdict::Version(_))) => return None,
+        (got, config) => panic!("QueueFiles::open gave {got:?} for config {config:?}"),
+    };
+    assert!(!queue_files.holds_lock());
+    let segments = segment_files(files);
+    let clear = |e: &Error, what: &str| {
+        assert!(
+            matches!(
+                e,
+                Error::Corrupted { .. }
+                    | Error::MissingSegment { .. }
+                    | Error::UnsupportedVersion { .. }
+            ),
+            "{what} gave an unexpected error: {e:?} ({e})"
+        );
+    };
+    let stats = queue_files.stats();
+    if let Ok(stats) = &stats {
+        let Some(ConfigVerdict::Valid { codec, .. }) = config else {
+            unreachable!()
+        };
+        assert_eq!(stats.codec_id, codec, "stats(): codec");
+        let listed = segments.keys().next().zip(segments.keys().next_back());
+        assert_eq!(
+            stats.segments,
+            listed.map(|(a, b)| (*a, *b)),
+            "stats(): segments"
+        );
+        let bytes: u64 = segments.values().map(|b| b.len() as u64).sum();
+        assert_eq!(stats.bytes_on_disk, bytes, "stats(): bytes on disk");
+        assert_eq!(stats.dead_letters, 0, "stats(): dead letters");
+    }
+    if let Err(e) = &stats {
+        clear(e, "stats()");
+    }
+    // Records: each where it says it is, ids growing, compared with the
+    // model's items as they come (nothing is kept, so nothing allocated).
+    let healthy_items = match open_model {
+        Expect::Open(opened)
+            if !opened.unspecified && opened.healthy && opened.repairs.is_empty() =>
+        {
+            Some(&opened.items)
+        }
+        _ => None,
+    };
+    let mut visited = 0usize;
+    let mut last_id = None;
+    let mut deferred = None;
+    let mut same_as_model = true;
+    let visit = queue_files.visit_records(|record| {
+        let file = segments.get(&record.segment).expect("a record of a listed segment");
+        let at = record.offset as usize + RECORD_OVERHEAD;
+        assert!(
+            file.get(at..at + record.payload.len()) == Some(record.payload),
+            "visit_records: the payload is not at segment {} offset {}",
+            record.segment,
+            record.offset
+        );
+        if last_id >= Some(record.id) && deferred.is_none() {
+            // Ids that overlap or go back are damage, as a sealed segment
+            // with too few records is (see `bug-visit-records-ids-overlap`).
+            deferred = Some(format!(
+                "visit_records: id {} (segment {} offset {}) after id {last_id:?}, where verify() finds: {:?}",
+                record.id,
+                record.segment,
+                record.offset,
+                queue_files.verify(|_, _| {}).map(|v| v.to_string())
+            ));
+        }
+        last_id = Some(record.id);
+        if let Some(items) = healthy_items {
+            same_as_model &= items.get(visited).map(Vec::as_slice) == Some(record.payload);
+        }
+        visited += 1;
+        std::ops::ControlFlow::Continue(())
+    });
+    if let Err(e) = &visit {
+        clear(e, "visit_records()");
+    }
+    let mut progress = (0, 0);
+    let verified = queue_files
+        .verify(|read, total| {
+            assert!(
+                read >= progress.0 && read <= total,
+                "verify progress {read} of {total} after {progress:?}"
+            );
+            progress = (read, total);
+        })
+        .expect("QueueFiles::verify");
+    if let Some(a) = allocations {
+        let largest = segments.values().map(|b| b.len()).max().unwrap_or(0);
+        let bound = 2 * largest + READ_ALLOCATION_SLACK;
+        let got = (a.largest)();
+        assert!(
+            got <= bound,
+            "QueueFiles allocated {got} bytes at once; the largest file has {largest}"
+        );
+    }
+    match open_model {
+        Expect::Open(opened) if !opened.unspecified => {
+            if let Some(items) = healthy_items {
+                assert!(
+                    verified.is_healthy(),
+                    "QueueFiles::verify of healthy files: {verified}"
+                );
+                assert!(
+                    visit.is_ok() && same_as_model && visited == items.len(),
+                    "visit_records: other items than the open's ({visited} of {})",
+                    items.len()
+                );
+                let stats = stats.expect("stats() of healthy files");
+                assert_eq!(stats.items, opened.len, "stats(): items");
+            }
+            if opened.stops_at.is_some() {
+                assert!(
+                    !verified.is_healthy(),
+                    "QueueFiles::verify misses damage at {:?}",
+                    opened.stops_at
+                );
+            }
+        }
+        // Where the open refuses the segments, verify() finds what is wrong.
+        Expect::Fail(Kind::Corrupted | Kind::Missing, _) => assert!(
+            !verified.is_healthy(),
+            "QueueFiles::verify finds nothing where the open fails: {open_model:?}"
+        ),
+        Expect::Fail(Kind::Version, Some(path)) if !path.ends_with(CONFIG_FILE) => assert!(
+            !verified.is_healthy(),
+            "QueueFiles::verify finds nothing where the open fails: {open_model:?}"
+        ),
+        _ => {}
+    }
+    deferred
+}
+
+// ---------------------------------------------------------------------------
 // Seeds.
 
 /// One seed file: the target it is for, a name, and its bytes.
@@ -1943,6 +3362,9 @@ pub struct Seed {
     /// For `open` seeds: what [`check_open`] must see, if the seed is made
     /// for one outcome.
     pub outcome: Option<OpenOutcome>,
+    /// For `repair` seeds: what [`check_repair`] must see, if the seed is
+    /// made for one outcome.
+    pub repaired: Option<RepairOutcome>,
 }
 
 /// A real queue's files: the config and the segments (numbered from `first`).
@@ -2026,6 +3448,7 @@ pub fn seeds() -> Vec<Seed> {
             name: name.to_string(),
             data: input.encode(),
             outcome,
+            repaired: None,
         });
     };
     let opened = |items, repairs, stopped_by_damage| {
@@ -2185,6 +3608,8 @@ pub fn seeds() -> Vec<Seed> {
         program: true,
         body,
         zeros16: 64,
+        absent: false,
+        quarantined: false,
     };
     let built = OpenInput {
         config: ConfigFile::Valid {
@@ -2382,6 +3807,148 @@ pub fn seeds() -> Vec<Seed> {
         opened(3, 1, false),
     );
 
+    // The repair target (its corpus also holds the open target's): gaps,
+    // segments moved aside, placeholders, a new tail, and what it refuses.
+    let mut repair = |name: &str, input: OpenInput, steps: Option<(&[&'static str], usize)>| {
+        seeds.push(Seed {
+            target: "repair",
+            name: name.to_string(),
+            data: input.encode(),
+            outcome: None,
+            repaired: Some(match steps {
+                Some((steps, items)) => RepairOutcome::Repaired {
+                    steps: steps.to_vec(),
+                    items,
+                },
+                None => RepairOutcome::Refused(String::new()),
+            }),
+        });
+    };
+    // A middle segment gone: a placeholder takes its ids (13 and 14).
+    let mut gap = built.clone();
+    gap.segments[1].absent = true;
+    repair(
+        "seed-repair-missing-middle",
+        gap.clone(),
+        Some((&["cut", "fill"], 2)),
+    );
+    // A repair stopped after moving it: the gap is filled the same way, the
+    // file in quarantine/ is left alone.
+    gap.segments[1].quarantined = true;
+    repair("seed-repair-moved-middle", gap, Some((&["cut", "fill"], 2)));
+    // A sealed middle segment with a torn record, moved under another name
+    // as its own is taken in quarantine/.
+    let mut taken = built.clone();
+    taken.segments[1] = program(
+        header(13, 3),
+        Program::default().record(b"dddd").torn_record(1, 3).build(),
+    );
+    taken.segments[1].quarantined = true;
+    repair(
+        "seed-repair-quarantine-name-taken",
+        taken,
+        Some((&["cut", "move", "fill"], 2)),
+    );
+    // The tail's header gone: moved, a new tail starts at id 15.
+    let mut tail_gone = built.clone();
+    tail_gone.segments[2] = SegmentFile::from_bytes(b"DQSG, then nothing a header holds");
+    repair(
+        "seed-repair-new-tail",
+        tail_gone,
+        Some((&["move", "new tail"], 3)),
+    );
+    // The head's header gone: moved, nothing fills ids before the queue.
+    let mut head_gone = built.clone();
+    head_gone.segments[0] = SegmentFile::from_bytes(&[0xFF; 40]);
+    repair(
+        "seed-repair-head-header",
+        head_gone,
+        Some((&["cut", "move"], 3)),
+    );
+    // A head without markers before a gap gets a reached marker, so that
+    // the open replays up to the placeholder.
+    let mut unmarked = built.clone();
+    unmarked.segments[0] = program(
+        header(10, 3),
+        Program::default()
+            .record(b"a")
+            .record(b"bb")
+            .record(b"ccc")
+            .build(),
+    );
+    unmarked.segments[1].absent = true;
+    repair(
+        "seed-repair-mark-reached",
+        unmarked.clone(),
+        Some((&["cut", "mark", "fill"], 4)),
+    );
+    // An empty head before a gap can take no marker: refused.
+    unmarked.segments[0] = program(header(10, 3), Vec::new());
+    repair("seed-repair-empty-before-gap", unmarked, None);
+    // Ids that overlap: refused.
+    let mut overlap = built.clone();
+    overlap.segments[1] = program(header(12, 3), Program::default().record(b"dddd").build());
+    repair("seed-repair-ids-overlap", overlap, None);
+    // Garbage in a segment whose successor's header is gone: its record
+    // count is unknown, so it is moved too; the new tail follows the head.
+    let mut unknown = built.clone();
+    unknown.segments[1] = program(
+        header(13, 3),
+        Program::default().record(b"dddd").word(0x7F00_0000).build(),
+    );
+    unknown.segments[2] = SegmentFile::from_bytes(&[1; 8]);
+    repair(
+        "seed-repair-torn-before-lost-header",
+        unknown,
+        Some((&["move", "move", "new tail"], 1)),
+    );
+
+    // Bug: visit_records() walks on where a sealed segment holds more
+    // records than its successor's first id allows (the open, the repair
+    // and verify() call it damage), and gives id 13 twice.
+    let mut overfull = built.clone();
+    overfull.segments[0] = program(
+        header(10, 4),
+        Program::default()
+            .record(b"a")
+            .record(b"bb")
+            .record(b"ccc")
+            .record(b"dd")
+            .ack(0)
+            .build(),
+    );
+    repair("bug-visit-records-ids-overlap", overfull, None);
+    // Bug: the same where the successor's first id is below the segment's
+    // own: ids 20, then 13.
+    let mut backwards = built.clone();
+    backwards.segments[0] = program(header(20, 3), Program::default().record(b"a").build());
+    repair("bug-visit-records-ids-go-back", backwards, None); // Bug: the tail's header is gone, and the new tail would start at id
+                                                              // 2^64 - 100 with the config's limit of 1000 records, past u64::MAX: its
+                                                              // header does not read, so the open that ends the repair fails, after
+                                                              // the tail was moved and the new one written ("nothing was changed",
+                                                              // says the error). A repair must fail before it changes anything, or
+                                                              // write a header that reads.
+    let mut last_ids = built.clone();
+    last_ids.config = ConfigFile::Valid {
+        records: 1000,
+        bytes: 4096,
+        codec: RAW_CODEC,
+    };
+    last_ids.segments = vec![
+        program(
+            header(u64::MAX - 100, 3),
+            Program::default().record(b"a").build(),
+        ),
+        SegmentFile::from_bytes(b"not a header"),
+    ];
+    seeds.push(Seed {
+        target: "repair",
+        name: "bug-repair-fails-after-a-new-tail".to_string(),
+        data: last_ids.encode(),
+        outcome: None,
+        repaired: None,
+    });
+
     // The ops target.
     let mut ops = |name: &str, input: OpsInput| {
         seeds.push(Seed {
@@ -2389,6 +3956,7 @@ pub fn seeds() -> Vec<Seed> {
             name: name.to_string(),
             data: input.encode(),
             outcome: None,
+            repaired: None,
         });
     };
     use Op::*;

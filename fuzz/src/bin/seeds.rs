@@ -29,6 +29,15 @@ fn main() {
                     );
                 }
             }
+            "repair" => {
+                let outcome = checks::check_repair(&seed.data, None);
+                if let Some(expected) = &seed.repaired {
+                    assert!(
+                        checks::same_repair_outcome(&outcome, expected),
+                        "gave {outcome:?}, expected {expected:?}"
+                    );
+                }
+            }
             _ => checks::ops(&seed.data),
         });
         if checked.is_err() {
