@@ -172,8 +172,8 @@ impl fmt::Display for Error {
                 reason,
             } => write!(
                 f,
-                "segment {} is corrupted at byte {offset}: {reason}; nothing was changed, \
-                 copy the queue directory aside before repairing it",
+                "segment {} is corrupted at byte {offset}: {reason}; nothing was changed; \
+                 `dque::repair` (the `dque repair` command) moves a damaged segment aside",
                 segment.display()
             ),
             Error::UnsupportedVersion {
@@ -189,7 +189,8 @@ impl fmt::Display for Error {
             Error::MissingSegment { path } => write!(
                 f,
                 "segment {} is missing between the head and the tail of the queue; \
-                 restore it from a backup, items after it cannot be trusted without it",
+                 restore it from a backup, or let `dque::repair` (`dque repair`) fill the gap \
+                 and go on without its items",
                 path.display()
             ),
             Error::NotAQueue { path, reason } => write!(

@@ -60,6 +60,17 @@ impl Failure {
         ExitCode::from(self.code)
     }
 
+    /// Damage found in the queue at `queue`, and what to run next.
+    fn damaged(queue: &Path, what: String) -> Failure {
+        let dir = queue.display();
+        Failure::new(
+            DAMAGED,
+            format!(
+                "{what}\nrun `dque verify {dir}` for every problem, `dque repair {dir}` to mend"
+            ),
+        )
+    }
+
     /// The failure for `error` met on the queue at `queue`, with what to do next.
     pub fn from_queue(queue: &Path, error: dque::Error) -> Failure {
         let dir = queue.display();
@@ -84,12 +95,22 @@ impl Failure {
             dque::Error::NotAQueue { reason, .. } => {
                 Failure::new(NO_QUEUE, format!("{dir} is not a dque queue: {reason}"))
             }
-            e @ (dque::Error::Corrupted { .. }
-            | dque::Error::MissingSegment { .. }
-            | dque::Error::UnsupportedVersion { .. }) => Failure::new(
-                DAMAGED,
+            dque::Error::Corrupted {
+                segment,
+                offset,
+                reason,
+            } => Failure::damaged(
+                queue,
                 format!(
-                    "{e}\nrun `dque verify {dir}` for every problem, `dque repair {dir}` to mend"
+                    "{} is damaged at byte {offset}: {reason}",
+                    segment.display()
+                ),
+            ),
+            dque::Error::MissingSegment { path } => Failure::damaged(
+                queue,
+                format!(
+                    "{} is missing between the head and the tail",
+                    path.display()
                 ),
             ),
             dque::Error::CodecMismatch { found, .. } => Failure::other(format!(
