@@ -11,7 +11,8 @@ Exit codes:
   1  an error (I/O, bad input, a codec the command does not handle)
   2  wrong usage
   3  the queue is damaged: run `dque verify DIR`, then `dque repair DIR`
-  4  the queue is in use by a running program (it holds the lock)
+  4  the queue is in use by a running program (it holds the lock; push and pop
+     wait up to a second for it, so that dque commands on one queue take turns)
   5  no queue there: the path is missing or holds something else
   6  pop or peek found the queue empty";
 

@@ -57,6 +57,24 @@ pub struct PopArgs {
 /// The largest item the format holds (a record's length has 30 bits).
 const MAX_ITEM_BYTES: u32 = (1 << 30) - 1;
 
+/// How long push and pop wait for a queue another command holds: several
+/// `dque` commands on one queue take turns; a program that keeps the queue
+/// open still gets a quick "in use".
+const LOCK_PATIENCE: Duration = Duration::from_secs(1);
+
+/// Runs `open` until it does not fail with `Locked`, for [`LOCK_PATIENCE`].
+fn patiently(mut open: impl FnMut() -> dque::Result<RawQueue>) -> dque::Result<RawQueue> {
+    let deadline = Instant::now() + LOCK_PATIENCE;
+    loop {
+        match open() {
+            Err(dque::Error::Locked { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Lines of stdin enqueued per batch (one fsync each) with `--lines`.
 const LINES_PER_BATCH: usize = 10_000;
 
@@ -66,15 +84,17 @@ pub fn push(args: &PushArgs) -> Result<ExitCode, Failure> {
     // Any item the format can hold: the library's default cap protects
     // programs from runaway items, an operator pushes what they mean to.
     let max = Options::new().max_item_bytes(MAX_ITEM_BYTES);
-    let queue = if args.create {
-        let mut options = max;
-        if let Some(n) = args.segment_items {
-            options = options.segment_items(n);
+    let queue = patiently(|| {
+        if args.create {
+            let mut options = max;
+            if let Some(n) = args.segment_items {
+                options = options.segment_items(n);
+            }
+            RawQueue::open_or_create_with(&args.dir, &options)
+        } else {
+            RawQueue::open_with(&args.dir, &max)
         }
-        RawQueue::open_or_create_with(&args.dir, &options)
-    } else {
-        RawQueue::open_with(&args.dir, &max)
-    }
+    })
     .map_err(|e| match e {
         dque::Error::NotFound { .. } => Failure::new(
             crate::fail::NO_QUEUE,
@@ -163,7 +183,7 @@ pub fn pop(args: &PopArgs) -> Result<ExitCode, Failure> {
     };
     let mut out = std::io::stdout().lock();
     loop {
-        let queue = RawQueue::open_with(&args.dir, &Options::new()).map_err(fail)?;
+        let queue = patiently(|| RawQueue::open(&args.dir)).map_err(fail)?;
         let taken = take(&queue, args, &mut out)?;
         queue.close().map_err(fail)?;
         if taken > 0 {
