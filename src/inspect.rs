@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
+use crate::dead::DeadLetter;
 use crate::engine::{prepare_directory, OpenMode};
 use crate::error::{Error, Result};
 use crate::format::{Config, SegmentHeader, FORMAT_VERSION, RECORD_OVERHEAD};
@@ -326,6 +327,46 @@ impl QueueFiles {
             }
         }
         Ok(())
+    }
+
+    /// Calls `visit` on every dead letter (items moved out after failing
+    /// too often, with the reason), oldest first, until it says stop.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q: dque::DQue<String> = dque::DQue::create(dir.path().join("q"))?;
+    /// q.enqueue(&"bad job".to_string())?;
+    /// q.lease()?.expect("an item").fail("malformed input")?;
+    ///
+    /// let files = dque::QueueFiles::open(dir.path().join("q"))?;
+    /// let mut reasons = Vec::new();
+    /// files.visit_dead_letters(|letter| {
+    ///     reasons.push(letter.reason);
+    ///     std::ops::ControlFlow::Continue(())
+    /// })?;
+    /// assert_eq!(reasons, ["malformed input"]);
+    /// # Ok(()) }
+    /// ```
+    pub fn visit_dead_letters(
+        &self,
+        mut visit: impl FnMut(DeadLetter) -> ControlFlow<()>,
+    ) -> Result<()> {
+        let dead = self.dir.dead_letter_path();
+        if !dead.join(crate::layout::CONFIG_FILE).exists() {
+            return Ok(());
+        }
+        let mut undecodable = None;
+        QueueFiles::new(&dead, false)?.visit_records(|record| {
+            match DeadLetter::decode(record.id, record.payload) {
+                Ok(letter) => visit(letter),
+                Err(e) => {
+                    undecodable = Some(e);
+                    ControlFlow::Break(())
+                }
+            }
+        })?;
+        undecodable.map_or(Ok(()), Err)
     }
 
     /// Reads every byte of every segment and checks it, like

@@ -1212,3 +1212,37 @@ fn push_takes_items_above_the_library_default_cap() {
     run.code(OK);
     assert!(run.stdout == big, "popped {} bytes", run.stdout.len());
 }
+
+#[test]
+fn dead_lists_dead_letters_with_their_reasons() {
+    // Pins: `dque dead` shows each dead letter's original id, attempts,
+    // reason and payload, as text and as JSON, while the queue is open, and
+    // a queue without dead letters lists nothing.
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let path = root.path().join("q");
+    let q = RawQueue::create_with(&path, &options(3)).unwrap();
+    for item in [&b"fine"[..], b"poison \x00\xff", b"also fine"] {
+        q.enqueue_bytes(item).unwrap();
+    }
+    let first = q.lease().unwrap().unwrap();
+    let poison = q.lease().unwrap().unwrap();
+    poison.fail("cannot parse").unwrap();
+    first.ack().unwrap();
+
+    let run = dque(&["dead", s(&path)]);
+    run.code(OK)
+        .stdout_has(&["id 1", "attempts 1", "\"cannot parse\"", "hex 70 6f"]);
+    assert_eq!(run.out().matches("dead ").count(), 1, "{}", run.describe());
+    let run = dque(&["dead", s(&path), "--json"]);
+    run.code(OK);
+    let v = json(run.out().trim());
+    assert_eq!(v["id"], 1, "{v}");
+    assert_eq!(v["reason"], "cannot parse", "{v}");
+    assert_eq!(v["len"], 9, "{v}");
+    drop(q);
+
+    let clean = empty(&root.path().join("clean"));
+    let run = dque(&["dead", s(&clean)]);
+    run.code(OK).stdout_empty();
+}

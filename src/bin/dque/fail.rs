@@ -85,7 +85,7 @@ impl Failure {
                     LOCKED,
                     format!(
                         "{dir} is in use: {who} holds its lock. Stop it first \
-                         (stats, peek, dump and verify work while it runs)"
+                         (stats, peek, dump, dead and verify work while it runs)"
                     ),
                 )
             }

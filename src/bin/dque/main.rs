@@ -19,7 +19,7 @@ use fail::Failure;
 
 /// Inspect, verify, repair and use dque queues from the shell.
 ///
-/// A queue is a directory. Read-only commands (stats, peek, dump, verify)
+/// A queue is a directory. Read-only commands (stats, peek, dump, dead, verify)
 /// work while a program has the queue open; push, pop and repair need it
 /// closed, and say so when it is not.
 #[derive(Debug, Parser)]
@@ -38,6 +38,8 @@ enum Command {
     Peek(records::PeekArgs),
     /// Show every record, from head to tail.
     Dump(records::DumpArgs),
+    /// Show the dead letters: items moved out after failing too often, with why.
+    Dead(records::DeadArgs),
     /// Add items to a raw-bytes queue: from arguments, a file, or stdin.
     Push(push_pop::PushArgs),
     /// Take items from a raw-bytes queue and write their bytes to stdout.
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => stats::run(args),
         Command::Peek(args) => records::peek(args),
         Command::Dump(args) => records::dump(args),
+        Command::Dead(args) => records::dead(args),
         Command::Push(args) => push_pop::push(args),
         Command::Pop(args) => push_pop::pop(args),
         Command::Verify(args) => verify::run(args),

@@ -37,6 +37,15 @@ pub struct DumpArgs {
     pub format: Format,
 }
 
+/// Options of `dque dead`.
+#[derive(Debug, clap::Args)]
+pub struct DeadArgs {
+    /// The queue directory (its dead letters are in DIR/dead).
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub format: Format,
+}
+
 /// How records are printed.
 #[derive(Debug, clap::Args)]
 pub struct Format {
@@ -97,6 +106,33 @@ pub fn dump(args: &DumpArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+pub fn dead(args: &DeadArgs) -> Result<ExitCode, Failure> {
+    let fail = |e| Failure::from_queue(&args.dir, e);
+    let files = QueueFiles::open(&args.dir).map_err(fail)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut broken = None;
+    let visited = files.visit_dead_letters(|letter| {
+        match print_dead_letter(&mut out, &letter, &args.format) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
+                broken = Some(e);
+                ControlFlow::Break(())
+            }
+        }
+    });
+    finish(out, broken)?;
+    visited.map_err(fail)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Flushes `out`; a pipe closed early (`| head`) is not an error.
+fn finish(mut out: impl Write, broken: Option<std::io::Error>) -> Result<(), Failure> {
+    match broken.map_or_else(|| out.flush(), Err) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.map_err(Failure::other),
+    }
+}
+
 /// Visits the records of the queue at `dir` with a locked, buffered stdout.
 fn walk(
     dir: &std::path::Path,
@@ -112,13 +148,7 @@ fn walk(
             ControlFlow::Break(())
         }
     });
-    let flushed = out.flush();
-    match broken.map_or(flushed, Err) {
-        // `dque dump DIR | head` closes the pipe early: that is not an error.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-        Err(e) => return Err(Failure::other(e)),
-        Ok(()) => {}
-    }
+    finish(out, broken)?;
     walked.map_err(|e| Failure::from_queue(dir, e))
 }
 
@@ -127,41 +157,95 @@ fn print_record(
     record: &StoredRecord<'_>,
     format: &Format,
 ) -> std::io::Result<()> {
-    let payload = record.payload;
-    let shown = if format.full {
-        payload
-    } else {
-        &payload[..payload.len().min(SHOWN)]
-    };
-    let cut = shown.len() < payload.len();
-    let text = as_text(shown);
+    let shown = Shown::new(record.payload, format);
     if format.json {
         let mut value = serde_json::json!({
             "id": record.id,
             "attempts": record.attempts,
             "segment": record.segment,
             "offset": record.offset,
-            "len": payload.len(),
-            "truncated": cut,
         });
-        match text {
-            Some(text) => value["text"] = text.into(),
-            None => value["hex"] = hex(shown).into(),
-        }
+        shown.add_to(&mut value);
         return writeln!(out, "{value}");
     }
-    let body = match text {
-        Some(text) => format!("{text:?}"),
-        None => format!("hex {}", hex(shown)),
-    };
-    let more = if cut { " …" } else { "" };
     writeln!(
         out,
-        "id {:<6} attempts {:<2} {:>6} bytes  {body}{more}",
-        record.id,
-        record.attempts,
-        payload.len()
+        "id {:<6} attempts {:<2} {shown}",
+        record.id, record.attempts
     )
+}
+
+fn print_dead_letter(
+    out: &mut impl Write,
+    letter: &dque::DeadLetter,
+    format: &Format,
+) -> std::io::Result<()> {
+    let shown = Shown::new(&letter.payload, format);
+    if format.json {
+        let mut value = serde_json::json!({
+            "dead_id": letter.id,
+            "id": letter.original_id,
+            "attempts": letter.attempts,
+            "reason": letter.reason,
+        });
+        shown.add_to(&mut value);
+        return writeln!(out, "{value}");
+    }
+    writeln!(
+        out,
+        "dead {:<4} id {:<6} attempts {:<2} reason {:?}\n          {shown}",
+        letter.id, letter.original_id, letter.attempts, letter.reason
+    )
+}
+
+/// A payload as shown: text or hex, cut at [`SHOWN`] bytes unless `--full`.
+struct Shown<'a> {
+    len: usize,
+    shown: &'a [u8],
+    text: Option<&'a str>,
+}
+
+impl<'a> Shown<'a> {
+    fn new(payload: &'a [u8], format: &Format) -> Self {
+        let shown = if format.full {
+            payload
+        } else {
+            &payload[..payload.len().min(SHOWN)]
+        };
+        Shown {
+            len: payload.len(),
+            shown,
+            text: as_text(shown),
+        }
+    }
+
+    fn cut(&self) -> bool {
+        self.shown.len() < self.len
+    }
+
+    /// Adds `len`, `truncated` and `text` or `hex` to a JSON object.
+    fn add_to(&self, value: &mut serde_json::Value) {
+        value["len"] = self.len.into();
+        value["truncated"] = self.cut().into();
+        match self.text {
+            Some(text) => value["text"] = text.into(),
+            None => value["hex"] = hex(self.shown).into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:>6} bytes  ", self.len)?;
+        match self.text {
+            Some(text) => write!(f, "{text:?}")?,
+            None => write!(f, "hex {}", hex(self.shown))?,
+        }
+        if self.cut() {
+            write!(f, " …")?;
+        }
+        Ok(())
+    }
 }
 
 /// The payload as text when it is UTF-8 without control characters other
