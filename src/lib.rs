@@ -42,6 +42,7 @@ mod options;
 mod queue;
 mod recovery;
 mod repair;
+mod salvage;
 mod segment;
 mod shared;
 mod verify;
@@ -56,6 +57,7 @@ pub use options::{Durability, Options};
 pub use queue::{DQue, Pending, RawQueue};
 pub use recovery::{OpenReport, Repair};
 pub use repair::{repair, RepairAction, RepairReport, QUARANTINE_DIR};
+pub use salvage::{salvage, Salvage, SalvagedRecord};
 pub use verify::{Problem, SegmentSummary, VerifyReport};
 
 /// The README's examples, compiled and run as doctests.

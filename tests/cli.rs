@@ -1246,3 +1246,38 @@ fn dead_lists_dead_letters_with_their_reasons() {
     let run = dque(&["dead", s(&clean)]);
     run.code(OK).stdout_empty();
 }
+
+#[test]
+fn salvage_lists_and_pushes_back_what_repair_moved_aside() {
+    // Pins: after repair moves a damaged segment aside, salvage lists the
+    // record still whole in it (id unknown past the damage) and --into
+    // pushes it into the queue; the damaged record stays lost.
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let q = corrupt_middle(root.path());
+    dque(&["repair", s(&q), "--yes"]).code(OK);
+    let moved = q.join("quarantine").join(seg_name(2));
+    let before = fs::read(&moved).unwrap();
+
+    let run = dque(&["salvage", s(&moved)]);
+    run.code(OK)
+        .stdout_has(&["damaged at byte 40", "id ?", "\"t3\""]);
+    assert!(!run.out().contains("\"t2\""), "{}", run.describe());
+    let run = dque(&["salvage", s(&moved), "--json"]);
+    run.code(OK);
+    let v = json(run.out().trim());
+    assert_eq!(v["text"], "t3", "{v}");
+    assert!(v["id"].is_null(), "{v}");
+
+    dque(&["salvage", s(&moved), "--into", s(&q)])
+        .code(OK)
+        .stdout_has(&["pushed 1 of 1"]);
+    assert_eq!(fs::read(&moved).unwrap(), before, "salvage changed the file");
+    let left: Vec<Vec<u8>> = contents(&q);
+    assert_eq!(left.last().map(Vec::as_slice), Some(&b"t3"[..]));
+    assert!(!left.contains(&b"t2".to_vec()));
+
+    dque(&["salvage", s(&root.path().join("nope.seg"))])
+        .code(ERROR)
+        .stderr_has(&["nope.seg"]);
+}

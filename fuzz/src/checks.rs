@@ -2521,6 +2521,7 @@ pub fn repair_files(data: &[u8], allocations: Option<&Allocations>) {
 /// Placeholders of more than [`MAX_PLACEHOLDER_IDS`] ids are only planned.
 pub fn check_repair(data: &[u8], allocations: Option<&Allocations>) -> RepairOutcome {
     let files = OpenInput::decode(data).files();
+    check_salvage(&files);
     let checked = check_repair_of(&files, allocations);
     // A crash between two steps (after the first `k`, each durable): the
     // next repair finishes the job, and the queue holds the same items.
@@ -2538,6 +2539,39 @@ pub fn check_repair(data: &[u8], allocations: Option<&Allocations>) -> RepairOut
         }
     }
     checked.outcome
+}
+
+/// `dque::salvage` on every segment file: it reads any bytes without a
+/// panic, and the records it finds before the damage are the file's
+/// records in order, with ids following the header's first id.
+fn check_salvage(files: &[(String, Vec<u8>)]) {
+    let root = scratch_dir();
+    for (name, bytes) in files.iter().filter(|(name, _)| name.ends_with(".seg")) {
+        let path = root.path().join(name.replace('/', "_"));
+        fs::write(&path, bytes).expect("write a segment file");
+        let found = dque::salvage(&path).unwrap_or_else(|e| panic!("salvage of {name}: {e}"));
+        let mut next_id = found.header.map(|(_, first_id)| first_id);
+        for record in &found.records {
+            // Before the damage, ids follow; after it they are unknown.
+            if record.settled.is_some() {
+                assert_eq!(record.id, next_id, "{name}: ids before the damage");
+                next_id = next_id.map(|id| id + 1);
+            } else {
+                assert_eq!(record.id, None, "{name}: an id past the damage");
+            }
+            let start = record.offset as usize + 8;
+            assert_eq!(
+                bytes.get(start..start + record.payload.len()),
+                Some(&record.payload[..]),
+                "{name}: a record's payload is not where it says"
+            );
+        }
+        assert_eq!(
+            &fs::read(&path).expect("read back"),
+            bytes,
+            "{name}: salvage wrote"
+        );
+    }
 }
 
 /// What [`check_repair_of`] saw.

@@ -8,6 +8,7 @@ mod push_pop;
 mod records;
 mod repair;
 mod report;
+mod salvage;
 mod stats;
 mod verify;
 
@@ -48,6 +49,8 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// Cut torn tails and move damaged segments aside so that the queue opens again.
     Repair(repair::RepairArgs),
+    /// Show the records still readable in a damaged segment file, or push them into a queue.
+    Salvage(salvage::SalvageArgs),
     /// Measure Safe against Turbo (and Periodic, and batches) on the disk holding DIR.
     Bench(bench::BenchArgs),
 }
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::Pop(args) => push_pop::pop(args),
         Command::Verify(args) => verify::run(args),
         Command::Repair(args) => repair::run(args),
+        Command::Salvage(args) => salvage::run(args),
         Command::Bench(args) => bench::run(args).map_err(Failure::other),
     };
     result.unwrap_or_else(|failure| failure.report())

@@ -55,7 +55,7 @@ pub struct PopArgs {
 }
 
 /// The largest item the format holds (a record's length has 30 bits).
-const MAX_ITEM_BYTES: u32 = (1 << 30) - 1;
+pub const MAX_ITEM_BYTES: u32 = (1 << 30) - 1;
 
 /// How long push and pop wait for a queue another command holds: several
 /// `dque` commands on one queue take turns; a program that keeps the queue
@@ -63,7 +63,7 @@ const MAX_ITEM_BYTES: u32 = (1 << 30) - 1;
 const LOCK_PATIENCE: Duration = Duration::from_secs(1);
 
 /// Runs `open` until it does not fail with `Locked`, for [`LOCK_PATIENCE`].
-fn patiently(mut open: impl FnMut() -> dque::Result<RawQueue>) -> dque::Result<RawQueue> {
+pub fn patiently(mut open: impl FnMut() -> dque::Result<RawQueue>) -> dque::Result<RawQueue> {
     let deadline = Instant::now() + LOCK_PATIENCE;
     loop {
         match open() {

@@ -199,14 +199,14 @@ fn print_dead_letter(
 }
 
 /// A payload as shown: text or hex, cut at [`SHOWN`] bytes unless `--full`.
-struct Shown<'a> {
+pub struct Shown<'a> {
     len: usize,
     shown: &'a [u8],
     text: Option<&'a str>,
 }
 
 impl<'a> Shown<'a> {
-    fn new(payload: &'a [u8], format: &Format) -> Self {
+    pub fn new(payload: &'a [u8], format: &Format) -> Self {
         let shown = if format.full {
             payload
         } else {
@@ -224,7 +224,7 @@ impl<'a> Shown<'a> {
     }
 
     /// Adds `len`, `truncated` and `text` or `hex` to a JSON object.
-    fn add_to(&self, value: &mut serde_json::Value) {
+    pub fn add_to(&self, value: &mut serde_json::Value) {
         value["len"] = self.len.into();
         value["truncated"] = self.cut().into();
         match self.text {
