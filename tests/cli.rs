@@ -1272,7 +1272,11 @@ fn salvage_lists_and_pushes_back_what_repair_moved_aside() {
     dque(&["salvage", s(&moved), "--into", s(&q)])
         .code(OK)
         .stdout_has(&["pushed 1 of 1"]);
-    assert_eq!(fs::read(&moved).unwrap(), before, "salvage changed the file");
+    assert_eq!(
+        fs::read(&moved).unwrap(),
+        before,
+        "salvage changed the file"
+    );
     let left: Vec<Vec<u8>> = contents(&q);
     assert_eq!(left.last().map(Vec::as_slice), Some(&b"t3"[..]));
     assert!(!left.contains(&b"t2".to_vec()));
