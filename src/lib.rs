@@ -19,6 +19,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! For tools and operators: [`QueueFiles`] reads a queue without taking
+//! its lock (counts, records, a full check), [`repair()`] mends a queue that
+//! no longer opens, and [`salvage()`] reads what is left in a damaged
+//! segment. The `dque` command (feature `cli`) puts them in a shell.
+//!
 //! The on-disk format is specified in `FORMAT.md` in the repository.
 #![deny(missing_docs)]
 
