@@ -7,14 +7,14 @@
 //!
 //! No single allocation may exceed [`ALLOCATION_LIMIT`] (fuzzed lengths must
 //! never size an allocation): a counting allocator checks it per thread. The
-//! `repair` check also asks it ([`ALLOCATIONS`]) for the largest allocation
+//! `repair` check also asks it (`counting::ALLOCATIONS`) for the largest allocation
 //! of reading the files with `QueueFiles`, which it bounds by their sizes.
 
 #[path = "../fuzz/src/checks.rs"]
 mod checks;
+#[path = "../fuzz/src/counting.rs"]
+mod counting;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::fs;
 use std::panic;
 use std::path::{Path, PathBuf};
@@ -22,62 +22,14 @@ use std::path::{Path, PathBuf};
 /// Largest single allocation a corpus input may cause.
 const ALLOCATION_LIMIT: usize = 64 << 20;
 
-/// The system allocator, noting the largest request of each thread.
-struct Counting;
-
-thread_local! {
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
-    /// The largest since the check last reset it (see [`ALLOCATIONS`]).
-    static LARGEST_IN_PHASE: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note(size: usize) {
-    // `try_with`: a thread being torn down has no slot, and must not panic here.
-    let _ = LARGEST.try_with(|largest| largest.set(largest.get().max(size)));
-    let _ = LARGEST_IN_PHASE.try_with(|largest| largest.set(largest.get().max(size)));
-}
-
-/// The counts a check may reset and read, apart from [`LARGEST`].
-const ALLOCATIONS: checks::Allocations = checks::Allocations {
-    reset: || LARGEST_IN_PHASE.with(|largest| largest.set(0)),
-    largest: || LARGEST_IN_PHASE.with(Cell::get),
-};
-
-// SAFETY: every call is passed on unchanged to `System`; `note` neither
-// allocates nor unwinds.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: the caller's contract is `System`'s.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: counting::Counting = counting::Counting;
 
 /// Runs `check` on `data`; the panic message, or the allocation over the limit.
 fn run(check: &dyn Fn(&[u8]), data: &[u8]) -> Result<(), String> {
-    LARGEST.with(|largest| largest.set(0));
+    counting::reset_largest();
     let result = panic::catch_unwind(panic::AssertUnwindSafe(|| check(data)));
-    let largest = LARGEST.with(Cell::get);
+    let largest = counting::largest();
     match result {
         Err(panic) => Err(panic
             .downcast_ref::<String>()
@@ -148,7 +100,7 @@ fn open_corpus() {
 #[test]
 fn repair_corpus() {
     run_corpus(&["repair", "open"], &|data| {
-        checks::repair_files(data, Some(&ALLOCATIONS))
+        checks::repair_files(data, Some(&counting::ALLOCATIONS))
     });
 }
 
@@ -190,7 +142,7 @@ fn seeds_give_their_outcomes_and_are_in_the_corpus() {
             ("open", None) => run(&checks::open_files, &seed.data),
             ("repair", _) => run(
                 &|data| {
-                    let outcome = checks::check_repair(data, Some(&ALLOCATIONS));
+                    let outcome = checks::check_repair(data, Some(&counting::ALLOCATIONS));
                     if let Some(expected) = &seed.repaired {
                         assert!(
                             checks::same_repair_outcome(&outcome, expected),
