@@ -51,6 +51,9 @@ pub struct DQue<T, C: Codec<T> = Bincode> {
     visibility_timeout: Duration,
     report: OpenReport,
     codec: C,
+    /// The codec id stored in the queue: `C::ID`, except for a raw view of
+    /// another codec's queue ([`DQue::open_encoded_with`]).
+    codec_id: u32,
     // Items are only ever held encoded, so the queue is Send + Sync for any T.
     _item: PhantomData<fn(T) -> T>,
 }
@@ -87,21 +90,21 @@ impl<T, C: Codec<T>> DQue<T, C> {
 
     /// [`create`](Self::create) with options.
     pub fn create_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
-        Self::start(path.as_ref(), options, OpenMode::Create)
+        Self::start(path.as_ref(), options, OpenMode::Create, C::ID)
     }
 
     /// [`open`](Self::open) with options.
     pub fn open_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
-        Self::start(path.as_ref(), options, OpenMode::Open)
+        Self::start(path.as_ref(), options, OpenMode::Open, C::ID)
     }
 
     /// [`open_or_create`](Self::open_or_create) with options.
     pub fn open_or_create_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
-        Self::start(path.as_ref(), options, OpenMode::OpenOrCreate)
+        Self::start(path.as_ref(), options, OpenMode::OpenOrCreate, C::ID)
     }
 
-    fn start(path: &Path, options: &Options, mode: OpenMode) -> Result<Self> {
-        let (engine, report) = Engine::open(path, options, C::ID, mode)?;
+    fn start(path: &Path, options: &Options, mode: OpenMode, codec_id: u32) -> Result<Self> {
+        let (engine, report) = Engine::open(path, options, codec_id, mode)?;
         let queue = DQue {
             path: path.to_path_buf(),
             visibility_timeout: options.visibility_timeout,
@@ -109,6 +112,7 @@ impl<T, C: Codec<T>> DQue<T, C> {
             flusher: Mutex::new(None),
             report,
             codec: C::default(),
+            codec_id,
             _item: PhantomData,
         };
         queue.run_flusher_for(options.durability)?;
@@ -465,7 +469,7 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// ```
     pub fn verify(&self) -> Result<VerifyReport> {
         self.shared
-            .read(|engine| crate::verify::verify(engine, &self.path, C::ID))
+            .read(|engine| crate::verify::verify(engine, &self.path, self.codec_id))
     }
 
     /// Numbers of the segment files from head to tail (names in the directory).
@@ -510,6 +514,42 @@ impl<T, C: Codec<T>> DQue<T, C> {
 }
 
 impl DQue<Vec<u8>, Raw> {
+    /// Opens the existing queue at `path` whatever codec it was made with,
+    /// handing its items as their encoded bytes: for tools that move items
+    /// between queues (a dead letter or a salvaged record back into its
+    /// queue). Bytes enqueued through it must already be encoded with the
+    /// queue's codec, or its programs will fail to decode them
+    /// ([`Error::Decode`], the record kept).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let typed: dque::DQue<String> = dque::DQue::create(dir.path().join("q"))?;
+    /// typed.enqueue(&"job".to_string())?;
+    /// drop(typed);
+    ///
+    /// let raw = dque::RawQueue::open_encoded_with(dir.path().join("q"), &dque::Options::new())?;
+    /// let encoded = raw.dequeue()?.expect("one item");
+    /// raw.enqueue_bytes(&encoded)?; // back, as it was
+    /// drop(raw);
+    ///
+    /// let typed: dque::DQue<String> = dque::DQue::open(dir.path().join("q"))?;
+    /// assert_eq!(typed.dequeue()?.as_deref(), Some("job"));
+    /// # Ok(()) }
+    /// ```
+    pub fn open_encoded_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
+        let path = path.as_ref();
+        crate::engine::prepare_directory(path, OpenMode::Open)?;
+        let stored = crate::layout::QueueDir::new(path.to_path_buf()).read_config()?;
+        Self::start(path, options, OpenMode::Open, stored.codec_id)
+    }
+
+    /// The id of the codec the queue's items are encoded with (0 for raw
+    /// bytes; another only for [`open_encoded_with`](Self::open_encoded_with)).
+    pub fn codec_id(&self) -> u32 {
+        self.codec_id
+    }
+
     /// Appends a byte string without copying it into a `Vec` first.
     pub fn enqueue_bytes(&self, bytes: &[u8]) -> Result<()> {
         self.shared.write_item(|engine| {

@@ -1285,3 +1285,28 @@ fn salvage_lists_and_pushes_back_what_repair_moved_aside() {
         .code(ERROR)
         .stderr_has(&["nope.seg"]);
 }
+
+#[test]
+fn encoded_pop_and_push_move_a_typed_queue_s_items_as_they_are() {
+    // Pins: --encoded lets pop take a bincode queue's item as its stored
+    // bytes and push put them back; the program's typed handle decodes it.
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let path = root.path().join("typed");
+    let q: DQue<u32> = DQue::create(&path).unwrap();
+    q.enqueue(&7).unwrap();
+    q.enqueue(&8).unwrap();
+    drop(q);
+
+    let popped = dque(&["pop", s(&path), "--encoded"]);
+    popped.code(OK);
+    assert!(!popped.stdout.is_empty());
+    let file = root.path().join("item.bin");
+    fs::write(&file, &popped.stdout).unwrap();
+    dque(&["push", s(&path), "--encoded", "--file", s(&file)]).code(OK);
+
+    let q: DQue<u32> = DQue::open(&path).unwrap();
+    assert_eq!(q.dequeue().unwrap(), Some(8));
+    assert_eq!(q.dequeue().unwrap(), Some(7), "the item went back at the end");
+    assert!(q.verify().unwrap().is_healthy());
+}

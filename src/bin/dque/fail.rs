@@ -116,7 +116,7 @@ impl Failure {
             ),
             dque::Error::CodecMismatch { found, .. } => Failure::other(format!(
                 "{dir} holds items of codec {found} ({}); push and pop handle raw-bytes queues \
-                 (codec 0) only, peek and dump show any queue's bytes",
+                 (codec 0), or any queue's encoded bytes with --encoded",
                 codec_name(found)
             )),
             e => Failure::other(e),

@@ -31,6 +31,10 @@ pub struct PushArgs {
     /// Create the queue (for raw bytes) if DIR does not exist.
     #[arg(long)]
     pub create: bool,
+    /// Push into a queue of any codec: the items must already be encoded
+    /// with it (bytes from `dque pop --encoded` or `dque peek --raw`).
+    #[arg(long, conflicts_with = "create")]
+    pub encoded: bool,
     /// With --create: items per segment of a new queue (default 100000).
     #[arg(long, requires = "create", value_name = "N")]
     pub segment_items: Option<u32>,
@@ -52,6 +56,9 @@ pub struct PopArgs {
     /// Wait up to this many seconds for a first item when the queue is empty.
     #[arg(long, value_name = "SECONDS")]
     pub wait: Option<f64>,
+    /// Pop from a queue of any codec, writing the bytes its codec wrote.
+    #[arg(long)]
+    pub encoded: bool,
 }
 
 /// The largest item the format holds (a record's length has 30 bits).
@@ -75,6 +82,15 @@ pub fn patiently(mut open: impl FnMut() -> dque::Result<RawQueue>) -> dque::Resu
     }
 }
 
+/// Opens the queue at `dir` for raw bytes; with `encoded`, whatever its codec.
+pub fn open_raw(dir: &std::path::Path, options: &Options, encoded: bool) -> dque::Result<RawQueue> {
+    if encoded {
+        RawQueue::open_encoded_with(dir, options)
+    } else {
+        RawQueue::open_with(dir, options)
+    }
+}
+
 /// Lines of stdin enqueued per batch (one fsync each) with `--lines`.
 const LINES_PER_BATCH: usize = 10_000;
 
@@ -92,7 +108,7 @@ pub fn push(args: &PushArgs) -> Result<ExitCode, Failure> {
             }
             RawQueue::open_or_create_with(&args.dir, &options)
         } else {
-            RawQueue::open_with(&args.dir, &max)
+            open_raw(&args.dir, &max, args.encoded)
         }
     })
     .map_err(|e| match e {
@@ -183,7 +199,8 @@ pub fn pop(args: &PopArgs) -> Result<ExitCode, Failure> {
     };
     let mut out = std::io::stdout().lock();
     loop {
-        let queue = patiently(|| RawQueue::open(&args.dir)).map_err(fail)?;
+        let queue =
+            patiently(|| open_raw(&args.dir, &Options::new(), args.encoded)).map_err(fail)?;
         let taken = take(&queue, args, &mut out)?;
         queue.close().map_err(fail)?;
         if taken > 0 {

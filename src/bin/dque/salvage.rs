@@ -24,8 +24,9 @@ Example, after `dque repair q` moved a segment aside:
 pub struct SalvageArgs {
     /// A segment file, such as one `dque repair` moved into DIR/quarantine/.
     pub file: PathBuf,
-    /// Push every record not known to be acked into this raw-bytes queue
-    /// (created if missing), in file order.
+    /// Push every record not known to be acked, as stored, into this queue
+    /// (any codec: most likely the one the segment came from; a raw-bytes
+    /// queue is created if it is missing), in file order.
     #[arg(long, value_name = "QUEUE")]
     pub into: Option<PathBuf>,
     #[command(flatten)]
@@ -93,7 +94,13 @@ fn push_into(queue: &std::path::Path, found: &Salvage) -> Result<(), Failure> {
         .map(|record| record.payload.clone())
         .collect();
     let options = Options::new().max_item_bytes(MAX_ITEM_BYTES);
-    let target = patiently(|| RawQueue::open_or_create_with(queue, &options)).map_err(fail)?;
+    // An existing queue takes the bytes whatever its codec: they are put
+    // back as they were stored, most likely into the queue they came from.
+    let target = patiently(|| match RawQueue::open_encoded_with(queue, &options) {
+        Err(dque::Error::NotFound { .. }) => RawQueue::create_with(queue, &options),
+        other => other,
+    })
+    .map_err(fail)?;
     target.enqueue_batch(&items).map_err(fail)?;
     target.close().map_err(fail)?;
     println!(
