@@ -1307,6 +1307,10 @@ fn encoded_pop_and_push_move_a_typed_queue_s_items_as_they_are() {
 
     let q: DQue<u32> = DQue::open(&path).unwrap();
     assert_eq!(q.dequeue().unwrap(), Some(8));
-    assert_eq!(q.dequeue().unwrap(), Some(7), "the item went back at the end");
+    assert_eq!(
+        q.dequeue().unwrap(),
+        Some(7),
+        "the item went back at the end"
+    );
     assert!(q.verify().unwrap().is_healthy());
 }
