@@ -1314,3 +1314,39 @@ fn encoded_pop_and_push_move_a_typed_queue_s_items_as_they_are() {
     );
     assert!(q.verify().unwrap().is_healthy());
 }
+
+#[test]
+fn requeue_puts_dead_letters_back_into_a_typed_queue() {
+    // Pins: `dque requeue DIR ID` puts a dead letter back at the end of its
+    // queue, whatever the codec, and the program decodes it; an unknown id
+    // is a clear error; --all empties the dead letters.
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let path = root.path().join("typed");
+    let q: DQue<String> = DQue::create(&path).unwrap();
+    for job in ["a", "b", "c"] {
+        q.enqueue(&job.to_string()).unwrap();
+    }
+    q.lease().unwrap().unwrap().fail("bad a").unwrap();
+    q.lease().unwrap().unwrap().fail("bad b").unwrap();
+    let ids: Vec<u64> = q.dead_letters().unwrap().iter().map(|d| d.id).collect();
+    drop(q);
+
+    dque(&["requeue", s(&path), &ids[1].to_string()])
+        .code(OK)
+        .stdout_has(&["requeued 1"]);
+    dque(&["requeue", s(&path), "999"])
+        .code(ERROR)
+        .stderr_has(&["no dead letter has id 999", "dque dead"]);
+    let q: DQue<String> = DQue::open(&path).unwrap();
+    assert_eq!(q.dead_letters().unwrap().len(), 1);
+    assert_eq!(q.dequeue().unwrap().as_deref(), Some("c"));
+    assert_eq!(q.dequeue().unwrap().as_deref(), Some("b"));
+    drop(q);
+
+    dque(&["requeue", s(&path), "--all"]).code(OK);
+    let q: DQue<String> = DQue::open(&path).unwrap();
+    assert!(q.dead_letters().unwrap().is_empty());
+    assert_eq!(q.dequeue().unwrap().as_deref(), Some("a"));
+    dque(&["requeue", s(&path)]).code(USAGE);
+}

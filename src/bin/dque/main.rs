@@ -8,6 +8,7 @@ mod push_pop;
 mod records;
 mod repair;
 mod report;
+mod requeue;
 mod salvage;
 mod stats;
 mod verify;
@@ -21,7 +22,7 @@ use fail::Failure;
 /// Inspect, verify, repair and use dque queues from the shell.
 ///
 /// A queue is a directory. Read-only commands (stats, peek, dump, dead, verify)
-/// work while a program has the queue open; push, pop and repair need it
+/// work while a program has the queue open; push, pop, requeue and repair need it
 /// closed, and say so when it is not.
 #[derive(Debug, Parser)]
 #[command(name = "dque", version, about, long_about)]
@@ -41,6 +42,8 @@ enum Command {
     Dump(records::DumpArgs),
     /// Show the dead letters: items moved out after failing too often, with why.
     Dead(records::DeadArgs),
+    /// Put dead letters back at the end of their queue.
+    Requeue(requeue::RequeueArgs),
     /// Add items to a raw-bytes queue: from arguments, a file, or stdin.
     Push(push_pop::PushArgs),
     /// Take items from a raw-bytes queue and write their bytes to stdout.
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Command::Peek(args) => records::peek(args),
         Command::Dump(args) => records::dump(args),
         Command::Dead(args) => records::dead(args),
+        Command::Requeue(args) => requeue::run(args),
         Command::Push(args) => push_pop::push(args),
         Command::Pop(args) => push_pop::pop(args),
         Command::Verify(args) => verify::run(args),
