@@ -287,11 +287,9 @@ fn repair_moving_one(dir: &Path, number: u64) -> RepairReport {
     let report = repair(dir, false).unwrap();
     let moved = moves(&report);
     assert_eq!(moved.len(), 1, "{report}");
-    assert!(
-        matches!(moved[0], RepairAction::MoveAside { segment, to, .. }
-            if segment == &seg_path(dir, number) && to == &quarantined(dir, number)),
-        "{report}"
-    );
+    let expected = matches!(moved[0], RepairAction::MoveAside { segment, to, .. }
+        if segment == &seg_path(dir, number) && to == &quarantined(dir, number));
+    assert!(expected, "{report}");
     assert_eq!(fs::read(quarantined(dir, number)).unwrap(), damaged);
     report
 }
@@ -646,11 +644,9 @@ fn visit_records_stops_with_corrupted_at_a_damaged_sealed_segment() {
                 ControlFlow::Continue(())
             })
             .unwrap_err();
-        assert!(
-            matches!(&err, Error::Corrupted { segment, offset, .. }
-                if segment == &seg_path(&dir, 3) && *offset == frame as u64),
-            "{err:?}"
-        );
+        let expected = matches!(&err, Error::Corrupted { segment, offset, .. }
+            if segment == &seg_path(&dir, 3) && *offset == frame as u64);
+        assert!(expected, "{err:?}");
         // Everything readable before the damage was visited: id 6 is the
         // whole record 0 of segment 3.
         assert_eq!(ids, [1, 2, 3, 4, 5, 6]);
@@ -830,11 +826,9 @@ fn repair_moves_corrupt_sealed_middle_segment_into_quarantine() {
     let copy = tmp.path().join("copy");
     copy_dir(&dir, &copy);
     let err = open_and_drain_err(&copy);
-    assert!(
-        matches!(&err, Error::Corrupted { segment, offset, .. }
-            if segment == &seg_path(&copy, 3) && *offset == frame as u64),
-        "{err:?}"
-    );
+    let expected = matches!(&err, Error::Corrupted { segment, offset, .. }
+        if segment == &seg_path(&copy, 3) && *offset == frame as u64);
+    assert!(expected, "{err:?}");
 
     let plan = dry_run_changes_nothing(&dir);
     let report = repair(&dir, false).unwrap();
@@ -959,10 +953,8 @@ fn repair_fills_missing_middle_segment() {
     assert_eq!(seg_numbers(&dir), [1, 2, 3, 4, 5]);
     fs::remove_file(seg_path(&dir, 3)).unwrap();
     let err = RawQueue::open(&dir).unwrap_err();
-    assert!(
-        matches!(&err, Error::MissingSegment { path } if path == &seg_path(&dir, 3)),
-        "{err:?}"
-    );
+    let expected = matches!(&err, Error::MissingSegment { path } if path == &seg_path(&dir, 3));
+    assert!(expected, "{err:?}");
 
     dry_run_changes_nothing(&dir);
     let report = repair(&dir, false).unwrap();

@@ -3251,15 +3251,13 @@ fn check_queue_files(
     assert!(!queue_files.holds_lock());
     let segments = segment_files(files);
     let clear = |e: &Error, what: &str| {
-        assert!(
-            matches!(
-                e,
-                Error::Corrupted { .. }
-                    | Error::MissingSegment { .. }
-                    | Error::UnsupportedVersion { .. }
-            ),
-            "{what} gave an unexpected error: {e:?} ({e})"
+        let expected = matches!(
+            e,
+            Error::Corrupted { .. }
+                | Error::MissingSegment { .. }
+                | Error::UnsupportedVersion { .. }
         );
+        assert!(expected, "{what} gave an unexpected error: {e:?} ({e})");
     };
     let stats = queue_files.stats();
     if let Ok(stats) = &stats {
