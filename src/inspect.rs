@@ -241,11 +241,20 @@ impl QueueFiles {
     }
 
     fn dead_letters(&self) -> Result<u64> {
+        match self.dead_letter_queue()? {
+            Some(dead) => Ok(dead.stats()?.items),
+            None => Ok(0),
+        }
+    }
+
+    /// The dead-letter queue (in `dead/`), read without its lock, once an
+    /// item was moved there; `None` before.
+    pub fn dead_letter_queue(&self) -> Result<Option<QueueFiles>> {
         let dead = self.dir.dead_letter_path();
         if !dead.join(crate::layout::CONFIG_FILE).exists() {
-            return Ok(0);
+            return Ok(None);
         }
-        Ok(QueueFiles::new(&dead, false)?.stats()?.items)
+        QueueFiles::new(&dead, false).map(Some)
     }
 
     /// Calls `visit` on every record not acked, from the head on, until it
@@ -314,16 +323,7 @@ impl QueueFiles {
                 return Err(gap);
             }
             if let Some((Some(held), _)) = held {
-                if found < held {
-                    return Err(Error::corrupted(
-                        self.dir.segment_path(number),
-                        replayed.end,
-                        format!(
-                            "sealed segment has {found} whole records of {held}, then: {}",
-                            replayed.stopped_by.unwrap_or("zeros")
-                        ),
-                    ));
-                }
+                replayed.check_sealed(&self.dir.segment_path(number), held)?;
             }
         }
         Ok(())
@@ -352,20 +352,19 @@ impl QueueFiles {
         &self,
         mut visit: impl FnMut(DeadLetter) -> ControlFlow<()>,
     ) -> Result<()> {
-        let dead = self.dir.dead_letter_path();
-        if !dead.join(crate::layout::CONFIG_FILE).exists() {
+        let Some(dead) = self.dead_letter_queue()? else {
             return Ok(());
-        }
+        };
         let mut undecodable = None;
-        QueueFiles::new(&dead, false)?.visit_records(|record| {
-            match DeadLetter::decode(record.id, record.payload) {
+        dead.visit_records(
+            |record| match DeadLetter::decode(record.id, record.payload) {
                 Ok(letter) => visit(letter),
                 Err(e) => {
                     undecodable = Some(e);
                     ControlFlow::Break(())
                 }
-            }
-        })?;
+            },
+        )?;
         undecodable.map_or(Ok(()), Err)
     }
 

@@ -1,6 +1,8 @@
 //! Replay of a segment's frames on open, and the report of what was repaired.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
 
 use crate::format::{read_frame, Frame, FrameError, MarkerType, SEGMENT_HEADER_LEN};
 
@@ -62,6 +64,31 @@ pub struct Replay {
     pub end: usize,
     /// The invalid frame that stopped the replay, if it did not stop at zeros.
     pub stopped_by: Option<&'static str>,
+}
+
+impl Replay {
+    /// `Corrupted` at `path` unless the replay found exactly `expected`
+    /// whole records, as a sealed segment must (its successor's first id
+    /// says how many).
+    pub fn check_sealed(&self, path: &Path, expected: u64) -> Result<()> {
+        let found = self.records.len() as u64;
+        if found == expected {
+            return Ok(());
+        }
+        Err(Error::corrupted(
+            path,
+            self.end,
+            short_of_records(found, expected, self.stopped_by),
+        ))
+    }
+}
+
+/// Why a sealed segment holds `found` whole records of the `expected`.
+pub fn short_of_records(found: u64, expected: u64, stopped_by: Option<&str>) -> String {
+    format!(
+        "sealed segment has {found} whole records of {expected}, then: {}",
+        stopped_by.unwrap_or("zeros")
+    )
 }
 
 /// Reads every frame of `segment` (header included in the slice) up to the

@@ -22,7 +22,7 @@ use crate::format::{
 use crate::inspect::QueueFiles;
 use crate::layout::QueueDir;
 use crate::options::Options;
-use crate::recovery::{nonzero_len, replay, OpenReport};
+use crate::recovery::{nonzero_len, replay, short_of_records, OpenReport};
 use crate::segment::check_header;
 use crate::verify::{read_bounded, ReadError};
 
@@ -552,11 +552,8 @@ fn judge_sealed(dir: &QueueDir, first: u64, seen: &mut [Seen]) -> Result<()> {
             ));
         }
         if this.records < held {
-            let reason = format!(
-                "sealed segment has {} whole records of {held}, then: {}",
-                this.records,
-                this.cut.as_ref().map_or("zeros", |(_, why)| why.as_str())
-            );
+            let why = this.cut.as_ref().map(|(_, why)| why.as_str());
+            let reason = short_of_records(this.records, held, why);
             seen[i] = Seen::Damaged {
                 header: Some(this.header),
                 offset: this.end,

@@ -142,17 +142,7 @@ impl Segment {
         let header = check_header(&path, &map, number)?;
         let replayed = replay(&map, header.max_records);
         if let Some(expected) = sealed_records {
-            let found = replayed.records.len() as u64;
-            if found != expected {
-                let reason = replayed.stopped_by.unwrap_or("zeros");
-                return Err(Error::corrupted(
-                    &path,
-                    replayed.end,
-                    format!(
-                        "sealed segment has {found} whole records of {expected}, then: {reason}"
-                    ),
-                ));
-            }
+            replayed.check_sealed(&path, expected)?;
         }
         let garbage_end = replayed.end + nonzero_len(&map[replayed.end..]);
         if garbage_end > replayed.end {
@@ -346,17 +336,7 @@ impl SealedCopy {
         let bytes = fs::read(&path).map_err(|e| Error::io(&path, e))?;
         let header = check_header(&path, &bytes, number)?;
         let replay = replay(&bytes, header.max_records);
-        if replay.records.len() as u64 != records {
-            return Err(Error::corrupted(
-                &path,
-                replay.end,
-                format!(
-                    "sealed segment has {} whole records of {records}, then: {}",
-                    replay.records.len(),
-                    replay.stopped_by.unwrap_or("zeros")
-                ),
-            ));
-        }
+        replay.check_sealed(&path, records)?;
         Ok(SealedCopy {
             header,
             bytes,

@@ -15,7 +15,7 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::format::{HeaderError, SegmentHeader, SEGMENT_HEADER_LEN};
 use crate::layout::QueueDir;
-use crate::recovery::{self, nonzero_len};
+use crate::recovery::{self, nonzero_len, short_of_records};
 
 /// What [`DQue::verify`](crate::DQue::verify) found: one summary per segment
 /// from head to tail, and every problem.
@@ -292,11 +292,7 @@ pub(crate) fn check_segments<'b>(
             Some(expected) if this.summary.records != expected => problem(
                 &this.summary.path,
                 end,
-                format!(
-                    "sealed segment has {} whole records of {expected}, then: {}",
-                    this.summary.records,
-                    why.unwrap_or("zeros")
-                ),
+                short_of_records(this.summary.records, expected, why),
             ),
             // Past the last whole frame, a writer may be halfway through a
             // copy: a record into the tail, a marker into any segment.

@@ -1241,6 +1241,11 @@ fn dead_lists_dead_letters_with_their_reasons() {
     assert_eq!(v["reason"], "cannot parse", "{v}");
     assert_eq!(v["len"], 9, "{v}");
     drop(q);
+    // verify checks the dead-letter queue too, and names it.
+    let dead_dir = format!("{}/dead: 1 segments, 1 items, healthy", s(&path));
+    dque(&["verify", s(&path)])
+        .code(OK)
+        .stdout_has(&["healthy", &dead_dir]);
 
     let clean = empty(&root.path().join("clean"));
     let run = dque(&["dead", s(&clean)]);

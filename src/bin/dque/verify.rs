@@ -43,17 +43,17 @@ pub fn run(args: &VerifyArgs) -> Result<ExitCode, Failure> {
     }
     .map_err(fail)?;
     let report = verify_with_progress(&files).map_err(fail)?;
-    let dead = args.dir.join("dead");
-    let dead_report = if dead.join("dque.conf").exists() {
-        Some(verify_with_progress(&QueueFiles::open(&dead).map_err(fail)?).map_err(fail)?)
-    } else {
-        None
-    };
+    let dead = files.dead_letter_queue().map_err(fail)?;
+    let dead_report = dead
+        .as_ref()
+        .map(verify_with_progress)
+        .transpose()
+        .map_err(fail)?;
     let healthy = report.is_healthy() && dead_report.as_ref().is_none_or(VerifyReport::is_healthy);
     if !healthy || !args.quiet {
         print_report(&args.dir, &report);
-        if let Some(dead_report) = &dead_report {
-            print_report(&dead, dead_report);
+        if let (Some(dead), Some(dead_report)) = (&dead, &dead_report) {
+            print_report(dead.path(), dead_report);
         }
     }
     if healthy {
