@@ -29,7 +29,10 @@ struct State {
     /// A leader is syncing now.
     syncing: bool,
     /// Set when a sync failed: nothing after it can be called durable.
-    failed: Option<String>,
+    failed: Option<Arc<Error>>,
+    /// `close` has the engine: it makes every write durable and then
+    /// settles the waiters, so none may lead a sync meanwhile.
+    closing: bool,
 }
 
 /// The meeting point of callers waiting for durability.
@@ -43,32 +46,35 @@ impl GroupCommit {
     /// Returns once `ticket` is durable, leading a sync if none is running.
     /// `batch` is called (by a leader only) to learn what to sync; `on_failure`
     /// is called once by the leader whose sync failed, before anyone wakes.
+    ///
+    /// A write that `close` made durable returns `Ok` here: its caller's
+    /// effect happened, so an error would make a retrying caller repeat it.
     pub fn wait_durable(
         &self,
         ticket: u64,
-        batch: impl FnOnce() -> Result<SyncBatch>,
+        batch: impl Fn() -> Result<SyncBatch>,
         on_failure: impl FnOnce(&Error),
     ) -> Result<()> {
-        let mut batch = Some(batch);
         let mut on_failure = Some(on_failure);
         let mut state = self.state.lock();
         loop {
-            if let Some(cause) = &state.failed {
-                return Err(Error::WritesRefused {
-                    cause: cause.clone(),
-                });
-            }
+            // Before the failure check: a ticket made durable before a later
+            // sync failed is durable all the same.
             if state.durable >= ticket {
                 return Ok(());
             }
-            if state.syncing {
+            if let Some(cause) = &state.failed {
+                return Err(Error::WritesRefused {
+                    cause: Arc::clone(cause),
+                });
+            }
+            if state.syncing || state.closing {
                 self.synced.wait(&mut state);
                 continue;
             }
             state.syncing = true;
             drop(state);
-            let lead = batch.take().expect("a caller leads at most once");
-            let result = lead().and_then(|batch| {
+            let result = batch().and_then(|batch| {
                 for (file, path) in &batch.files {
                     crate::faults::check(crate::faults::FaultOp::Sync, path)
                         .and_then(|()| file.sync_data())
@@ -77,17 +83,45 @@ impl GroupCommit {
                 }
                 Ok(batch.ticket)
             });
-            if let Err(e) = &result {
-                (on_failure.take().expect("fails at most once"))(e);
+            match &result {
+                // `close` took the engine after this write: it syncs
+                // everything and settles the waiters, this one included.
+                Err(Error::Closed) => {}
+                Err(e) => (on_failure.take().expect("fails at most once"))(e),
+                Ok(_) => {}
             }
             state = self.state.lock();
             state.syncing = false;
             match &result {
                 Ok(covered) => state.durable = state.durable.max(*covered),
-                Err(e) => state.failed = Some(e.to_string()),
+                Err(Error::Closed) => {}
+                Err(e) => {
+                    state.failed.get_or_insert_with(|| e.refusal_cause());
+                }
             }
             self.synced.notify_all();
-            result?;
+            match result {
+                Err(Error::Closed) | Ok(_) => {}
+                Err(e) => return Err(e),
+            }
         }
+    }
+
+    /// Called by `close` before it takes the engine: waiters wait for it.
+    pub fn begin_close(&self) {
+        self.state.lock().closing = true;
+    }
+
+    /// Called by `close` once it synced (`result`) every write up to
+    /// `written`: wakes the waiters with that outcome.
+    pub fn finish_close(&self, written: u64, result: &Result<()>) {
+        let mut state = self.state.lock();
+        match result {
+            Ok(()) => state.durable = state.durable.max(written),
+            Err(e) => {
+                state.failed.get_or_insert_with(|| e.refusal_cause());
+            }
+        }
+        self.synced.notify_all();
     }
 }

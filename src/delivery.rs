@@ -105,6 +105,50 @@ impl Deliveries {
         }
     }
 
+    /// Whether `id` is held by a lease that has not run out at `now`.
+    pub fn is_held(&self, id: u64, now: Instant) -> bool {
+        self.leases
+            .get(&id)
+            .is_some_and(|lease| lease.expires > now)
+    }
+
+    /// Leases not run out at `now`.
+    pub fn held_count(&self, now: Instant) -> usize {
+        self.leases.values().filter(|l| l.expires > now).count()
+    }
+
+    /// Whether `id`'s lease ran out at `now` after its last allowed attempt:
+    /// the next write moves it to the dead letters, so reads leave it out.
+    pub fn is_doomed(&self, id: u64, now: Instant, max_attempts: u16) -> bool {
+        self.leases
+            .get(&id)
+            .is_some_and(|l| l.expires <= now && l.attempt >= max_attempts)
+    }
+
+    /// How many leases [`is_doomed`](Self::is_doomed) at `now`.
+    pub fn doomed_count(&self, now: Instant, max_attempts: u16) -> usize {
+        self.leases
+            .values()
+            .filter(|l| l.expires <= now && l.attempt >= max_attempts)
+            .count()
+    }
+
+    /// The oldest record available at `now` as a read sees it, among those
+    /// ever delivered: handed back, or with a lease run out that the next
+    /// write hands back.
+    pub fn first_available_again(&self, now: Instant, max_attempts: u16) -> Option<u64> {
+        let expired = self
+            .leases
+            .iter()
+            .filter(|(_, l)| l.expires <= now && l.attempt < max_attempts)
+            .map(|(&id, _)| id)
+            .min();
+        match (self.first_returned(), expired) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// When the nearest lease ends.
     pub fn next_expiry(&self) -> Option<Instant> {
         self.leases.values().map(|lease| lease.expires).min()

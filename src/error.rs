@@ -1,6 +1,6 @@
 //! The one error type of the crate.
 
-use std::{fmt, io, path::PathBuf};
+use std::{fmt, io, path::PathBuf, sync::Arc};
 
 /// Result alias used throughout dque.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -111,8 +111,9 @@ pub enum Error {
     /// An earlier write or fsync failed, so later writes could not be trusted
     /// to be durable; the queue refuses writes until it is reopened.
     WritesRefused {
-        /// The failure that stopped writes.
-        cause: String,
+        /// The failure that stopped writes (its [`source`](std::error::Error::source)
+        /// is the operating system's error, errno included).
+        cause: Arc<Error>,
     },
     /// The queue was closed (by [`close`](crate::DQue::close) or drop).
     Closed,
@@ -137,6 +138,21 @@ pub enum Error {
 }
 
 impl Error {
+    /// The cause to keep for later refusals after this error: a copy of it
+    /// (I/O errors keep their path, kind and errno; others their message),
+    /// or the cause it carries if it is a refusal itself.
+    pub(crate) fn refusal_cause(&self) -> Arc<Error> {
+        let copy = |e: &io::Error| match e.raw_os_error() {
+            Some(errno) => io::Error::from_raw_os_error(errno),
+            None => io::Error::new(e.kind(), e.to_string()),
+        };
+        Arc::new(match self {
+            Error::WritesRefused { cause } => return Arc::clone(cause),
+            Error::Io { path, source } => Error::io(path.clone(), copy(source)),
+            other => Error::io(PathBuf::new(), io::Error::other(other.to_string())),
+        })
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
         Error::Io {
             path: path.into(),
@@ -258,6 +274,7 @@ impl std::error::Error for Error {
         match self {
             Error::Io { source, .. } => Some(source),
             Error::Encode(e) | Error::Decode { source: e, .. } => Some(e.as_ref()),
+            Error::WritesRefused { cause } => Some(cause.as_ref()),
             _ => None,
         }
     }

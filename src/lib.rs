@@ -30,6 +30,7 @@
 mod codec;
 mod commit;
 mod dead;
+mod deadline;
 mod delivery;
 mod engine;
 mod error;

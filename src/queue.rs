@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 
 use crate::codec::{Bincode, Codec, Raw};
 use crate::dead::DeadLetter;
+use crate::deadline::deadline_after;
 use crate::engine::{Engine, OpenMode};
 use crate::error::{Error, Result};
 use crate::flusher::Flusher;
@@ -176,21 +177,17 @@ impl<T, C: Codec<T>> DQue<T, C> {
 
     /// Removes and returns up to `max` of the oldest items (fewer when the
     /// queue holds fewer), with one fsync for all in [`Durability::Safe`].
-    /// A record that does not decode ends the batch before it; if it is the
-    /// first, the call fails with [`Error::Decode`] and the record stays.
+    ///
+    /// # Errors
+    ///
+    /// An error before the first item is returned and took nothing. An
+    /// error after some items ends the batch: the call returns the items it
+    /// took, and the error (which had no effect) comes from the next
+    /// dequeue or lease; a record that does not decode ([`Error::Decode`])
+    /// stays at the head, so the next call that reaches it fails with it.
     pub fn dequeue_batch(&self, max: usize) -> Result<Vec<T>> {
-        self.shared.write(|engine| {
-            let mut items = Vec::with_capacity(max.min(engine.len() as usize));
-            while items.len() < max {
-                match engine.pop_with(|id, bytes| self.decode(id, bytes)) {
-                    Ok(Some(item)) => items.push(item),
-                    Ok(None) => break,
-                    Err(e) if items.is_empty() => return Err(e),
-                    Err(_) => break,
-                }
-            }
-            Ok(items)
-        })
+        self.shared
+            .write(|engine| engine.pop_many(max, |id, bytes| self.decode(id, bytes)))
     }
 
     /// Removes and returns the oldest item, or `None` when the queue is empty.
@@ -230,19 +227,19 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// Like [`dequeue_block`](Self::dequeue_block), but gives up after
     /// `timeout` and returns `None`.
     pub fn dequeue_timeout(&self, timeout: Duration) -> Result<Option<T>> {
-        let deadline = Instant::now() + timeout;
-        self.shared.wait_for(Some(deadline), true, |engine| {
-            engine.pop_with(|id, b| self.decode(id, b))
-        })
+        self.shared
+            .wait_for(deadline_after(timeout), true, |engine| {
+                engine.pop_with(|id, b| self.decode(id, b))
+            })
     }
 
     /// Like [`peek_block`](Self::peek_block), but gives up after `timeout`
     /// and returns `None`.
     pub fn peek_timeout(&self, timeout: Duration) -> Result<Option<T>> {
-        let deadline = Instant::now() + timeout;
-        self.shared.wait_for(Some(deadline), false, |engine| {
-            engine.peek_with(|id, b| self.decode(id, b))
-        })
+        self.shared
+            .wait_for(deadline_after(timeout), false, |engine| {
+                engine.peek_with(|id, b| self.decode(id, b))
+            })
     }
 
     /// Leases the next available item: it stays in the queue, invisible to
@@ -262,7 +259,7 @@ impl<T, C: Codec<T>> DQue<T, C> {
 
     /// Like [`lease_block`](Self::lease_block), giving up after `timeout`.
     pub fn lease_timeout(&self, timeout: Duration) -> Result<Option<Leased<'_, T, C>>> {
-        self.lease_until(Some(Instant::now() + timeout))
+        self.lease_until(deadline_after(timeout))
     }
 
     fn lease_until(&self, deadline: Option<Instant>) -> Result<Option<Leased<'_, T, C>>> {
@@ -299,19 +296,22 @@ impl<T, C: Codec<T>> DQue<T, C> {
         self.shared.write(|engine| engine.cancel(id))
     }
 
-    /// Ends every lease now, as if the visibility timeout had passed, so
-    /// tests can expire leases without waiting (feature `fault-injection`).
+    /// Ends every lease now, as if the visibility timeout had passed, and
+    /// settles them as the next write would (handed back, or moved to the
+    /// dead letters after the last attempt), so tests can expire leases
+    /// without waiting (feature `fault-injection`).
     #[cfg(feature = "fault-injection")]
     pub fn expire_leases_now(&self) -> Result<()> {
-        self.shared.read(|engine| {
-            engine.expire_leases_now();
-            Ok(())
-        })
+        self.shared.write(|engine| engine.expire_leases_now())?;
+        self.shared.notify_available();
+        Ok(())
     }
 
     /// Items leased right now (they are counted in [`len`](Self::len) too).
     pub fn leased_len(&self) -> usize {
-        self.shared.read(Engine::leased_count).unwrap_or(0)
+        self.shared
+            .read(|engine| Ok(engine.leased_count()))
+            .unwrap_or(0)
     }
 
     /// Up to `max` pending items in delivery order (handed-back items aside),
@@ -375,10 +375,11 @@ impl<T, C: Codec<T>> DQue<T, C> {
         self.shared.write(Engine::purge_dead)
     }
 
-    /// Items in the queue: exact, O(1). 0 once closed.
+    /// Items in the queue (leased ones included): exact, O(1), and a read
+    /// that writes nothing. 0 once closed, the only case it cannot count.
     pub fn len(&self) -> usize {
         self.shared
-            .read(|e| e.len_now().map(|len| len as usize))
+            .read(|engine| Ok(engine.len_now() as usize))
             .unwrap_or(0)
     }
 

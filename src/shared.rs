@@ -133,12 +133,21 @@ impl Shared {
     }
 
     /// Takes the engine out, wakes every blocked caller, and closes it.
+    ///
+    /// Callers that finished their write and wait for durability are
+    /// settled by the close's own sync: `Ok` if it succeeds (their effect is
+    /// durable, so they must not report an error), its error if it fails.
+    /// Callers that had not started get `Closed`.
     pub fn close(&self) -> Result<()> {
+        self.commit.begin_close();
         let engine = self.state.lock().take();
         self.changed.notify_all();
-        match engine {
-            Some(engine) => engine.close(),
-            None => Err(Error::Closed),
-        }
+        let Some(engine) = engine else {
+            return Err(Error::Closed);
+        };
+        let written = engine.written();
+        let result = engine.close();
+        self.commit.finish_close(written, &result);
+        result
     }
 }

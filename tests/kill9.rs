@@ -32,12 +32,10 @@ fn mode_from(name: &str) -> Durability {
     }
 }
 
-/// The child: runs only when started by `kill_cycles` with its env vars.
-#[test]
-fn child_process_entry() {
-    let Ok(queue_path) = std::env::var(CHILD_QUEUE) else {
-        return;
-    };
+/// The child's body (see `child::run_as_child`): opens the queue `kill_cycles`
+/// names in its env vars and enqueues and dequeues until killed.
+fn child_process() {
+    let queue_path = std::env::var(CHILD_QUEUE).unwrap();
     let mode = mode_from(&std::env::var(CHILD_MODE).unwrap());
     let mut next: u64 = std::env::var(CHILD_START).unwrap().parse().unwrap();
     let mut rng: u64 = std::env::var(CHILD_SEED).unwrap().parse().unwrap();
@@ -71,15 +69,23 @@ struct Reported {
     dequeued: Vec<u64>,
 }
 
-/// Starts the child on `queue`, kills it after `run_for`, returns what it reported.
-fn run_and_kill(queue: &Path, mode: &str, start: u64, seed: u64, run_for: Duration) -> Reported {
+/// Starts `test` as a child on `queue`, kills it after `run_for`, returns
+/// what it reported.
+fn run_and_kill(
+    test: &str,
+    queue: &Path,
+    mode: &str,
+    start: u64,
+    seed: u64,
+    run_for: Duration,
+) -> Reported {
     let env = [
         (CHILD_QUEUE, queue.display().to_string()),
         (CHILD_MODE, mode.to_string()),
         (CHILD_START, start.to_string()),
         (CHILD_SEED, seed.to_string()),
     ];
-    let lines = child::run_until_killed("child_process_entry", &env, run_for);
+    let lines = child::run_until_killed(test, &env, run_for);
     // The kill may come before the child reports anything, even READY; but
     // no operation may be reported by a child that never opened the queue.
     let ready = lines.iter().any(|l| l.ends_with("READY"));
@@ -106,7 +112,8 @@ fn run_and_kill(queue: &Path, mode: &str, start: u64, seed: u64, run_for: Durati
     reported
 }
 
-fn kill_cycles(mode: &str, kills: u64) {
+/// Kills children of `test` (the calling test's name) `kills` times.
+fn kill_cycles(test: &str, mode: &str, kills: u64) {
     let _one_at_a_time = child::one_spawner_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
@@ -117,7 +124,7 @@ fn kill_cycles(mode: &str, kills: u64) {
         seed = lcg(seed);
         let start = cycle * 1_000_000;
         let run_for = Duration::from_millis(20 + seed % 60);
-        let reported = run_and_kill(&path, mode, start, seed, run_for);
+        let reported = run_and_kill(test, &path, mode, start, seed, run_for);
         total_reported += reported.enqueued.len();
 
         // The queue is drained after every cycle, so it starts empty and
@@ -163,10 +170,16 @@ fn kill_cycles(mode: &str, kills: u64) {
 
 #[test]
 fn safe_mode_survives_kill_9() {
-    kill_cycles("safe", child::kills(50));
+    if child::run_as_child(child_process) {
+        return;
+    }
+    kill_cycles("safe_mode_survives_kill_9", "safe", child::kills(50));
 }
 
 #[test]
 fn turbo_mode_survives_kill_9() {
-    kill_cycles("turbo", child::kills(50));
+    if child::run_as_child(child_process) {
+        return;
+    }
+    kill_cycles("turbo_mode_survives_kill_9", "turbo", child::kills(50));
 }

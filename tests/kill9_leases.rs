@@ -23,13 +23,11 @@ fn options(mode: &str) -> Options {
     Options::new().durability(durability).segment_items(16)
 }
 
-/// The child: leases items, keeps up to four at a time, acks them in a
-/// shuffled order and reports each ack as it returns.
-#[test]
-fn lease_child_entry() {
-    let Ok(path) = std::env::var(CHILD_QUEUE) else {
-        return;
-    };
+/// The child's body (see `child::run_as_child`): leases items, keeps up to
+/// four at a time, acks them in a shuffled order and reports each ack as it
+/// returns.
+fn lease_child() {
+    let path = std::env::var(CHILD_QUEUE).unwrap();
     let mode = std::env::var(CHILD_MODE).unwrap();
     let queue: DQue<u64> = DQue::open_with(&path, &options(&mode)).unwrap();
     let mut out = std::io::stdout().lock();
@@ -56,7 +54,9 @@ fn lease_child_entry() {
     }
 }
 
-fn kill_consumers(mode: &str, kills: u64) {
+/// Kills consumers started as children of `test` (the calling test's name)
+/// `kills` times.
+fn kill_consumers(test: &str, mode: &str, kills: u64) {
     let _one_at_a_time = child::one_spawner_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
@@ -78,7 +78,7 @@ fn kill_consumers(mode: &str, kills: u64) {
             (CHILD_MODE, mode.to_string()),
         ];
         let run_for = Duration::from_millis(15 + (cycle * 7919) % 50);
-        let lines = child::run_until_killed("lease_child_entry", &env, run_for);
+        let lines = child::run_until_killed(test, &env, run_for);
         for line in lines {
             if let Some(n) = line.strip_prefix("A ") {
                 let n: u64 = n.parse().unwrap();
@@ -132,10 +132,24 @@ fn kill_consumers(mode: &str, kills: u64) {
 
 #[test]
 fn safe_consumer_killed_holding_leases_loses_nothing() {
-    kill_consumers("safe", child::kills(30));
+    if child::run_as_child(lease_child) {
+        return;
+    }
+    kill_consumers(
+        "safe_consumer_killed_holding_leases_loses_nothing",
+        "safe",
+        child::kills(30),
+    );
 }
 
 #[test]
 fn turbo_consumer_killed_holding_leases_loses_nothing() {
-    kill_consumers("turbo", child::kills(30));
+    if child::run_as_child(lease_child) {
+        return;
+    }
+    kill_consumers(
+        "turbo_consumer_killed_holding_leases_loses_nothing",
+        "turbo",
+        child::kills(30),
+    );
 }

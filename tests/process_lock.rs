@@ -1,10 +1,10 @@
 //! The process lock: one open handle per queue, checked across two real
 //! processes and within one.
 //!
-//! The cross-process tests run this test binary again as a child, asking it
-//! to run only [`child_process`], which reads what to do from environment
-//! variables and answers on stdout in lines that start with [`ANSWER`].
-//! Without those variables the child test does nothing.
+//! A cross-process test runs this test binary again as a child, filtered to
+//! that same test, whose first line (`child::run_as_child`) then runs
+//! [`child_process`] instead: it reads what to do from environment variables
+//! and answers on stdout in lines that start with [`ANSWER`].
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use dque::{DQue, Durability, Error, Options};
 
-/// The queue the child opens; unset in a normal test run.
+mod child;
+
+/// The queue the child opens.
 const CHILD_QUEUE: &str = "DQUE_LOCK_CHILD";
 /// What the child does once it opened the queue: `drain` (dequeue every item,
 /// report them, close) or `hold` (report, then keep the queue open until
@@ -37,12 +39,9 @@ fn serial() -> MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Not a test of its own: the body of the child process (see the module docs).
-#[test]
+/// The body of the child process (see the module docs).
 fn child_process() {
-    let Some(path) = std::env::var_os(CHILD_QUEUE) else {
-        return;
-    };
+    let path = std::env::var_os(CHILD_QUEUE).unwrap();
     let mode = std::env::var(CHILD_MODE).unwrap_or_else(|_| "drain".into());
     match DQue::<u64>::open(&path) {
         Err(Error::Locked { path }) => println!("{ANSWER}LOCKED {}", path.display()),
@@ -65,29 +64,22 @@ fn child_process() {
     }
 }
 
-fn child_command(queue: &Path, mode: &str) -> Command {
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command
-        .args([
-            "--exact",
-            "child_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_QUEUE, queue)
-        .env(CHILD_MODE, mode);
+/// A child of `test` (the calling test's name) that opens `queue` in `mode`.
+fn child_command(test: &str, queue: &Path, mode: &str) -> Command {
+    let mut command = child::command(test);
+    command.env(CHILD_QUEUE, queue).env(CHILD_MODE, mode);
     command
 }
 
 /// The child's answer in a line of its stdout (the harness may print
-/// `test child_process ... ` before it on the same line).
+/// `test <name> ... ` before it on the same line).
 fn answer_in(line: &str) -> Option<&str> {
     line.find(ANSWER).map(|at| &line[at + ANSWER.len()..])
 }
 
-/// Runs a `drain` child to its end and returns its one answer.
-fn run_child(queue: &Path) -> String {
-    let output = child_command(queue, "drain")
+/// Runs a `drain` child of `test` to its end and returns its one answer.
+fn run_child(test: &str, queue: &Path) -> String {
+    let output = child_command(test, queue, "drain")
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -103,9 +95,10 @@ fn run_child(queue: &Path) -> String {
     answers[0].to_string()
 }
 
-/// Starts a `hold` child and waits until it reports that it holds the queue.
-fn hold_in_child(queue: &Path) -> Child {
-    let mut child = child_command(queue, "hold")
+/// Starts a `hold` child of `test` and waits until it reports that it holds
+/// the queue.
+fn hold_in_child(test: &str, queue: &Path) -> Child {
+    let mut child = child_command(test, queue, "hold")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -147,6 +140,10 @@ fn assert_locked<T: std::fmt::Debug>(result: Result<T, Error>, queue: &Path) {
 
 #[test]
 fn child_process_is_locked_out_while_the_parent_holds_the_queue() {
+    if child::run_as_child(child_process) {
+        return;
+    }
+    let this = "child_process_is_locked_out_while_the_parent_holds_the_queue";
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let queue = dir.path().join("q");
@@ -155,7 +152,7 @@ fn child_process_is_locked_out_while_the_parent_holds_the_queue() {
         q.enqueue(&i).unwrap();
     }
 
-    let answer = run_child(&queue);
+    let answer = run_child(this, &queue);
     assert_eq!(answer, format!("LOCKED {}", lock_path(&queue).display()));
 
     // The child's failed open left the parent's queue as it was.
@@ -165,7 +162,7 @@ fn child_process_is_locked_out_while_the_parent_holds_the_queue() {
 
     // Closed (though the handle still exists): the child opens it and finds
     // the parent's items.
-    assert_eq!(run_child(&queue), "OPENED [2, 3]");
+    assert_eq!(run_child(this, &queue), "OPENED [2, 3]");
     drop(q);
 
     // The child's dequeues are durable across processes.
@@ -175,6 +172,10 @@ fn child_process_is_locked_out_while_the_parent_holds_the_queue() {
 
 #[test]
 fn child_process_opens_the_queue_after_the_parent_drops_it() {
+    if child::run_as_child(child_process) {
+        return;
+    }
+    let this = "child_process_opens_the_queue_after_the_parent_drops_it";
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let queue = dir.path().join("q");
@@ -186,13 +187,17 @@ fn child_process_opens_the_queue_after_the_parent_drops_it() {
     for i in 10..15 {
         q.enqueue(&i).unwrap();
     }
-    assert!(run_child(&queue).starts_with("LOCKED "));
+    assert!(run_child(this, &queue).starts_with("LOCKED "));
     drop(q);
-    assert_eq!(run_child(&queue), "OPENED [10, 11, 12, 13, 14]");
+    assert_eq!(run_child(this, &queue), "OPENED [10, 11, 12, 13, 14]");
 }
 
 #[test]
 fn parent_is_locked_out_while_a_child_holds_the_queue_and_not_after_it_dies() {
+    if child::run_as_child(child_process) {
+        return;
+    }
+    let this = "parent_is_locked_out_while_a_child_holds_the_queue_and_not_after_it_dies";
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let queue = dir.path().join("q");
@@ -200,7 +205,7 @@ fn parent_is_locked_out_while_a_child_holds_the_queue_and_not_after_it_dies() {
     q.enqueue(&5).unwrap();
     q.close().unwrap();
 
-    let mut child = hold_in_child(&queue);
+    let mut child = hold_in_child(this, &queue);
     let while_held = DQue::<u64>::open(&queue);
     let or_created = DQue::<u64>::open_or_create(&queue);
     // Killed, not asked to close: the lock must die with the process.

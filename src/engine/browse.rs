@@ -1,6 +1,7 @@
 //! Browsing pending records without consuming them.
 
 use std::ops::ControlFlow;
+use std::time::Instant;
 
 use super::{sealed_records, Engine};
 use crate::delivery::Deliveries;
@@ -10,14 +11,20 @@ use crate::segment::{SealedCopy, Segment};
 impl Engine {
     /// Calls `visit` on every pending record in order (id, attempts so far,
     /// leased now, payload) until it says stop. Mapped segments are read in
-    /// place; the ones between them are mapped one at a time.
+    /// place; the ones between them are read into memory one at a time.
+    /// Writes nothing: a lease past its time shows as not leased, and an
+    /// item the next write moves to the dead letters is left out.
     pub fn visit_pending(
-        &mut self,
+        &self,
         mut visit: impl FnMut(u64, u16, bool, &[u8]) -> ControlFlow<()>,
     ) -> Result<()> {
-        self.expire_leases()?;
+        let seen = Seen {
+            deliveries: &self.deliveries,
+            now: Instant::now(),
+            max_attempts: self.max_attempts,
+        };
         for segment in &self.front {
-            if visit_mapped(segment, &self.deliveries, &mut visit).is_break() {
+            if visit_mapped(segment, &seen, &mut visit).is_break() {
                 return Ok(());
             }
         }
@@ -36,22 +43,32 @@ impl Engine {
                 }
             }
         }
-        let _ = visit_mapped(tail, &self.deliveries, &mut visit);
+        let _ = visit_mapped(tail, &seen, &mut visit);
         Ok(())
     }
 }
 
-/// Calls `visit` on each unsettled record of a mapped segment.
+/// The delivery state as a read sees it at one instant.
+struct Seen<'a> {
+    deliveries: &'a Deliveries,
+    now: Instant,
+    max_attempts: u16,
+}
+
+/// Calls `visit` on each pending record of a mapped segment.
 fn visit_mapped(
     segment: &Segment,
-    deliveries: &Deliveries,
+    seen: &Seen<'_>,
     visit: &mut impl FnMut(u64, u16, bool, &[u8]) -> ControlFlow<()>,
 ) -> ControlFlow<()> {
     (0..segment.record_count())
         .filter(|&index| !segment.is_settled(index))
         .try_for_each(|index| {
             let id = segment.header.first_id + index as u64;
-            let leased = deliveries.is_leased(id);
+            if seen.deliveries.is_doomed(id, seen.now, seen.max_attempts) {
+                return ControlFlow::Continue(());
+            }
+            let leased = seen.deliveries.is_held(id, seen.now);
             visit(id, segment.attempts(index), leased, segment.payload(index))
         })
 }

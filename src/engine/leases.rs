@@ -2,7 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::Engine;
+use super::{Engine, Settle};
+use crate::deadline::saturating_after;
 use crate::delivery::Lease;
 use crate::error::{Error, Result};
 use crate::format::MarkerType;
@@ -16,9 +17,10 @@ impl Engine {
         timeout: Duration,
         read: impl FnOnce(u64, &[u8]) -> Result<R>,
     ) -> Result<Option<(R, u64, Lease)>> {
+        self.take_deferred()?;
         self.check_writable()?;
         let (id, attempt) = loop {
-            let Some(id) = self.next_available()? else {
+            let Some(id) = self.next_available(Settle::Now)? else {
                 return Ok(None);
             };
             let (segment, index) = self.find(id).expect("available records are mapped");
@@ -35,7 +37,7 @@ impl Engine {
         self.mark(id, MarkerType::Lease)?;
         let lease = Lease {
             attempt,
-            expires: Instant::now() + timeout,
+            expires: saturating_after(Instant::now(), timeout),
         };
         self.deliveries.start_lease(id, lease);
         Ok(Some((item, id, lease)))
@@ -60,7 +62,8 @@ impl Engine {
     /// Extends the lease of `id` to `timeout` from now.
     pub fn touch(&mut self, id: u64, attempt: u16, timeout: Duration) -> Result<()> {
         self.current_lease(id, attempt)?;
-        self.deliveries.extend_lease(id, Instant::now() + timeout);
+        self.deliveries
+            .extend_lease(id, saturating_after(Instant::now(), timeout));
         Ok(())
     }
 
@@ -98,16 +101,17 @@ impl Engine {
         self.deliveries.next_expiry()
     }
 
-    /// Ends every lease as if its time were up (a test seam).
+    /// Ends every lease as if its time were up, and settles them (a test seam).
     #[cfg(feature = "fault-injection")]
-    pub fn expire_leases_now(&mut self) {
+    pub fn expire_leases_now(&mut self) -> Result<()> {
         self.deliveries.expire_all();
+        self.expire_leases()
     }
 
-    /// Records leased now (leases past their time end first).
-    pub fn leased_count(&mut self) -> Result<usize> {
-        self.expire_leases()?;
-        Ok(self.deliveries.leased_count())
+    /// Records leased now; a lease past its time is not counted (a read:
+    /// it is handed back by the next write).
+    pub fn leased_count(&self) -> usize {
+        self.deliveries.held_count(Instant::now())
     }
 
     pub(super) fn expire_leases(&mut self) -> Result<()> {

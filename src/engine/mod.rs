@@ -10,6 +10,8 @@ mod open;
 pub(crate) use open::prepare_directory;
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
 
 use crate::commit::SyncBatch;
 use crate::delivery::Deliveries;
@@ -22,6 +24,16 @@ use crate::lock::DirLock;
 use crate::options::Durability;
 use crate::recovery::OpenReport;
 use crate::segment::Segment;
+
+/// Whether a call may settle what time changed (expired leases, a
+/// consumed head) on disk before it looks for the next record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settle {
+    /// The call writes anyway.
+    Now,
+    /// A read: it writes nothing and sees expired leases as handed back.
+    Later,
+}
 
 /// Whether an open may create the queue, must create it, or must find it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +65,10 @@ pub struct Engine {
     dead: Option<Box<Engine>>,
     len: u64,
     /// Set when a write or fsync failed: no later write can be trusted.
-    refused: Option<String>,
+    refused: Option<Arc<Error>>,
+    /// An error a batch met after it had taken items: it returned them, and
+    /// the next consuming call returns this.
+    deferred: Option<Error>,
     /// Frames written since open; group commit's tickets.
     written: u64,
     /// Reused buffer where each record frame is assembled before its one copy.
@@ -68,11 +83,14 @@ impl Engine {
         self.len
     }
 
-    /// The item count once leases past their time have ended (which may
-    /// move items to the dead letters).
-    pub fn len_now(&mut self) -> Result<u64> {
-        self.expire_leases()?;
-        Ok(self.len)
+    /// The item count as of now, written nothing: items whose last allowed
+    /// lease ran out are left out (the next write moves them to the dead
+    /// letters).
+    pub fn len_now(&self) -> u64 {
+        let doomed = self
+            .deliveries
+            .doomed_count(Instant::now(), self.max_attempts);
+        self.len - doomed as u64
     }
 
     pub fn durability(&self) -> Durability {
@@ -174,7 +192,7 @@ impl Engine {
         &mut self,
         read: impl FnOnce(u64, &[u8]) -> Result<R>,
     ) -> Result<Option<R>> {
-        let Some(id) = self.next_available()? else {
+        let Some(id) = self.next_available(Settle::Later)? else {
             return Ok(None);
         };
         let (segment, index) = self.find(id).expect("available records are mapped");
@@ -184,8 +202,9 @@ impl Engine {
     /// Like [`peek_with`](Self::peek_with), then settles the record if `read`
     /// succeeded, so a record that does not decode is never lost.
     pub fn pop_with<R>(&mut self, read: impl FnOnce(u64, &[u8]) -> Result<R>) -> Result<Option<R>> {
+        self.take_deferred()?;
         self.check_writable()?;
-        let Some(id) = self.next_available()? else {
+        let Some(id) = self.next_available(Settle::Now)? else {
             return Ok(None);
         };
         let (segment, index) = self.find(id).expect("available records are mapped");
@@ -195,13 +214,52 @@ impl Engine {
         Ok(Some(item))
     }
 
+    /// Pops up to `max` records with `read`. An error after the first one
+    /// ends the batch, which returns what it took; the error (which had no
+    /// effect) is returned by the next consuming call, or, if it is a record
+    /// that does not decode, by the next call that reaches that record.
+    pub fn pop_many<R>(
+        &mut self,
+        max: usize,
+        mut read: impl FnMut(u64, &[u8]) -> Result<R>,
+    ) -> Result<Vec<R>> {
+        let mut items = Vec::with_capacity(max.min(self.len as usize));
+        while items.len() < max {
+            match self.pop_with(&mut read) {
+                Ok(Some(item)) => items.push(item),
+                Ok(None) => break,
+                Err(e) if items.is_empty() => return Err(e),
+                Err(Error::Decode { .. }) => break,
+                Err(e) => {
+                    self.deferred = Some(e);
+                    break;
+                }
+            }
+        }
+        Ok(items)
+    }
+
+    /// The error a batch ended on after taking items, once.
+    pub(crate) fn take_deferred(&mut self) -> Result<()> {
+        self.deferred.take().map_or(Ok(()), Err)
+    }
+
     /// The next record no one holds, in order: handed-back records first
-    /// (they are older), then records never delivered. Ends expired leases
-    /// and retires a consumed head first.
-    fn next_available(&mut self) -> Result<Option<u64>> {
-        self.expire_leases()?;
-        self.retire_settled_head(&mut OpenReport::default())?;
-        if let Some(id) = self.deliveries.first_returned() {
+    /// (they are older), then records never delivered. With `Settle::Now`
+    /// (a call that writes anyway) it ends expired leases and retires a
+    /// consumed head first; a read sees them as they will be.
+    fn next_available(&mut self, settle: Settle) -> Result<Option<u64>> {
+        let returned = match settle {
+            Settle::Now => {
+                self.expire_leases()?;
+                self.retire_settled_head(&mut OpenReport::default())?;
+                self.deliveries.first_returned()
+            }
+            Settle::Later => self
+                .deliveries
+                .first_available_again(Instant::now(), self.max_attempts),
+        };
+        if let Some(id) = returned {
             return Ok(Some(id));
         }
         loop {
@@ -300,12 +358,15 @@ impl Engine {
     /// durable: the mapped segments written since their last sync (a sealed
     /// segment was fsynced when it was sealed).
     pub fn sync_batch(&mut self) -> SyncBatch {
-        let files = self
+        let mut files: Vec<_> = self
             .front
             .iter_mut()
             .chain(&mut self.tail)
             .filter_map(Segment::take_dirty_file)
             .collect();
+        if let Some(dead) = &mut self.dead {
+            files.extend(dead.sync_batch().files);
+        }
         SyncBatch {
             files,
             ticket: self.written,
@@ -314,7 +375,7 @@ impl Engine {
 
     /// Stops all writes: a sync failed, so nothing after it is known durable.
     pub fn refuse(&mut self, cause: &Error) {
-        self.refused.get_or_insert_with(|| cause.to_string());
+        self.refused.get_or_insert_with(|| cause.refusal_cause());
     }
 
     /// Retires a consumed head segment, so that a clean shutdown leaves
@@ -323,25 +384,27 @@ impl Engine {
         // Best effort: a damaged next segment is reported by the dequeue
         // that reaches it, and a segment left here is deleted on open.
         let _ = self.retire_settled_head(&mut OpenReport::default());
-        if let Some(dead) = self.dead.take() {
-            dead.close()?;
-        }
-        self.sync()
+        let dead = self.dead.take().map_or(Ok(()), |dead| dead.close());
+        let main = self.sync();
+        dead.and(main)
     }
 
-    /// Makes every write so far durable, under the lock.
+    /// Makes every write so far durable, the dead letters' too, under the lock.
     pub fn sync(&mut self) -> Result<()> {
-        let result = self
+        let mut result = self
             .front
             .iter_mut()
             .chain(&mut self.tail)
             .try_for_each(Segment::sync);
+        if let (Ok(()), Some(dead)) = (&result, &mut self.dead) {
+            result = dead.sync();
+        }
         self.refuse_on_error(result)
     }
 
     fn refuse_on_error(&mut self, result: Result<()>) -> Result<()> {
         if let Err(e) = &result {
-            self.refused = Some(e.to_string());
+            self.refuse(e);
         }
         result
     }
@@ -349,7 +412,7 @@ impl Engine {
     fn check_writable(&self) -> Result<()> {
         match &self.refused {
             Some(cause) => Err(Error::WritesRefused {
-                cause: cause.clone(),
+                cause: Arc::clone(cause),
             }),
             None => Ok(()),
         }
@@ -388,7 +451,7 @@ impl Engine {
         let next = match created {
             Ok(next) => next,
             Err(e) => {
-                self.refused = Some(e.to_string());
+                self.refuse(&e);
                 return Err(e);
             }
         };

@@ -132,6 +132,7 @@ impl Engine {
             dead: None,
             len: 0,
             refused: None,
+            deferred: None,
             written: 0,
             scratch: Vec::new(),
             spans: Vec::new(),

@@ -1,11 +1,41 @@
-//! Real child processes for crash tests: the test binary runs one of its
-//! own tests as the child, which reports each acknowledged operation on
-//! stdout, and the parent kills it with SIGKILL.
+//! Real child processes for crash and lock tests. A test that needs a child
+//! runs this test binary again, filtered to itself alone ([`command`]), with
+//! a marker in the environment; its first line, [`run_as_child`], sees the
+//! marker and runs the child's body instead of the test. So every test the
+//! harness counts is a real test: no entry point that passes by doing
+//! nothing when run on its own.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+
+/// Set in a child's environment, to the name of the test it runs.
+const CHILD: &str = "DQUE_TEST_CHILD";
+
+/// The first line of every test that starts children:
+/// `if child::run_as_child(body) { return; }`. In a child started by
+/// [`command`] it runs `body` and returns true; in a normal run it returns
+/// false and the test goes on as the parent.
+pub fn run_as_child(body: impl FnOnce()) -> bool {
+    let in_child = std::env::var_os(CHILD).is_some();
+    if in_child {
+        body();
+    }
+    in_child
+}
+
+/// This test binary, set to run only `test` (the name of the calling test,
+/// which starts with [`run_as_child`]) as a child. A wrong name runs no test
+/// at all, so the child reports nothing and the parent's checks fail.
+pub fn command(test: &str) -> Command {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD, test);
+    command
+}
 
 /// Held while a test spawns children: a child forked for one test briefly
 /// holds copies of every open file, another test's queue lock included,
@@ -15,11 +45,10 @@ pub fn one_spawner_at_a_time() -> MutexGuard<'static, ()> {
     SPAWN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs test `entry` of this binary as a child with `env`, kills it after
-/// `run_for`, and returns every line it printed.
-pub fn run_until_killed(entry: &str, env: &[(&str, String)], run_for: Duration) -> Vec<String> {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", entry, "--nocapture", "--test-threads=1"])
+/// Runs `test` as a child (see [`command`]) with `env`, kills it with
+/// SIGKILL after `run_for`, and returns every line it printed.
+pub fn run_until_killed(test: &str, env: &[(&str, String)], run_for: Duration) -> Vec<String> {
+    let mut child = command(test)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -38,7 +67,7 @@ pub fn run_until_killed(entry: &str, env: &[(&str, String)], run_for: Duration) 
     reader.join().unwrap()
 }
 
-/// Kills per mode: 50 by default, `DQUE_KILLS` for a longer round.
+/// Kills per mode: `default`, or `DQUE_KILLS` for a longer round.
 pub fn kills(default: u64) -> u64 {
     std::env::var("DQUE_KILLS")
         .ok()
