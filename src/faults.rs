@@ -194,7 +194,11 @@ mod plan {
             let dir = dir.as_ref();
             fs::create_dir_all(dir)?;
             for (name, bytes) in &self.files {
-                fs::write(dir.join(name), bytes)?;
+                let path = dir.join(name);
+                if let Some(parent) = path.parent() {
+                    fs::create_dir_all(parent)?;
+                }
+                fs::write(path, bytes)?;
             }
             Ok(())
         }
@@ -249,7 +253,12 @@ mod plan {
         };
         let mut s = state.lock();
         if let Durable::Dir = what {
-            s.durable_names = read_dir_files(&dir).into_keys().collect();
+            // The entries of this directory (not of those inside it) are durable now.
+            let synced_dir = name_in(&dir, path).map(PathBuf::from).unwrap_or_default();
+            let in_synced_dir = |name: &String| Path::new(name).parent() == Some(&synced_dir);
+            s.durable_names.retain(|name| !in_synced_dir(name));
+            let current = read_dir_files(&dir).into_keys().filter(in_synced_dir);
+            s.durable_names.extend(current.collect::<Vec<_>>());
             return;
         }
         let Some(name) = name_in(&dir, path) else {
@@ -279,21 +288,29 @@ mod plan {
         }
     }
 
+    /// Every file under `dir` (the dead letters' in `dead/` too) by its
+    /// path relative to `dir`, lock files aside.
     fn read_dir_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         let mut files = BTreeMap::new();
+        add_files(dir, "", &mut files);
+        files
+    }
+
+    fn add_files(dir: &Path, prefix: &str, files: &mut BTreeMap<String, Vec<u8>>) {
         let Ok(entries) = fs::read_dir(dir) else {
-            return files;
+            return;
         };
         for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name == LOCK_FILE {
+            let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
+            if entry.file_name() == LOCK_FILE {
                 continue;
             }
-            if let Ok(bytes) = fs::read(entry.path()) {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                add_files(&entry.path(), &format!("{name}/"), files);
+            } else if let Ok(bytes) = fs::read(entry.path()) {
                 files.insert(name, bytes);
             }
         }
-        files
     }
 
     fn image(dir: &Path, s: &State, seed: u64) -> CrashImage {

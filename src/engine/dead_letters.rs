@@ -37,12 +37,14 @@ impl Engine {
             ControlFlow::Continue(())
         })?;
         let payload = payload.ok_or(Error::NotPending { id })??;
-        // Appended before the letter is removed: a crash in between leaves
-        // the item in both places, never in neither.
+        // Durable in the queue before the letter is removed, in every mode:
+        // a power loss in between leaves the item in both places, never in
+        // neither (Turbo's page writeback keeps no order between files).
         let new_id = self.append_with(|out| {
             out.extend_from_slice(&payload);
             Ok(())
         })?;
+        self.sync()?;
         let safe = self.durability == Durability::Safe;
         let dead = self.dead_letters()?;
         dead.cancel(id)?;
@@ -79,17 +81,16 @@ impl Engine {
     pub(super) fn dead_letter(&mut self, id: u64, attempts: u16, reason: &str) -> Result<()> {
         let (segment, index) = self.find(id).expect("leased records are mapped");
         let letter = DeadLetter::encode(id, attempts, reason, segment.payload(index));
-        // Written (and in Safe mode synced) before the marker: a crash in
-        // between leaves the record in both places, never in neither.
-        let durability = self.durability;
+        // Written and synced before the marker, in every mode: a power loss
+        // in between leaves the record in both places, never in neither
+        // (Turbo's page writeback keeps no order between files).
         let dead = self.dead_letters()?;
         dead.append_with(|out| {
             out.extend_from_slice(&letter);
             Ok(())
         })?;
-        if durability == Durability::Safe {
-            dead.sync()?;
-        }
+        let synced = dead.sync();
+        self.refuse_on_error(synced)?;
         self.mark(id, MarkerType::Dead)
     }
 

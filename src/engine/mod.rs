@@ -346,12 +346,13 @@ impl Engine {
     /// The ticket a caller who just wrote must see durable before it
     /// returns: `None` unless the durability is `Safe`.
     pub fn ticket_to_wait(&self) -> Option<u64> {
-        (self.durability == Durability::Safe).then_some(self.written)
+        (self.durability == Durability::Safe).then_some(self.written())
     }
 
-    /// Tickets written so far: every write counts one.
+    /// Tickets written so far: every write counts one, the dead letters'
+    /// too (a purge writes only there, and `sync()` must still cover it).
     pub fn written(&self) -> u64 {
-        self.written
+        self.written + self.dead.as_ref().map_or(0, |dead| dead.written())
     }
 
     /// What a group-commit leader must sync to make every write so far
@@ -369,7 +370,7 @@ impl Engine {
         }
         SyncBatch {
             files,
-            ticket: self.written,
+            ticket: self.written(),
         }
     }
 
