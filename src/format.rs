@@ -231,6 +231,15 @@ pub fn record_frame_len(payload_len: usize) -> usize {
     (RECORD_OVERHEAD + payload_len).next_multiple_of(FRAME_ALIGN)
 }
 
+/// Bytes a frame with head word `head` says it takes, valid or not: a
+/// record's whole frame, or a marker's four bytes.
+pub fn claimed_frame_len(head: u32) -> usize {
+    match head >> KIND_SHIFT {
+        KIND_RECORD => record_frame_len((head & RECORD_LEN_MASK) as usize),
+        _ => MARKER_LEN,
+    }
+}
+
 /// Why no frame could be read at an offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameError {

@@ -1,7 +1,6 @@
 //! The queue directory: file names, listing, config file, directory fsync.
 
 use std::fs::{self, File};
-use std::io::Write;
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
@@ -11,6 +10,7 @@ use crate::lock::LOCK_FILE;
 
 /// Name of the config file inside the queue directory.
 pub const CONFIG_FILE: &str = "dque.conf";
+/// The name `write_durably` gives the config while it is written.
 const CONFIG_TEMP: &str = "dque.conf.tmp";
 const SEGMENT_EXT: &str = "seg";
 const TEMP_EXT: &str = "tmp";
@@ -111,22 +111,7 @@ impl QueueDir {
 
     /// Replaces the config atomically: temp file, fsync, rename, fsync directory.
     pub fn write_config(&self, config: &Config) -> Result<()> {
-        let temp = self.path.join(CONFIG_TEMP);
-        faults::check(FaultOp::Write, &temp)
-            .and_then(|()| File::create(&temp))
-            .and_then(|mut file| {
-                file.write_all(&config.encode())?;
-                faults::check(FaultOp::Sync, &temp)?;
-                file.sync_all()
-            })
-            .map_err(|e| Error::io(&temp, e))?;
-        faults::synced(&temp, Durable::File);
-        let path = self.config_path();
-        faults::check(FaultOp::Write, &path)
-            .and_then(|()| fs::rename(&temp, &path))
-            .map_err(|e| Error::io(&path, e))?;
-        faults::renamed(&temp, &path);
-        self.sync()
+        crate::quarantine::write_durably(self, &self.config_path(), &config.encode())
     }
 }
 

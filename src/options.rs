@@ -78,6 +78,7 @@ pub struct Options {
     pub(crate) max_item_bytes: u32,
     pub(crate) visibility_timeout: Duration,
     pub(crate) max_attempts: u16,
+    pub(crate) cut_damaged_tail: bool,
 }
 
 /// Segment record limit of a new queue when none is given.
@@ -104,6 +105,7 @@ impl Default for Options {
             max_item_bytes: DEFAULT_MAX_ITEM_BYTES,
             visibility_timeout: DEFAULT_VISIBILITY_TIMEOUT,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            cut_damaged_tail: false,
         }
     }
 }
@@ -164,6 +166,44 @@ impl Options {
     #[must_use]
     pub fn max_attempts(mut self, attempts: u16) -> Self {
         self.max_attempts = attempts;
+        self
+    }
+
+    /// Whether an open may cut a damaged tail: a bad frame in the last
+    /// segment followed by whole records, which no torn write leaves (a
+    /// flipped bit in synced data, say). Default `false`: such an open fails
+    /// with [`Error::Corrupted`] naming the segment and offset, and changes
+    /// nothing. With `true` the open cuts the tail back to the last whole
+    /// frame, keeping a copy of the file in `quarantine/` (where `dque
+    /// salvage` reads it) and reporting it in
+    /// [`DQue::open_report`](crate::DQue::open_report) with `damage` set:
+    /// RocksDB's point-in-time recovery. Torn tails (a crash mid-write, or
+    /// unsynced writes a power loss left with holes) are cut either way,
+    /// with a copy kept. See FORMAT.md, "Tail damage".
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("q");
+    /// let q: dque::DQue<u32> = dque::DQue::create(&path)?;
+    /// q.enqueue_batch(&[1, 2, 3])?;
+    /// q.close()?;
+    /// let segment = path.join(format!("{:020}.seg", 1));
+    /// let mut bytes = std::fs::read(&segment).unwrap();
+    /// bytes[40 + 8] ^= 0x01; // one bit of the first record's payload
+    /// std::fs::write(&segment, bytes).unwrap();
+    ///
+    /// let refused = dque::DQue::<u32>::open(&path);
+    /// assert!(matches!(refused, Err(dque::Error::Corrupted { offset: 40, .. })));
+    /// let q: dque::DQue<u32> = dque::Options::new().cut_damaged_tail(true).open(&path)?;
+    /// assert!(q.is_empty());
+    /// assert!(q.open_report().repairs[0].damage);
+    /// assert!(q.open_report().repairs[0].kept.as_ref().unwrap().exists());
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn cut_damaged_tail(mut self, cut: bool) -> Self {
+        self.cut_damaged_tail = cut;
         self
     }
 

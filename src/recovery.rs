@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-use crate::format::{read_frame, Frame, FrameError, MarkerType, SEGMENT_HEADER_LEN};
+use crate::format::{
+    claimed_frame_len, read_frame, Frame, FrameError, MarkerType, FRAME_ALIGN, SEGMENT_HEADER_LEN,
+};
 
 /// What opening a queue found and mended. Empty after a clean
 /// [`close`](crate::DQue::close).
@@ -46,6 +48,13 @@ pub struct Repair {
     pub bytes_cut: u64,
     /// Why the frame at the cut was not whole.
     pub reason: String,
+    /// The copy of the segment file kept in `quarantine/` before the cut
+    /// (`dque salvage` reads it).
+    pub kept: Option<PathBuf>,
+    /// Whether whole records followed the bad frame (damage, cut only
+    /// because [`Options::cut_damaged_tail`](crate::Options::cut_damaged_tail)
+    /// allowed it) rather than a torn write.
+    pub damage: bool,
 }
 
 /// The frames of one segment, as replayed.
@@ -145,6 +154,66 @@ pub fn replay(segment: &[u8], max_records: u32) -> Replay {
         replay.end = at + frame.size();
     }
     replay
+}
+
+/// Disks write sectors whole: what a power loss leaves unwritten is whole
+/// sectors of zeros (or of older bytes, which are zeros past a segment's end).
+pub const SECTOR: usize = 512;
+
+/// Judges the bytes after a segment's last whole frame (at `end`), up to
+/// `garbage_end`, its last non-zero byte: `None` when they are what a torn
+/// write leaves (no whole record after them, or the frame at `end` holds an
+/// unwritten sector: writes that were never synced, written back out of
+/// order), `Some(offset)` of the first whole, CRC-checked record found after
+/// a bad frame that no power loss explains: damage, not a torn write.
+pub fn damage_before_records(bytes: &[u8], end: usize, garbage_end: usize) -> Option<usize> {
+    if garbage_end <= end || torn_by_power_loss(bytes, end, garbage_end) {
+        return None;
+    }
+    first_whole_record(&bytes[..garbage_end], end + FRAME_ALIGN)
+}
+
+/// Why an open refuses a segment whose bad frame (`why`) is followed by a
+/// whole record at `record_at`.
+pub fn damaged_tail(why: Option<&str>, record_at: usize) -> String {
+    format!(
+        "{} followed by whole records (the first at byte {record_at}): damage, not a torn \
+         write, and nothing was changed; `dque salvage` reads the records, `dque repair` or \
+         Options::cut_damaged_tail(true) cuts them off, keeping a copy in quarantine/",
+        why.unwrap_or("zeros")
+    )
+}
+
+/// The offset of the first whole record with a matching CRC at a frame
+/// boundary at or after `from` (frames are 4-byte aligned, records too).
+pub fn first_whole_record(bytes: &[u8], from: usize) -> Option<usize> {
+    (from.next_multiple_of(FRAME_ALIGN)..bytes.len())
+        .step_by(FRAME_ALIGN)
+        .find(|&at| matches!(read_frame(&bytes[at..]), Ok(Frame::Record { .. })))
+}
+
+/// Whether the bad frame at `at` (up to `garbage_end`) is one a power loss
+/// can leave: its head unwritten (zeros), or a later sector of the bytes its
+/// head claims unwritten. A bit flipped in a synced frame leaves neither.
+fn torn_by_power_loss(bytes: &[u8], at: usize, garbage_end: usize) -> bool {
+    let Some(head) = bytes.get(at..at + 4) else {
+        return true;
+    };
+    let head = u32::from_le_bytes(head.try_into().expect("4 bytes"));
+    if head == 0 {
+        return true;
+    }
+    let frame_end = (at + claimed_frame_len(head)).min(garbage_end);
+    // The sector holding the head was written; look at the ones after it.
+    let mut sector = (at / SECTOR + 1) * SECTOR;
+    while sector < frame_end {
+        let unwritten = &bytes[sector..(sector + SECTOR).min(frame_end)];
+        if unwritten.iter().all(|&b| b == 0) {
+            return true;
+        }
+        sector += SECTOR;
+    }
+    false
 }
 
 /// Offset just past the last non-zero byte of `bytes`, or 0 if all are zero.

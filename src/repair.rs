@@ -22,13 +22,10 @@ use crate::format::{
 use crate::inspect::QueueFiles;
 use crate::layout::QueueDir;
 use crate::options::Options;
+use crate::quarantine::QUARANTINE_DIR;
 use crate::recovery::{nonzero_len, replay, short_of_records, OpenReport};
 use crate::segment::check_header;
 use crate::verify::{read_bounded, ReadError};
-
-/// Name of the directory, inside the queue's, where a repair moves the
-/// segments it cannot read.
-pub const QUARANTINE_DIR: &str = "quarantine";
 
 /// What [`repair`] did, or would do in a dry run, in order.
 ///
@@ -431,7 +428,13 @@ impl Plan {
                     offset,
                     bytes,
                     ..
-                } => write_synced(segment, *offset, &vec![0; *bytes as usize])?,
+                } => {
+                    // Bytes are never destroyed: a copy first, for salvage.
+                    let content = fs::read(segment).map_err(|e| Error::io(segment, e))?;
+                    let end = ((offset + bytes) as usize).min(content.len());
+                    crate::quarantine::keep_copy(dir, segment, &content[..end], *offset as usize)?;
+                    write_synced(segment, *offset, &vec![0; *bytes as usize])?
+                }
                 RepairAction::MarkReached { segment } => {
                     let end = replayed_end(segment)?;
                     write_synced(segment, end, &marker(MarkerType::Reached, 0))?;

@@ -17,7 +17,9 @@ use crate::format::{
     SEGMENT_HEADER_LEN,
 };
 use crate::layout::QueueDir;
-use crate::recovery::{nonzero_len, replay, OpenReport, Repair, Replay};
+use crate::recovery::{
+    damage_before_records, damaged_tail, nonzero_len, replay, OpenReport, Repair, Replay,
+};
 
 /// A new segment's file starts this large (beyond its header) and doubles as
 /// it fills; the bytes past the last frame are zeros, the clean end.
@@ -112,13 +114,17 @@ impl Segment {
     ///
     /// `sealed_records` is the record count of a segment that has a
     /// successor: all of them must be whole, and only a torn tail of markers
-    /// after them may be cut. The last segment (`None`) may end anywhere:
-    /// whatever follows its last whole frame is cut. Cuts are zeroed durably
-    /// and reported.
+    /// after them may be cut. The last segment (`None`) may end anywhere.
+    /// What follows the last whole frame is cut if it is what a torn write
+    /// leaves (FORMAT.md, "Tail damage"); a bad frame followed by whole
+    /// records is damage, refused with `Corrupted` unless `cut_damaged`.
+    /// A cut keeps a copy of the file in `quarantine/` first, then zeroes
+    /// the bytes durably, and is reported.
     pub fn open(
         dir: &QueueDir,
         number: u64,
         sealed_records: Option<u64>,
+        cut_damaged: bool,
         report: &mut OpenReport,
     ) -> Result<Segment> {
         let path = dir.segment_path(number);
@@ -146,7 +152,16 @@ impl Segment {
         }
         let garbage_end = replayed.end + nonzero_len(&map[replayed.end..]);
         if garbage_end > replayed.end {
+            let damage = damage_before_records(&map, replayed.end, garbage_end);
+            if let (Some(record_at), false) = (damage, cut_damaged) {
+                return Err(Error::corrupted(
+                    &path,
+                    replayed.end,
+                    damaged_tail(replayed.stopped_by, record_at),
+                ));
+            }
             let cut = replayed.end..garbage_end;
+            let kept = crate::quarantine::keep_copy(dir, &path, &map[..garbage_end], cut.start)?;
             faults::check(FaultOp::Write, &path).map_err(|e| Error::io(&path, e))?;
             map[cut.clone()].fill(0);
             faults::check(FaultOp::Sync, &path)
@@ -161,6 +176,8 @@ impl Segment {
                     .stopped_by
                     .unwrap_or("bytes after the end")
                     .to_string(),
+                kept: Some(kept),
+                damage: damage.is_some(),
             });
         }
         let settled_count = replayed.settled.iter().filter(|&&s| s).count();

@@ -90,13 +90,14 @@ fn open_corpus() {
 
 // Guarantee: on every saved input of the `repair` target, and of the `open`
 // target (the same format: queue directories, with gaps and quarantine/
-// too; the repair fuzzer starts from both), QueueFiles
-// reads without writing or panicking, with allocations bounded by the file
-// sizes; a dry run changes nothing; repair() fails changing nothing or takes
-// exactly the steps FORMAT.md's "Repair" predicts, keeps every original
-// segment in place or byte-identical in quarantine/, and leaves a queue
-// that opens clean, verifies healthy and holds the items of the segments
-// kept; a second repair does nothing.
+// too; the repair fuzzer starts from both), QueueFiles reads without
+// writing or panicking, with allocations bounded by the file sizes; a dry
+// run changes nothing; repair() refuses changing nothing, or leaves a queue
+// that opens clean, verifies healthy and delivers every record that was
+// whole and reachable before (and nothing else), destroys no bytes, touches
+// nothing outside the queue directory, and a second repair changes nothing;
+// with `fault-injection`, a repair stopped at any sync is finished by the
+// next.
 #[test]
 fn repair_corpus() {
     run_corpus(&["repair", "open"], &|data| {

@@ -61,6 +61,8 @@ pub struct Engine {
     tail: Option<Segment>,
     deliveries: Deliveries,
     max_attempts: u16,
+    /// Whether a damaged tail may be cut (see `Options::cut_damaged_tail`).
+    cut_damaged_tail: bool,
     /// The dead-letter queue in `dead/`, once used.
     dead: Option<Box<Engine>>,
     len: u64,
@@ -306,6 +308,13 @@ impl Engine {
         self.written += 1;
         if kind.settles() {
             self.len -= 1;
+            if position == 0 && self.front[0].unsettled_count() == 0 {
+                // Retired now, not by a later read (reads never write). The
+                // marker is written, so this call has had its effect: a
+                // failed delete is left for the next call that settles
+                // (`next_available` retires first), which reports it.
+                let _ = self.retire_settled_head(&mut OpenReport::default());
+            }
         }
         Ok(())
     }
@@ -334,7 +343,7 @@ impl Engine {
         } else {
             let sealed = sealed_records(&self.dir, number, tail.header.number)?;
             // Sealed before its successor existed: no cut is allowed.
-            let middle = Segment::open(&self.dir, number, sealed, report)?;
+            let middle = Segment::open(&self.dir, number, sealed, self.cut_damaged_tail, report)?;
             // Counted as items at open, when only its header was read.
             self.len -= (middle.record_count() - middle.unsettled_count()) as u64;
             middle

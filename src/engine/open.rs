@@ -100,7 +100,8 @@ impl Engine {
                 let mut number = first;
                 loop {
                     let sealed = sealed_records(&dir, number, last)?;
-                    let segment = Segment::open(&dir, number, sealed, &mut report)?;
+                    let segment =
+                        Segment::open(&dir, number, sealed, options.cut_damaged_tail, &mut report)?;
                     let more = segment.has_markers() && number + 1 < last;
                     front.push_back(segment);
                     if !more {
@@ -111,7 +112,13 @@ impl Engine {
                 let tail = if number == last {
                     None
                 } else {
-                    Some(Segment::open(&dir, last, None, &mut report)?)
+                    Some(Segment::open(
+                        &dir,
+                        last,
+                        None,
+                        options.cut_damaged_tail,
+                        &mut report,
+                    )?)
                 };
                 (front, tail)
             }
@@ -129,6 +136,7 @@ impl Engine {
             tail,
             deliveries: Deliveries::default(),
             max_attempts: options.max_attempts,
+            cut_damaged_tail: options.cut_damaged_tail,
             dead: None,
             len: 0,
             refused: None,

@@ -73,6 +73,13 @@ pub fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         if name == LOCK {
             continue;
         }
+        if entry.path().is_dir() {
+            // quarantine/ (copies kept by cuts) and dead/: their files by path.
+            for (inner, bytes) in snapshot(&entry.path()) {
+                files.insert(format!("{name}/{inner}"), bytes);
+            }
+            continue;
+        }
         files.insert(name, fs::read(entry.path()).expect("read file"));
     }
     files
