@@ -279,3 +279,26 @@ impl std::error::Error for Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 11, bug 7: a refusal's cause keeps the errno of the failure.
+    #[test]
+    fn a_refusal_cause_keeps_the_errno() {
+        let failed = Error::io("/q/seg", io::Error::from_raw_os_error(5));
+        let cause = failed.refusal_cause();
+        let Error::Io { path, source } = cause.as_ref() else {
+            panic!("{cause:?}");
+        };
+        assert_eq!(
+            (path.to_str(), source.raw_os_error()),
+            (Some("/q/seg"), Some(5))
+        );
+        let refused = Error::WritesRefused { cause };
+        let again = refused.refusal_cause();
+        let same = matches!(&refused, Error::WritesRefused { cause } if Arc::ptr_eq(cause, &again));
+        assert!(same, "a refusal's cause is passed on, not wrapped");
+    }
+}

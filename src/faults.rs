@@ -1,7 +1,7 @@
 //! The seam between the queue and the file system, for tests.
 //!
-//! Every step that changes files calls [`check`] first (which may fail it)
-//! and every step that makes bytes durable reports to [`synced`] after. In a
+//! Every step that changes files calls `check` first (which may fail it)
+//! and every step that makes bytes durable reports to `synced` after. In a
 //! normal build both are empty and vanish; with the `fault-injection`
 //! feature a [`FaultPlan`] installed on a queue directory can fail the Nth
 //! write or sync (with any error, such as "no space") and take crash images:

@@ -182,8 +182,8 @@ impl<T, C: Codec<T>> DQue<T, C> {
     ///
     /// An error before the first item is returned and took nothing. An
     /// error after some items ends the batch: the call returns the items it
-    /// took, and the error (which had no effect) comes from the next
-    /// dequeue or lease; a record that does not decode ([`Error::Decode`])
+    /// took, and the error (which had no effect) comes from the next call
+    /// that writes; a record that does not decode ([`Error::Decode`])
     /// stays at the head, so the next call that reaches it fails with it.
     pub fn dequeue_batch(&self, max: usize) -> Result<Vec<T>> {
         self.shared

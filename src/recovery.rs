@@ -170,7 +170,9 @@ pub fn damage_before_records(bytes: &[u8], end: usize, garbage_end: usize) -> Op
     if garbage_end <= end || torn_by_power_loss(bytes, end, garbage_end) {
         return None;
     }
-    first_whole_record(&bytes[..garbage_end], end + FRAME_ALIGN)
+    // To a frame boundary: the last record's zero padding is part of it.
+    let frames_end = garbage_end.next_multiple_of(FRAME_ALIGN).min(bytes.len());
+    first_whole_record(&bytes[..frames_end], end + FRAME_ALIGN)
 }
 
 /// Why an open refuses a segment whose bad frame (`why`) is followed by a

@@ -13,7 +13,7 @@ use memmap2::MmapMut;
 use crate::error::{Error, Result};
 use crate::faults::{self, Durable, FaultOp};
 use crate::format::{
-    marker, HeaderError, MarkerType, SegmentHeader, FORMAT_VERSION, RECORD_OVERHEAD,
+    marker, HeaderError, MarkerType, SegmentHeader, FORMAT_VERSION, FRAME_ALIGN, RECORD_OVERHEAD,
     SEGMENT_HEADER_LEN,
 };
 use crate::layout::QueueDir;
@@ -161,7 +161,9 @@ impl Segment {
                 ));
             }
             let cut = replayed.end..garbage_end;
-            let kept = crate::quarantine::keep_copy(dir, &path, &map[..garbage_end], cut.start)?;
+            // To a frame boundary: the last frame's zero padding included.
+            let copy_end = garbage_end.next_multiple_of(FRAME_ALIGN).min(map.len());
+            let kept = crate::quarantine::keep_copy(dir, &path, &map[..copy_end], cut.start)?;
             faults::check(FaultOp::Write, &path).map_err(|e| Error::io(&path, e))?;
             map[cut.clone()].fill(0);
             faults::check(FaultOp::Sync, &path)

@@ -140,7 +140,14 @@ struct Scanned {
     stopped_by: Option<&'static str>,
     /// Just past the last non-zero byte after `end`, if there is one.
     garbage_end: Option<usize>,
+    /// Where a whole record follows a bad frame no torn write explains
+    /// (FORMAT.md, "Tail damage").
+    damage_before: Option<usize>,
 }
+
+/// How long a scan without the lock waits before it reads a segment again
+/// to tell damage from a copy in progress.
+const SECOND_LOOK: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Where [`check_segments`] gets a segment's bytes, and how it reports.
 pub(crate) struct ScanInput<'a> {
@@ -295,8 +302,31 @@ pub(crate) fn check_segments<'b>(
                 short_of_records(this.summary.records, expected, why),
             ),
             // Past the last whole frame, a writer may be halfway through a
-            // copy: a record into the tail, a marker into any segment.
-            _ if input.live => {}
+            // copy: a record into the tail, a marker into any segment. Only
+            // damage that is still there a moment later is reported.
+            _ if input.live => {
+                if this.damage_before.is_some() {
+                    std::thread::sleep(SECOND_LOOK);
+                    let again = read(this.header.number).ok().and_then(|bytes| {
+                        let mut ignore = |_: &Path, _: u64, _: String| {};
+                        scan(&this.summary.path, &bytes, this.header.number, &mut ignore)
+                    });
+                    if let Some(again) = again.filter(|a| a.end == this.end) {
+                        if let Some(record_at) = again.damage_before {
+                            let reason = recovery::damaged_tail(why, record_at);
+                            problem(&this.summary.path, end, reason);
+                        }
+                    }
+                }
+            }
+            _ if this.damage_before.is_some() => {
+                let record_at = this.damage_before.expect("checked");
+                problem(
+                    &this.summary.path,
+                    end,
+                    recovery::damaged_tail(why, record_at),
+                );
+            }
             _ => {
                 if let Some(why) = why {
                     // A sealed segment whose records are all whole: only
@@ -374,6 +404,7 @@ fn scan(
         end: replayed.end,
         stopped_by: replayed.stopped_by,
         garbage_end: (garbage > 0).then_some(replayed.end + garbage),
+        damage_before: recovery::damage_before_records(bytes, replayed.end, replayed.end + garbage),
     })
 }
 

@@ -151,6 +151,18 @@ fn failed_sync_refuses_later_writes_until_reopen() {
             matched,
             "sync {n}: a write after a failed sync must be refused, got {refused}"
         );
+        // Issue 11, bug 7: the refusal keeps the failure as its source, down
+        // to the operating system's error (kind and errno).
+        let cause = std::error::Error::source(&refused).expect("a source");
+        let os = cause
+            .downcast_ref::<Error>()
+            .and_then(|e| std::error::Error::source(e))
+            .and_then(|e| e.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            os.map(|e| e.kind()),
+            Some(ErrorKind::Other),
+            "sync {n}: {cause}"
+        );
         assert!(matches!(queue.dequeue(), Err(Error::WritesRefused { .. })));
         drop(queue);
         drop(plan);

@@ -561,18 +561,27 @@ fn missing_middle_segment_is_reported_and_nothing_is_deleted() {
 // Guarantee: a crash between the dequeue of a segment's last record and
 // the deletion of that segment leaves a fully consumed segment behind; the
 // next open deletes it, reports it in deleted_segments, and counts stay
-// right. Simulated by copying the directory while the queue is open.
+// right. Simulated by copying the directory while the queue is open, with
+// segment 1 as it was read through a handle kept open across its deletion
+// (the dequeue that settles its last record deletes it).
 #[test]
 fn fully_consumed_segment_left_by_a_crash_is_deleted_on_open() {
+    use std::io::{Read, Seek};
     let root = tempfile::tempdir().unwrap();
     for (total, segments) in [(7u64, 1..=3u64), (5, 1..=2)] {
         let src = root.path().join(format!("src{total}"));
         let q = RawQueue::create_with(&src, &turbo().segment_items(3)).unwrap();
         enqueue_ids(&q, 0..total);
-        dequeue_ids(&q, 0..3);
+        dequeue_ids(&q, 0..2);
         assert_eq!(q.segment_numbers().unwrap(), segments);
-        // The "crash": the files as they are right now, the handle still open.
-        let crashed = snapshot(&src);
+        let mut crashed = snapshot(&src);
+        let mut first = fs::File::open(seg_path(&src, 1)).unwrap();
+        dequeue_ids(&q, 2..3);
+        // The "crash": the segment with its last ack, not yet deleted.
+        let mut settled = Vec::new();
+        first.rewind().unwrap();
+        first.read_to_end(&mut settled).unwrap();
+        crashed.insert(seg_name(1), settled);
         drop(q);
         assert!(
             crashed.contains_key(&seg_name(1)),

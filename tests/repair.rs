@@ -763,6 +763,7 @@ fn check_torn_tail(garbage: &[u8], nonzero: u64) {
     let remaining = build(&dir, 3, 11, 2);
     let tail = *seg_numbers(&dir).last().unwrap();
     let end = tear_tail(&dir, garbage);
+    let torn = fs::read(seg_path(&dir, tail)).unwrap();
 
     let plan = dry_run_changes_nothing(&dir);
     let report = repair(&dir, false).unwrap();
@@ -788,7 +789,13 @@ fn check_torn_tail(garbage: &[u8], nonzero: u64) {
         bytes[end..].iter().all(|&b| b == 0),
         "the torn tail was not zeroed"
     );
-    assert!(!dir.join(QUARANTINE_DIR).exists());
+    // Bytes are never destroyed: a copy of the file before the cut is kept.
+    let kept = dir
+        .join(QUARANTINE_DIR)
+        .join(format!("{}.cut-at-{end}", seg_name(tail)));
+    let copy = fs::read(&kept).unwrap_or_else(|e| panic!("{}: {e}", kept.display()));
+    assert_eq!(copy, torn[..copy.len()]);
+    assert!(torn[copy.len()..].iter().all(|&b| b == 0));
     assert_second_repair_clean(&dir);
     check_opens_with(&dir, &remaining);
 }

@@ -17,7 +17,6 @@ impl Engine {
         timeout: Duration,
         read: impl FnOnce(u64, &[u8]) -> Result<R>,
     ) -> Result<Option<(R, u64, Lease)>> {
-        self.take_deferred()?;
         self.check_writable()?;
         let (id, attempt) = loop {
             let Some(id) = self.next_available(Settle::Now)? else {

@@ -68,8 +68,9 @@ pub struct Engine {
     len: u64,
     /// Set when a write or fsync failed: no later write can be trusted.
     refused: Option<Arc<Error>>,
-    /// An error a batch met after it had taken items: it returned them, and
-    /// the next consuming call returns this.
+    /// An error met after a call had its effect (a batch that had taken
+    /// items, a head retired after its last ack): the call returned `Ok`,
+    /// and the next write returns this.
     deferred: Option<Error>,
     /// Frames written since open; group commit's tickets.
     written: u64,
@@ -204,7 +205,6 @@ impl Engine {
     /// Like [`peek_with`](Self::peek_with), then settles the record if `read`
     /// succeeded, so a record that does not decode is never lost.
     pub fn pop_with<R>(&mut self, read: impl FnOnce(u64, &[u8]) -> Result<R>) -> Result<Option<R>> {
-        self.take_deferred()?;
         self.check_writable()?;
         let Some(id) = self.next_available(Settle::Now)? else {
             return Ok(None);
@@ -218,8 +218,8 @@ impl Engine {
 
     /// Pops up to `max` records with `read`. An error after the first one
     /// ends the batch, which returns what it took; the error (which had no
-    /// effect) is returned by the next consuming call, or, if it is a record
-    /// that does not decode, by the next call that reaches that record.
+    /// effect) is returned by the next write, or, if it is a record that
+    /// does not decode, by the next call that reaches that record.
     pub fn pop_many<R>(
         &mut self,
         max: usize,
@@ -233,17 +233,12 @@ impl Engine {
                 Err(e) if items.is_empty() => return Err(e),
                 Err(Error::Decode { .. }) => break,
                 Err(e) => {
-                    self.deferred = Some(e);
+                    self.deferred.get_or_insert(e);
                     break;
                 }
             }
         }
         Ok(items)
-    }
-
-    /// The error a batch ended on after taking items, once.
-    pub(crate) fn take_deferred(&mut self) -> Result<()> {
-        self.deferred.take().map_or(Ok(()), Err)
     }
 
     /// The next record no one holds, in order: handed-back records first
@@ -311,9 +306,10 @@ impl Engine {
             if position == 0 && self.front[0].unsettled_count() == 0 {
                 // Retired now, not by a later read (reads never write). The
                 // marker is written, so this call has had its effect: a
-                // failed delete is left for the next call that settles
-                // (`next_available` retires first), which reports it.
-                let _ = self.retire_settled_head(&mut OpenReport::default());
+                // failed delete is the next write's error.
+                if let Err(e) = self.retire_settled_head(&mut OpenReport::default()) {
+                    self.deferred.get_or_insert(e);
+                }
             }
         }
         Ok(())
@@ -419,7 +415,12 @@ impl Engine {
         result
     }
 
-    fn check_writable(&self) -> Result<()> {
+    /// Before any write: the error a call that had its effect left for the
+    /// next one (once), then the refusal after a failed sync.
+    fn check_writable(&mut self) -> Result<()> {
+        if let Some(deferred) = self.deferred.take() {
+            return Err(deferred);
+        }
         match &self.refused {
             Some(cause) => Err(Error::WritesRefused {
                 cause: Arc::clone(cause),
