@@ -92,6 +92,16 @@ pub enum Error {
         /// The configured maximum.
         max: u32,
     },
+    /// The queue holds its limit of items ([`Options::max_items`](crate::Options::max_items));
+    /// nothing was written.
+    Full {
+        /// Items in the queue.
+        len: u64,
+        /// Items the call would have added.
+        adding: u64,
+        /// The limit.
+        max: u64,
+    },
     /// The codec could not encode an item; nothing was written.
     Encode(CodecError),
     /// A record does not decode as the item type; it stays in the queue.
@@ -238,6 +248,16 @@ impl fmt::Display for Error {
                 f,
                 "item of {size} bytes is over the maximum of {max} bytes; \
                  raise Options::max_item_bytes or split the item"
+            ),
+            Error::Full { len, adding, max } if adding > max => write!(
+                f,
+                "a batch of {adding} items can never fit under the limit of {max} items; \
+                 nothing was written: split the batch or raise Options::max_items"
+            ),
+            Error::Full { len, adding, max } => write!(
+                f,
+                "the queue holds {len} items of at most {max}, no room for {adding} more; \
+                 nothing was written: wait for consumers (enqueue_timeout) or raise Options::max_items"
             ),
             Error::Encode(e) => write!(f, "item could not be encoded, nothing was written: {e}"),
             Error::Decode { id, source } => write!(

@@ -49,6 +49,9 @@ pub enum MarkerType {
     /// when a later segment gets a marker first, so that the segments with
     /// markers always form a run from the head, which open replays).
     Reached = 4,
+    /// The record's last lease was given back unused: that attempt does not
+    /// count (follows a lease marker of the record).
+    Release = 5,
 }
 
 impl MarkerType {
@@ -56,7 +59,7 @@ impl MarkerType {
     pub fn settles(self) -> bool {
         match self {
             MarkerType::Ack | MarkerType::Dead => true,
-            MarkerType::Lease | MarkerType::Reached => false,
+            MarkerType::Lease | MarkerType::Release | MarkerType::Reached => false,
         }
     }
 }
@@ -286,6 +289,7 @@ pub fn read_frame(bytes: &[u8]) -> Result<Frame, FrameError> {
                 2 => MarkerType::Lease,
                 3 => MarkerType::Dead,
                 4 => MarkerType::Reached,
+                5 => MarkerType::Release,
                 _ => return Err(FrameError::Invalid("unknown marker type")),
             };
             Ok(Frame::Marker {

@@ -79,6 +79,7 @@ pub struct Options {
     pub(crate) visibility_timeout: Duration,
     pub(crate) max_attempts: u16,
     pub(crate) cut_damaged_tail: bool,
+    pub(crate) max_items: Option<u64>,
 }
 
 /// Segment record limit of a new queue when none is given.
@@ -106,6 +107,7 @@ impl Default for Options {
             visibility_timeout: DEFAULT_VISIBILITY_TIMEOUT,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             cut_damaged_tail: false,
+            max_items: None,
         }
     }
 }
@@ -141,6 +143,30 @@ impl Options {
     #[must_use]
     pub fn segment_bytes(mut self, bytes: u32) -> Self {
         self.segment_bytes = Some(bytes);
+        self
+    }
+
+    /// Most items the queue may hold (leased ones count), at least 1;
+    /// default: no limit. An enqueue that would pass it fails with
+    /// [`Error::Full`] and writes nothing;
+    /// [`DQue::enqueue_timeout`](crate::DQue::enqueue_timeout) waits for
+    /// room instead (back-pressure). A limit of this handle, not stored in
+    /// the queue: a queue already over it is kept whole, and only refuses
+    /// new items until consumers bring it under.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q: dque::DQue<u32> = dque::Options::new().max_items(2).create(dir.path().join("q"))?;
+    /// q.enqueue_batch([1, 2])?;
+    /// assert!(matches!(q.enqueue(&3), Err(dque::Error::Full { len: 2, .. })));
+    /// q.dequeue()?;
+    /// q.enqueue(&3)?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn max_items(mut self, items: u64) -> Self {
+        self.max_items = Some(items);
         self
     }
 
@@ -213,6 +239,12 @@ impl Options {
             return Err(Error::InvalidOption {
                 name: "visibility_timeout",
                 reason: "must be above zero".into(),
+            });
+        }
+        if self.max_items == Some(0) {
+            return Err(Error::InvalidOption {
+                name: "max_items",
+                reason: "must be at least 1".into(),
             });
         }
         if self.max_attempts == 0 {

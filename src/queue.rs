@@ -1,5 +1,6 @@
 //! The public typed queue: `DQue<T, C>`.
 
+use std::borrow::Borrow;
 use std::marker::PhantomData;
 use std::ops::{ControlFlow, RangeInclusive};
 use std::path::{Path, PathBuf};
@@ -12,10 +13,11 @@ use parking_lot::Mutex;
 use crate::codec::{Bincode, Codec, Raw};
 use crate::dead::DeadLetter;
 use crate::deadline::deadline_after;
-use crate::engine::{Engine, OpenMode};
+use crate::engine::{Engine, OpenMode, PendingRecord};
 use crate::error::{Error, Result};
 use crate::flusher::Flusher;
-use crate::lease::Leased;
+use crate::iter::Iter;
+use crate::lease::{Leased, Lessor};
 use crate::options::{Durability, Options};
 use crate::recovery::OpenReport;
 use crate::shared::Shared;
@@ -152,25 +154,70 @@ impl<T, C: Codec<T>> DQue<T, C> {
         Ok(())
     }
 
-    /// Appends every item of `items` in order, with one fsync for all in
-    /// [`Durability::Safe`]. Every item is encoded first: if one cannot be
-    /// (or is too large), nothing is written. An empty batch does nothing.
+    /// Like [`enqueue`](Self::enqueue), but when the queue holds its
+    /// [`Options::max_items`] it waits up to `timeout` for room
+    /// (back-pressure) instead of failing at once. Any `Duration` works;
+    /// `Duration::MAX` waits for ever.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// use std::time::Duration;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q: dque::DQue<u32> = dque::Options::new().max_items(1).create(dir.path().join("q"))?;
+    /// q.enqueue(&1)?;
+    /// let full = q.enqueue_timeout(&2, Duration::from_millis(10));
+    /// assert!(matches!(full, Err(dque::Error::Full { .. })));
+    /// q.dequeue()?;
+    /// q.enqueue_timeout(&2, Duration::from_secs(1))?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Full` if no room came in time, `Closed` if the queue was closed
+    /// meanwhile, otherwise as [`enqueue`](Self::enqueue); each had no effect.
+    pub fn enqueue_timeout(&self, item: &T, timeout: Duration) -> Result<()> {
+        self.shared
+            .write_item_when_room(deadline_after(timeout), |engine| {
+                engine.append_with(|out| self.codec.encode(item, out))
+            })?;
+        Ok(())
+    }
+
+    /// Appends every item of `items` (any iterator of items or of
+    /// references to them) in order, with one fsync for all in
+    /// [`Durability::Safe`]. An empty batch does nothing.
     ///
     /// ```
     /// # fn main() -> Result<(), dque::Error> {
     /// let dir = tempfile::tempdir().unwrap();
     /// let q = dque::DQue::<u32>::create(dir.path().join("q"))?;
     /// q.enqueue_batch(&[1, 2, 3])?;
-    /// assert_eq!(q.dequeue_batch(2)?, vec![1, 2]);
-    /// assert_eq!(q.len(), 1);
+    /// q.enqueue_batch((4..=6).filter(|n| n % 2 == 0))?;
+    /// assert_eq!(q.dequeue_batch(10)?, vec![1, 2, 3, 4, 6]);
     /// # Ok(()) }
     /// ```
-    pub fn enqueue_batch(&self, items: &[T]) -> Result<()> {
+    ///
+    /// # Errors
+    ///
+    /// Every item is encoded before the first is written: if one cannot be
+    /// (`Encode`) or is too large (`ItemTooLarge`), nothing is written.
+    /// `Closed`, or the I/O error of the write (then nothing was
+    /// acknowledged; in Safe mode a failed fsync leaves the batch's fate to
+    /// the disk, as for [`enqueue`](Self::enqueue)).
+    pub fn enqueue_batch<I>(&self, items: I) -> Result<()>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<T>,
+    {
+        let items: Vec<I::Item> = items.into_iter().collect();
         if items.is_empty() {
             return Ok(());
         }
         self.shared.write_item(|engine| {
-            engine.append_many(items.len(), |i, out| self.codec.encode(&items[i], out))
+            engine.append_many(items.len(), |i, out| {
+                self.codec.encode(items[i].borrow(), out)
+            })
         })?;
         Ok(())
     }
@@ -188,6 +235,41 @@ impl<T, C: Codec<T>> DQue<T, C> {
     pub fn dequeue_batch(&self, max: usize) -> Result<Vec<T>> {
         self.shared
             .write(|engine| engine.pop_many(max, |id, bytes| self.decode(id, bytes)))
+    }
+
+    /// Like [`dequeue_batch`](Self::dequeue_batch), but waits up to
+    /// `timeout` until at least one item is there, then takes up to `max`
+    /// (yaque's `recv_batch`): empty only when the time ran out first. Any
+    /// `Duration` works; `Duration::MAX` waits for ever.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// use std::time::Duration;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q = std::sync::Arc::new(dque::DQue::<u32>::create(dir.path().join("q"))?);
+    /// let producer = std::sync::Arc::clone(&q);
+    /// std::thread::spawn(move || producer.enqueue_batch([1, 2, 3]));
+    /// let got = q.dequeue_batch_timeout(10, Duration::from_secs(30))?;
+    /// assert!(!got.is_empty() && got.len() <= 3);
+    /// assert!(q.dequeue_batch_timeout(10, Duration::ZERO)?.len() <= 2);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`dequeue_batch`](Self::dequeue_batch), and `Closed` if the queue
+    /// is closed while waiting.
+    pub fn dequeue_batch_timeout(&self, max: usize, timeout: Duration) -> Result<Vec<T>> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let taken = self
+            .shared
+            .wait_for(deadline_after(timeout), true, |engine| {
+                let items = engine.pop_many(max, |id, bytes| self.decode(id, bytes))?;
+                Ok((!items.is_empty()).then_some(items))
+            })?;
+        Ok(taken.unwrap_or_default())
     }
 
     /// Removes and returns the oldest item, or `None` when the queue is empty.
@@ -246,47 +328,130 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// other consumers, until the guard acks it or the visibility timeout
     /// passes. `None` when no item is available. The attempt is counted on
     /// disk first (durably in Safe mode), so a crash mid-work still counts.
-    pub fn lease(&self) -> Result<Option<Leased<'_, T, C>>> {
+    ///
+    /// # Errors
+    ///
+    /// `Decode` if the next record does not decode (it stays, its attempt
+    /// not counted), `Closed`, or the I/O error of the write.
+    pub fn lease(&self) -> Result<Option<Leased<T>>> {
         self.lease_until(Some(Instant::now()))
     }
 
     /// Like [`lease`](Self::lease), but waits for an item (new, handed
     /// back, or whose lease expired); fails with `Closed` if closed meanwhile.
-    pub fn lease_block(&self) -> Result<Leased<'_, T, C>> {
+    ///
+    /// # Errors
+    ///
+    /// As [`lease`](Self::lease).
+    pub fn lease_block(&self) -> Result<Leased<T>> {
         self.lease_until(None)
             .map(|leased| leased.expect("waits without a deadline until an item comes"))
     }
 
-    /// Like [`lease_block`](Self::lease_block), giving up after `timeout`.
-    pub fn lease_timeout(&self, timeout: Duration) -> Result<Option<Leased<'_, T, C>>> {
+    /// Like [`lease_block`](Self::lease_block), giving up after `timeout`
+    /// (any `Duration`: `Duration::MAX` waits for ever).
+    ///
+    /// # Errors
+    ///
+    /// As [`lease`](Self::lease).
+    pub fn lease_timeout(&self, timeout: Duration) -> Result<Option<Leased<T>>> {
         self.lease_until(deadline_after(timeout))
     }
 
-    fn lease_until(&self, deadline: Option<Instant>) -> Result<Option<Leased<'_, T, C>>> {
+    fn lease_until(&self, deadline: Option<Instant>) -> Result<Option<Leased<T>>> {
         let leased = self.shared.wait_for(deadline, true, |engine| {
             engine.lease_with(self.visibility_timeout, |id, bytes| self.decode(id, bytes))
         })?;
-        Ok(leased.map(|(item, id, lease)| Leased::new(self, item, id, lease.attempt)))
+        Ok(leased.map(|(item, id, lease)| Leased::new(self.lessor(), item, id, lease.attempt)))
     }
 
-    pub(crate) fn ack_lease(&self, id: u64, attempt: u16) -> Result<()> {
-        self.shared.write(|engine| engine.ack(id, attempt))
+    /// Leases up to `max` available items at once, with one fsync for all
+    /// in [`Durability::Safe`]; empty when none is available. Ack them
+    /// together with [`ack_batch`](Self::ack_batch).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q = dque::DQue::<u32>::create(dir.path().join("q"))?;
+    /// q.enqueue_batch([1, 2, 3])?;
+    /// let jobs = q.lease_batch(10)?;
+    /// assert_eq!(jobs.iter().map(|j| **j).collect::<Vec<_>>(), [1, 2, 3]);
+    /// q.ack_batch(jobs)?;
+    /// assert!(q.is_empty());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// An error before the first lease is returned and had no effect; one
+    /// after ends the batch, which returns what it leased, and is returned
+    /// by the next call that writes (as [`dequeue_batch`](Self::dequeue_batch)).
+    pub fn lease_batch(&self, max: usize) -> Result<Vec<Leased<T>>> {
+        self.lease_batch_until(max, Some(Instant::now()))
     }
 
-    pub(crate) fn nack_lease(&self, id: u64, attempt: u16) -> Result<()> {
-        self.shared.write(|engine| engine.nack(id, attempt))?;
-        self.shared.notify_available();
-        Ok(())
+    /// Like [`lease_batch`](Self::lease_batch), but waits up to `timeout`
+    /// until at least one item is available, then leases up to `max`.
+    ///
+    /// # Errors
+    ///
+    /// As [`lease_batch`](Self::lease_batch), and `Closed` if the queue is
+    /// closed while waiting.
+    pub fn lease_batch_timeout(&self, max: usize, timeout: Duration) -> Result<Vec<Leased<T>>> {
+        self.lease_batch_until(max, deadline_after(timeout))
     }
 
-    pub(crate) fn fail_lease(&self, id: u64, attempt: u16, reason: &str) -> Result<()> {
-        self.shared.write(|engine| engine.fail(id, attempt, reason))
+    fn lease_batch_until(&self, max: usize, deadline: Option<Instant>) -> Result<Vec<Leased<T>>> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let leased = self.shared.wait_for(deadline, true, |engine| {
+            let leased = engine.lease_many(max, self.visibility_timeout, |id, bytes| {
+                self.decode(id, bytes)
+            })?;
+            Ok((!leased.is_empty()).then_some(leased))
+        })?;
+        let lessor = self.lessor();
+        Ok(leased
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(item, id, lease)| Leased::new(lessor.clone(), item, id, lease.attempt))
+            .collect())
     }
 
-    pub(crate) fn touch_lease(&self, id: u64, attempt: u16) -> Result<()> {
-        let timeout = self.visibility_timeout;
-        self.shared
-            .read(|engine| engine.touch(id, attempt, timeout))
+    /// Acks every lease of `leases` with one write under the lock and one
+    /// fsync in [`Durability::Safe`]: the batch counterpart of
+    /// [`Leased::ack`].
+    ///
+    /// # Errors
+    ///
+    /// If any lease expired (`LeaseLost`), was taken from another queue
+    /// (`InvalidOption`) or is given twice, nothing is acked and the leases
+    /// are not handed back: the ones still held stay leased until their
+    /// time is up. `Closed` once closed, or the I/O error of the write.
+    pub fn ack_batch(&self, leases: impl IntoIterator<Item = Leased<T>>) -> Result<()> {
+        let leases: Vec<Leased<T>> = leases.into_iter().collect();
+        let foreign = leases.iter().find(|lease| !lease.is_from(&self.shared));
+        let refused = foreign.map(|lease| Error::InvalidOption {
+            name: "ack_batch",
+            reason: format!("lease of item {} was taken from another queue", lease.id()),
+        });
+        // Spent either way: an error leaves every lease as it is.
+        let tokens: Vec<(u64, u16)> = leases.into_iter().map(Leased::into_token).collect();
+        if let Some(refused) = refused {
+            return Err(refused);
+        }
+        if tokens.is_empty() {
+            return Ok(());
+        }
+        self.lessor().ack_all(&tokens)
+    }
+
+    fn lessor(&self) -> Lessor {
+        Lessor {
+            shared: Arc::clone(&self.shared),
+            visibility_timeout: self.visibility_timeout,
+        }
     }
 
     /// Removes pending item `id` (see [`Leased::id`], [`pending`](Self::pending))
@@ -355,6 +520,70 @@ impl<T, C: Codec<T>> DQue<T, C> {
             })?;
             failed.map_or(Ok(found), Err)
         })
+    }
+
+    /// The pending items in delivery order (items handed back aside), as a
+    /// lazy iterator: each is decoded when the walk reaches it, memory holds
+    /// one segment's items at most, and nothing is consumed or written. See
+    /// [`Iter`] for what a walk sees of concurrent calls.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q: dque::DQue<u32> = dque::Options::new().segment_items(2).create(dir.path().join("q"))?;
+    /// q.enqueue_batch(0..5)?;
+    /// let even: Vec<u32> = q
+    ///     .iter()
+    ///     .map(|pending| pending.map(|p| p.item))
+    ///     .filter(|item| item.as_ref().map_or(true, |n| n % 2 == 0))
+    ///     .collect::<Result<_, _>>()?;
+    /// assert_eq!(even, [0, 2, 4]);
+    /// assert_eq!(q.len(), 5);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Each step yields `Err` (and then the walk ends) if a record does not
+    /// decode (`Decode`), a segment cannot be read (`Corrupted`, `Io`), or
+    /// the queue was closed (`Closed`).
+    pub fn iter(&self) -> Iter<'_, T, C> {
+        Iter::new(self)
+    }
+
+    pub(crate) fn pending_chunk(&self, from: u64) -> Result<Vec<PendingRecord>> {
+        self.shared.read(|engine| engine.pending_chunk(from))
+    }
+
+    pub(crate) fn decode_item(&self, id: u64, bytes: &[u8]) -> Result<T> {
+        self.decode(id, bytes)
+    }
+
+    /// Removes every item no one holds (leased items stay until acked or
+    /// their lease ends) and returns how many; one fsync in
+    /// [`Durability::Safe`]. It writes one ack marker per item, like that
+    /// many dequeues without decoding, and deletes segments as they empty.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q = dque::DQue::<u32>::create(dir.path().join("q"))?;
+    /// q.enqueue_batch(0..100)?;
+    /// let held = q.lease()?.expect("an item");
+    /// assert_eq!(q.clear()?, 99);
+    /// assert_eq!(q.len(), 1);
+    /// held.ack()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Closed`, or an I/O error before the first item (nothing removed).
+    /// An error after some items ends the call, which returns how many it
+    /// removed; the error (which had no effect) comes from the next write.
+    pub fn clear(&self) -> Result<u64> {
+        self.shared
+            .write(|engine| Ok(engine.pop_many(usize::MAX, |_, _| Ok(()))?.len() as u64))
     }
 
     /// Items moved to the dead letters (by [`Leased::fail`] or after
@@ -572,27 +801,50 @@ impl<T, C: Codec<T>> Drop for DQue<T, C> {
 
 impl Options {
     /// Creates a queue of `T` with these options; see [`DQue::create`].
-    pub fn create<T>(&self, path: impl AsRef<Path>) -> Result<DQue<T>>
-    where
-        Bincode: Codec<T>,
-    {
+    /// Any codec: the one of the `DQue` type asked for ([`Bincode`] unless
+    /// named).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let raw: dque::RawQueue = dque::Options::new().create(dir.path().join("raw"))?;
+    /// let typed: dque::DQue<u32> = dque::Options::new().create(dir.path().join("typed"))?;
+    /// # drop((raw, typed)); Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`DQue::create`].
+    pub fn create<T, C: Codec<T>>(&self, path: impl AsRef<Path>) -> Result<DQue<T, C>> {
         DQue::create_with(path, self)
     }
 
     /// Opens a queue of `T` with these options; see [`DQue::open`].
-    pub fn open<T>(&self, path: impl AsRef<Path>) -> Result<DQue<T>>
-    where
-        Bincode: Codec<T>,
-    {
+    ///
+    /// # Errors
+    ///
+    /// As [`DQue::open`].
+    pub fn open<T, C: Codec<T>>(&self, path: impl AsRef<Path>) -> Result<DQue<T, C>> {
         DQue::open_with(path, self)
     }
 
     /// Opens or creates a queue of `T`; see [`DQue::open_or_create`].
-    pub fn open_or_create<T>(&self, path: impl AsRef<Path>) -> Result<DQue<T>>
-    where
-        Bincode: Codec<T>,
-    {
+    ///
+    /// # Errors
+    ///
+    /// As [`DQue::open_or_create`].
+    pub fn open_or_create<T, C: Codec<T>>(&self, path: impl AsRef<Path>) -> Result<DQue<T, C>> {
         DQue::open_or_create_with(path, self)
+    }
+}
+
+impl<'q, T, C: Codec<T>> IntoIterator for &'q DQue<T, C> {
+    type Item = Result<Pending<T>>;
+    type IntoIter = Iter<'q, T, C>;
+
+    /// [`DQue::iter`].
+    fn into_iter(self) -> Iter<'q, T, C> {
+        self.iter()
     }
 }
 

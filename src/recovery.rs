@@ -131,6 +131,10 @@ pub fn replay(segment: &[u8], max_records: u32) -> Replay {
                 let index = index as usize;
                 match replay.settled.get(index) {
                     Some(_) if kind == MarkerType::Reached => {}
+                    Some(false) if kind == MarkerType::Release && replay.attempts[index] == 0 => {
+                        replay.stopped_by = Some("release marker for a record never leased");
+                        break;
+                    }
                     Some(false) => {}
                     Some(true) => {
                         replay.stopped_by = Some("marker for a record already settled");
@@ -147,6 +151,7 @@ pub fn replay(segment: &[u8], max_records: u32) -> Replay {
                     MarkerType::Lease => {
                         replay.attempts[index] = replay.attempts[index].saturating_add(1)
                     }
+                    MarkerType::Release => replay.attempts[index] -= 1,
                     MarkerType::Reached => {}
                 }
             }

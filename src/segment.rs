@@ -24,6 +24,9 @@ use crate::recovery::{
 /// A new segment's file starts this large (beyond its header) and doubles as
 /// it fills; the bytes past the last frame are zeros, the clean end.
 const INITIAL_CAPACITY: usize = 1 << 20;
+/// Room a new segment starts with per record it may hold (a small record
+/// and its markers), when that is less than [`INITIAL_CAPACITY`].
+const BYTES_PER_RECORD_GUESS: usize = 256;
 const PAGE: usize = 4096;
 
 /// An open, mapped segment and the state of its records.
@@ -57,8 +60,15 @@ impl Segment {
     /// segment or a whole empty one.
     pub fn create(dir: &QueueDir, header: SegmentHeader) -> Result<Segment> {
         let temp = dir.segment_temp_path(header.number);
-        let capacity =
-            round_up_to_page(SEGMENT_HEADER_LEN + INITIAL_CAPACITY.min(header.max_bytes as usize));
+        // Sized to the segment's own limits: a segment of a few items must
+        // not take a megabyte of disk (it grows if its records are larger).
+        let by_records = (header.max_records as usize).saturating_mul(BYTES_PER_RECORD_GUESS);
+        let capacity = round_up_to_page(
+            SEGMENT_HEADER_LEN
+                + INITIAL_CAPACITY
+                    .min(header.max_bytes as usize)
+                    .min(by_records),
+        );
         let file = faults::check(FaultOp::Write, &temp)
             .and_then(|()| {
                 let mut file = OpenOptions::new()
@@ -258,6 +268,7 @@ impl Segment {
                 self.settled_count += 1;
             }
             MarkerType::Lease => self.attempts[index] = self.attempts[index].saturating_add(1),
+            MarkerType::Release => self.attempts[index] = self.attempts[index].saturating_sub(1),
             MarkerType::Reached => {}
         }
         Ok(range)

@@ -16,6 +16,9 @@ pub struct Shared {
     state: Mutex<Option<Engine>>,
     /// Signalled when an item arrives or the queue closes.
     changed: Condvar,
+    /// Signalled when a write may have made room (an item settled, or
+    /// handed back to the dead letters) or the queue closes.
+    room: Condvar,
     commit: GroupCommit,
 }
 
@@ -24,6 +27,7 @@ impl Shared {
         Shared {
             state: Mutex::new(Some(engine)),
             changed: Condvar::new(),
+            room: Condvar::new(),
             commit: GroupCommit::default(),
         }
     }
@@ -37,6 +41,38 @@ impl Shared {
     /// until what it wrote is durable, sharing the fsync with other callers.
     pub fn write<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
         let (result, ticket) = self.run_locked(op)?;
+        // Whatever it settled made room for a producer waiting on a limit.
+        self.room.notify_all();
+        self.wait_ticket(ticket)?;
+        Ok(result)
+    }
+
+    /// Like [`write_item`](Self::write_item), but while `op` fails with
+    /// `Full` it waits for room, up to `deadline` (then returns that `Full`).
+    pub fn write_item_when_room<R>(
+        &self,
+        deadline: Option<Instant>,
+        mut op: impl FnMut(&mut Engine) -> Result<R>,
+    ) -> Result<R> {
+        let mut state = self.state.lock();
+        let (result, ticket) = loop {
+            let engine = state.as_mut().ok_or(Error::Closed)?;
+            match op(engine) {
+                Err(full @ Error::Full { .. }) => {
+                    let Some(deadline) = deadline else {
+                        self.room.wait(&mut state);
+                        continue;
+                    };
+                    if Instant::now() >= deadline {
+                        return Err(full);
+                    }
+                    self.room.wait_until(&mut state, deadline);
+                }
+                other => break (other?, engine.ticket_to_wait()),
+            }
+        };
+        drop(state);
+        self.changed.notify_one();
         self.wait_ticket(ticket)?;
         Ok(result)
     }
@@ -99,6 +135,8 @@ impl Shared {
             }
         };
         drop(state);
+        // A consuming call (or a lease that dead-lettered) may have made room.
+        self.room.notify_all();
         match found {
             None => Ok(None),
             Some((found, ticket)) => {
@@ -142,6 +180,7 @@ impl Shared {
         self.commit.begin_close();
         let engine = self.state.lock().take();
         self.changed.notify_all();
+        self.room.notify_all();
         let Some(engine) = engine else {
             return Err(Error::Closed);
         };

@@ -34,7 +34,7 @@ proptest! {
         let visibility = timeout.max(Duration::from_secs(3600));
         let options = Options::new().visibility_timeout(visibility);
         let q: DQue<u32> = DQue::create_with(dir.path().join("q"), &options).unwrap();
-        q.enqueue_batch(&[1, 2, 3, 4]).unwrap();
+        q.enqueue_batch([1, 2, 3, 4]).unwrap();
         prop_assert_eq!(q.peek_timeout(timeout).unwrap(), Some(1));
         prop_assert_eq!(q.dequeue_timeout(timeout).unwrap(), Some(1));
         let leased = q.lease_timeout(timeout).unwrap().expect("an item is ready");

@@ -321,7 +321,7 @@ fn safe_crash_images_keep_every_acknowledged_ack() {
     let path = dir.path().join("q");
     let queue: DQue<Vec<u8>> = DQue::create_with(&path, &options(Durability::Safe)).unwrap();
     queue
-        .enqueue_batch(&(0..24).map(item).collect::<Vec<_>>())
+        .enqueue_batch((0..24).map(item).collect::<Vec<_>>())
         .unwrap();
     let plan = FaultPlan::install(&path);
     plan.capture_before_syncs(0xACC);

@@ -69,7 +69,7 @@ fn kill_consumers(test: &str, mode: &str, kills: u64) {
         {
             let queue: DQue<u64> = DQue::open_with(&path, &options(mode)).unwrap();
             queue
-                .enqueue_batch(&(next..next + 40).collect::<Vec<_>>())
+                .enqueue_batch((next..next + 40).collect::<Vec<_>>())
                 .unwrap();
             next += 40;
         }

@@ -21,6 +21,7 @@ enum Op {
     Drop(usize),
     Touch(usize),
     Fail(usize),
+    Release(usize),
     ExpireAll,
     Dequeue,
     Cancel(usize),
@@ -56,8 +57,8 @@ impl Model {
 }
 
 /// One held guard, and whether the model says its lease still holds.
-struct Held<'q> {
-    guard: Leased<'q, u32>,
+struct Held {
+    guard: Leased<u32>,
     live: bool,
 }
 
@@ -71,9 +72,9 @@ fn options() -> Options {
 /// Applies `ops` to one open handle until a `Reopen` (or the end); returns
 /// how many ops it used.
 fn run_epoch(q: &DQue<u32>, model: &mut Model, ops: &[Op]) -> Result<usize, TestCaseError> {
-    let mut held: Vec<Held<'_>> = Vec::new();
+    let mut held: Vec<Held> = Vec::new();
     for (step, op) in ops.iter().enumerate() {
-        let pick = |k: usize, held: &Vec<Held<'_>>| (!held.is_empty()).then(|| k % held.len());
+        let pick = |k: usize, held: &Vec<Held>| (!held.is_empty()).then(|| k % held.len());
         match op {
             Op::Reopen => {
                 // Every guard still held is dropped (a nack) before the handle closes.
@@ -111,13 +112,14 @@ fn run_epoch(q: &DQue<u32>, model: &mut Model, ops: &[Op]) -> Result<usize, Test
                     held.push(Held { guard, live: true });
                 }
             }
-            Op::Ack(k) | Op::Nack(k) | Op::Drop(k) | Op::Fail(k) => {
+            Op::Ack(k) | Op::Nack(k) | Op::Drop(k) | Op::Fail(k) | Op::Release(k) => {
                 let Some(i) = pick(*k, &held) else { continue };
                 let Held { guard, live } = held.swap_remove(i);
                 let id = guard.id();
                 let result = match op {
                     Op::Ack(_) => guard.ack(),
                     Op::Nack(_) => guard.nack(),
+                    Op::Release(_) => guard.release(),
                     Op::Fail(_) => guard.fail("model says so"),
                     _ => {
                         drop(guard);
@@ -147,6 +149,11 @@ fn run_epoch(q: &DQue<u32>, model: &mut Model, ops: &[Op]) -> Result<usize, Test
                         model.leased.remove(&id);
                         model.pending.remove(&id);
                         model.dead += 1;
+                    }
+                    Op::Release(_) => {
+                        // Handed back with its attempt taken back, also on disk.
+                        model.leased.remove(&id);
+                        model.pending.get_mut(&id).expect("pending").1 -= 1;
                     }
                     _ => model.hand_back(id),
                 }
@@ -217,6 +224,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(Op::Drop),
         1 => any::<usize>().prop_map(Op::Touch),
         1 => any::<usize>().prop_map(Op::Fail),
+        2 => any::<usize>().prop_map(Op::Release),
         1 => Just(Op::ExpireAll),
         2 => Just(Op::Dequeue),
         1 => any::<usize>().prop_map(Op::Cancel),

@@ -32,7 +32,7 @@ fn eventually(mut done: impl FnMut() -> bool) {
 fn a_lease_hides_the_item_and_ack_removes_it() {
     let dir = tempfile::tempdir().unwrap();
     let q = queue(&dir, &turbo());
-    q.enqueue_batch(&[1, 2, 3, 4, 5]).unwrap();
+    q.enqueue_batch([1, 2, 3, 4, 5]).unwrap();
     let first = q.lease().unwrap().unwrap();
     let second = q.lease().unwrap().unwrap();
     assert_eq!((*first, *second), (1, 2));
@@ -56,7 +56,7 @@ fn a_lease_hides_the_item_and_ack_removes_it() {
 fn nack_and_drop_hand_the_item_back_first() {
     let dir = tempfile::tempdir().unwrap();
     let q = queue(&dir, &turbo());
-    q.enqueue_batch(&[1, 2, 3]).unwrap();
+    q.enqueue_batch([1, 2, 3]).unwrap();
     let one = q.lease().unwrap().unwrap();
     let two = q.lease().unwrap().unwrap();
     two.nack().unwrap();
@@ -131,7 +131,7 @@ fn lease_block_wakes_when_a_lease_expires() {
 fn attempts_survive_reopen_and_acked_items_never_return() {
     let dir = tempfile::tempdir().unwrap();
     let q = queue(&dir, &Options::new().segment_items(2));
-    q.enqueue_batch(&[1, 2, 3]).unwrap();
+    q.enqueue_batch([1, 2, 3]).unwrap();
     let one = q.lease().unwrap().unwrap();
     let two = q.lease().unwrap().unwrap();
     two.ack().unwrap();
@@ -156,7 +156,7 @@ fn poison_items_go_to_the_dead_letters() {
     let dir = tempfile::tempdir().unwrap();
     let options = turbo().max_attempts(3);
     let q = queue(&dir, &options);
-    q.enqueue_batch(&[666, 1, 2, 999]).unwrap();
+    q.enqueue_batch([666, 1, 2, 999]).unwrap();
     let mut done = Vec::new();
     while let Some(job) = q.lease().unwrap() {
         match *job {
@@ -244,7 +244,7 @@ fn an_item_that_crashed_its_consumers_is_dead_lettered() {
 fn browse_and_cancel() {
     let dir = tempfile::tempdir().unwrap();
     let q = queue(&dir, &turbo());
-    q.enqueue_batch(&(0..10).collect::<Vec<_>>()).unwrap();
+    q.enqueue_batch((0..10).collect::<Vec<_>>()).unwrap();
     let held = q.lease().unwrap().unwrap();
     let pending = q.pending(100).unwrap();
     assert_eq!(pending.len(), 10);
@@ -315,7 +315,7 @@ fn browsing_changes_nothing_on_disk() {
     let path = dir.path().join("q");
     {
         let q = queue(&dir, &turbo().segment_items(2));
-        q.enqueue_batch(&(0..7).collect::<Vec<_>>()).unwrap();
+        q.enqueue_batch((0..7).collect::<Vec<_>>()).unwrap();
     }
     let middle = path.join(format!("{:020}.seg", 2));
     let mut bytes = std::fs::read(&middle).unwrap();

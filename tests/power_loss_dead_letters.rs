@@ -52,7 +52,7 @@ fn synced_dead_letters_survive_power_loss() {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("q");
             let q: DQue<u32> = DQue::create_with(&path, &options(durability)).unwrap();
-            q.enqueue_batch(&(0..20).collect::<Vec<_>>()).unwrap();
+            q.enqueue_batch((0..20).collect::<Vec<_>>()).unwrap();
             q.sync().unwrap();
             let plan = FaultPlan::install(&path);
             let mut failed = BTreeSet::new();
@@ -88,7 +88,7 @@ fn a_synced_purge_survives_power_loss() {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("q");
             let q: DQue<u32> = DQue::create_with(&path, &options(durability)).unwrap();
-            q.enqueue_batch(&[1, 2, 3]).unwrap();
+            q.enqueue_batch([1, 2, 3]).unwrap();
             while let Some(job) = q.lease().unwrap() {
                 job.fail("all of them").unwrap();
             }

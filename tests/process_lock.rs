@@ -228,7 +228,7 @@ fn second_open_in_the_same_process_is_locked() {
 
     assert_locked(DQue::<u64>::open(&queue), &queue);
     assert_locked(DQue::<u64>::open_or_create(&queue), &queue);
-    assert_locked(Options::new().open::<u64>(&queue), &queue);
+    assert_locked(Options::new().open::<u64, dque::Bincode>(&queue), &queue);
     // From another thread as well.
     let other = queue.clone();
     let from_thread = thread::spawn(move || DQue::<u64>::open(&other).map(drop))

@@ -45,7 +45,7 @@ fn reads_of_expired_leases_change_nothing_on_disk() {
         .max_attempts(1)
         .visibility_timeout(Duration::from_millis(20));
     let q: DQue<u32> = DQue::create_with(&path, &options).unwrap();
-    q.enqueue_batch(&[1, 2, 3]).unwrap();
+    q.enqueue_batch([1, 2, 3]).unwrap();
     // Leased for the one allowed attempt, then forgotten: once its time is
     // up, the next write moves it to the dead letters.
     std::mem::forget(q.lease().unwrap().expect("an item"));
@@ -81,7 +81,7 @@ fn peek_sees_a_lease_that_ran_out_as_handed_back() {
     let dir = tempfile::tempdir().unwrap();
     let options = Options::new().visibility_timeout(Duration::from_millis(20));
     let q: DQue<u32> = DQue::create_with(dir.path().join("q"), &options).unwrap();
-    q.enqueue_batch(&[1, 2]).unwrap();
+    q.enqueue_batch([1, 2]).unwrap();
     std::mem::forget(q.lease().unwrap().expect("an item"));
     thread::sleep(Duration::from_millis(40));
     assert_eq!(q.peek().unwrap(), Some(1));
@@ -100,7 +100,7 @@ fn a_batch_interrupted_by_an_error_returns_what_it_took() {
             let path = dir.path().join("q");
             let options = Options::new().durability(durability);
             let q: DQue<u32> = DQue::create_with(&path, &options).unwrap();
-            q.enqueue_batch(&(0..10).collect::<Vec<_>>()).unwrap();
+            q.enqueue_batch((0..10).collect::<Vec<_>>()).unwrap();
             let plan = FaultPlan::install(&path);
             // Each dequeue in the batch writes one ack marker.
             plan.fail_nth(FaultOp::Write, fail_at, ErrorKind::StorageFull);

@@ -42,12 +42,56 @@ impl Engine {
         Ok(Some((item, id, lease)))
     }
 
-    /// Settles leased record `id` if the lease with `attempt` still holds it.
-    pub fn ack(&mut self, id: u64, attempt: u16) -> Result<()> {
+    /// Leases up to `max` available records with `read`, each as
+    /// [`lease_with`](Self::lease_with) does. An error after the first ends
+    /// the batch, which keeps what it leased; the error (which had no
+    /// effect) is the next write's.
+    pub fn lease_many<R>(
+        &mut self,
+        max: usize,
+        timeout: Duration,
+        mut read: impl FnMut(u64, &[u8]) -> Result<R>,
+    ) -> Result<Vec<(R, u64, Lease)>> {
+        let mut leased = Vec::new();
+        while leased.len() < max {
+            match self.lease_with(timeout, &mut read) {
+                Ok(Some(one)) => leased.push(one),
+                Ok(None) => break,
+                Err(e) if leased.is_empty() => return Err(e),
+                Err(Error::Decode { .. }) => break,
+                Err(e) => {
+                    self.defer(e);
+                    break;
+                }
+            }
+        }
+        Ok(leased)
+    }
+
+    /// Settles every leased record of `leases` (id and attempt), if every
+    /// one of those leases still holds; otherwise writes nothing.
+    pub fn ack(&mut self, leases: &[(u64, u16)]) -> Result<()> {
+        self.check_writable()?;
+        for (i, &(id, attempt)) in leases.iter().enumerate() {
+            self.current_lease(id, attempt)?;
+            if leases[..i].iter().any(|&(earlier, _)| earlier == id) {
+                return Err(Error::LeaseLost { id, attempt });
+            }
+        }
+        for &(id, _) in leases {
+            self.mark(id, MarkerType::Ack)?;
+            self.deliveries.end_lease(id);
+        }
+        Ok(())
+    }
+
+    /// Hands leased record `id` back as if the lease with `attempt` had not
+    /// happened: a release marker takes its attempt back.
+    pub fn release(&mut self, id: u64, attempt: u16) -> Result<()> {
         self.check_writable()?;
         self.current_lease(id, attempt)?;
-        self.mark(id, MarkerType::Ack)?;
-        self.deliveries.end_lease(id);
+        self.mark(id, MarkerType::Release)?;
+        self.deliveries.hand_back(id);
         Ok(())
     }
 

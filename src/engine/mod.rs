@@ -7,6 +7,7 @@ mod dead_letters;
 mod leases;
 mod open;
 
+pub(crate) use browse::PendingRecord;
 pub(crate) use open::prepare_directory;
 
 use std::collections::VecDeque;
@@ -61,6 +62,8 @@ pub struct Engine {
     tail: Option<Segment>,
     deliveries: Deliveries,
     max_attempts: u16,
+    /// The most items an enqueue may leave in the queue.
+    max_items: Option<u64>,
     /// Whether a damaged tail may be cut (see `Options::cut_damaged_tail`).
     cut_damaged_tail: bool,
     /// The dead-letter queue in `dead/`, once used.
@@ -141,6 +144,15 @@ impl Engine {
         mut encode: impl FnMut(usize, &mut Vec<u8>) -> Result<(), CodecError>,
     ) -> Result<u64> {
         self.check_writable()?;
+        if let Some(max) = self.max_items {
+            if self.len + count as u64 > max {
+                return Err(Error::Full {
+                    len: self.len,
+                    adding: count as u64,
+                    max,
+                });
+            }
+        }
         let mut frames = std::mem::take(&mut self.scratch);
         let mut spans = std::mem::take(&mut self.spans);
         frames.clear();
@@ -233,12 +245,17 @@ impl Engine {
                 Err(e) if items.is_empty() => return Err(e),
                 Err(Error::Decode { .. }) => break,
                 Err(e) => {
-                    self.deferred.get_or_insert(e);
+                    self.defer(e);
                     break;
                 }
             }
         }
         Ok(items)
+    }
+
+    /// Keeps `error`, met after a call had its effect, for the next write.
+    pub(crate) fn defer(&mut self, error: Error) {
+        self.deferred.get_or_insert(error);
     }
 
     /// The next record no one holds, in order: handed-back records first
@@ -308,7 +325,7 @@ impl Engine {
                 // marker is written, so this call has had its effect: a
                 // failed delete is the next write's error.
                 if let Err(e) = self.retire_settled_head(&mut OpenReport::default()) {
-                    self.deferred.get_or_insert(e);
+                    self.defer(e);
                 }
             }
         }

@@ -137,6 +137,7 @@ impl Engine {
             deliveries: Deliveries::default(),
             max_attempts: options.max_attempts,
             cut_damaged_tail: options.cut_damaged_tail,
+            max_items: options.max_items,
             dead: None,
             len: 0,
             refused: None,
