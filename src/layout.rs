@@ -1,6 +1,8 @@
 //! The queue directory: file names, listing, config file, directory fsync.
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
@@ -10,7 +12,7 @@ use crate::lock::LOCK_FILE;
 
 /// Name of the config file inside the queue directory.
 pub const CONFIG_FILE: &str = "dque.conf";
-/// The name `write_durably` gives the config while it is written.
+/// The name `create_durably` gives the config while it is written.
 const CONFIG_TEMP: &str = "dque.conf.tmp";
 const SEGMENT_EXT: &str = "seg";
 const TEMP_EXT: &str = "tmp";
@@ -45,11 +47,6 @@ impl QueueDir {
 
     pub fn segment_path(&self, number: u64) -> PathBuf {
         self.path.join(format!("{number:020}.{SEGMENT_EXT}"))
-    }
-
-    pub fn segment_temp_path(&self, number: u64) -> PathBuf {
-        self.path
-            .join(format!("{number:020}.{SEGMENT_EXT}.{TEMP_EXT}"))
     }
 
     pub fn dead_letter_path(&self) -> PathBuf {
@@ -111,7 +108,51 @@ impl QueueDir {
 
     /// Replaces the config atomically: temp file, fsync, rename, fsync directory.
     pub fn write_config(&self, config: &Config) -> Result<()> {
-        crate::quarantine::write_durably(self, &self.config_path(), &config.encode())
+        self.write_durably(&self.config_path(), &config.encode())
+    }
+
+    /// Writes `bytes` as the file `path` in this directory; see
+    /// [`create_durably`](Self::create_durably).
+    pub fn write_durably(&self, path: &Path, bytes: &[u8]) -> Result<()> {
+        self.create_durably(path, |file| file.write_all(bytes))
+            .map(drop)
+    }
+
+    /// Creates the file `path` in this directory so that a crash leaves
+    /// either no file or the whole one: `fill` writes it under the name
+    /// `path` + `.tmp` (which an open removes as a leftover), then it is
+    /// fsynced, renamed into place, and the directory fsynced. The one way
+    /// dque makes a file (config, segments, placeholders, kept copies).
+    /// Returns the file, open for reading and writing.
+    pub fn create_durably(
+        &self,
+        path: &Path,
+        fill: impl FnOnce(&mut File) -> std::io::Result<()>,
+    ) -> Result<File> {
+        let mut temp = path.as_os_str().to_owned();
+        temp.push(format!(".{TEMP_EXT}"));
+        let temp = PathBuf::from(temp);
+        let file = faults::check(FaultOp::Write, &temp)
+            .and_then(|()| {
+                let mut file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&temp)?;
+                fill(&mut file)?;
+                faults::check(FaultOp::Sync, &temp)?;
+                file.sync_all()?;
+                Ok(file)
+            })
+            .map_err(|e| Error::io(&temp, e))?;
+        faults::synced(&temp, Durable::File);
+        faults::check(FaultOp::Write, path)
+            .and_then(|()| fs::rename(&temp, path))
+            .map_err(|e| Error::io(path, e))?;
+        faults::renamed(&temp, path);
+        self.sync()?;
+        Ok(file)
     }
 }
 

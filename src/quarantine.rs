@@ -1,12 +1,10 @@
 //! `quarantine/` in a queue directory: bytes the queue no longer reads are
 //! kept there, never deleted, where `dque salvage` reads them.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::faults::{self, Durable, FaultOp};
 use crate::layout::QueueDir;
 
 /// The folder inside a queue directory where repairs move damaged segments
@@ -25,30 +23,8 @@ pub fn keep_copy(dir: &QueueDir, segment: &Path, bytes: &[u8], offset: usize) ->
     }
     let name = segment.file_name().unwrap_or_default().to_string_lossy();
     let copy = free_name(quarantine.path(), &format!("{name}.cut-at-{offset}"));
-    write_durably(&quarantine, &copy, bytes)?;
+    quarantine.write_durably(&copy, bytes)?;
     Ok(copy)
-}
-
-/// Writes `bytes` as the file `path` in `dir` so that a crash leaves either
-/// no file or the whole one: temporary name, fsync, rename, directory fsync.
-pub fn write_durably(dir: &QueueDir, path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut temp = path.as_os_str().to_owned();
-    temp.push(".tmp");
-    let temp = PathBuf::from(temp);
-    faults::check(FaultOp::Write, &temp)
-        .and_then(|()| File::create(&temp))
-        .and_then(|mut file| {
-            file.write_all(bytes)?;
-            faults::check(FaultOp::Sync, &temp)?;
-            file.sync_all()
-        })
-        .map_err(|e| Error::io(&temp, e))?;
-    faults::synced(&temp, Durable::File);
-    faults::check(FaultOp::Write, path)
-        .and_then(|()| fs::rename(&temp, path))
-        .map_err(|e| Error::io(path, e))?;
-    faults::renamed(&temp, path);
-    dir.sync()
 }
 
 /// `name` inside `dir`, with `.1`, `.2`, … added if taken.

@@ -653,19 +653,14 @@ fn new_tail_header(config: &Config, number: u64, first_id: u64) -> Option<Segmen
 fn write_segment(
     dir: &QueueDir,
     number: u64,
-    write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+    write: impl FnOnce(&mut BufWriter<&mut File>) -> std::io::Result<()>,
 ) -> Result<()> {
-    let temp = dir.segment_temp_path(number);
-    File::create(&temp)
-        .and_then(|file| {
-            let mut out = BufWriter::new(file);
-            write(&mut out)?;
-            out.into_inner().map_err(|e| e.into_error())?.sync_all()
-        })
-        .map_err(|e| Error::io(&temp, e))?;
-    let path = dir.segment_path(number);
-    fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
-    dir.sync()
+    dir.create_durably(&dir.segment_path(number), |file| {
+        let mut out = BufWriter::new(file);
+        write(&mut out)?;
+        out.flush()
+    })
+    .map(drop)
 }
 
 fn write_synced(path: &Path, offset: u64, bytes: &[u8]) -> Result<()> {

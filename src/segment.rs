@@ -59,7 +59,6 @@ impl Segment {
     /// renamed into place, directory fsynced. A crash leaves either no
     /// segment or a whole empty one.
     pub fn create(dir: &QueueDir, header: SegmentHeader) -> Result<Segment> {
-        let temp = dir.segment_temp_path(header.number);
         // Sized to the segment's own limits: a segment of a few items must
         // not take a megabyte of disk (it grows if its records are larger).
         let by_records = (header.max_records as usize).saturating_mul(BYTES_PER_RECORD_GUESS);
@@ -69,28 +68,11 @@ impl Segment {
                     .min(header.max_bytes as usize)
                     .min(by_records),
         );
-        let file = faults::check(FaultOp::Write, &temp)
-            .and_then(|()| {
-                let mut file = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(&temp)?;
-                file.write_all(&header.encode())?;
-                preallocate(&file, capacity)?;
-                faults::check(FaultOp::Sync, &temp)?;
-                file.sync_all()?;
-                Ok(file)
-            })
-            .map_err(|e| Error::io(&temp, e))?;
-        faults::synced(&temp, Durable::File);
         let path = dir.segment_path(header.number);
-        faults::check(FaultOp::Write, &path)
-            .and_then(|()| fs::rename(&temp, &path))
-            .map_err(|e| Error::io(&path, e))?;
-        faults::renamed(&temp, &path);
-        dir.sync()?;
+        let file = dir.create_durably(&path, |file| {
+            file.write_all(&header.encode())?;
+            preallocate(file, capacity)
+        })?;
         let map = map(&file, &path)?;
         Ok(Segment {
             header,

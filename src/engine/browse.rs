@@ -42,7 +42,8 @@ impl Engine {
             from,
         };
         for segment in &self.front {
-            if visit_mapped(segment, &seen, &mut visit).is_break() || (one_segment && visited.get()) {
+            if visit_mapped(segment, &seen, &mut visit).is_break() || (one_segment && visited.get())
+            {
                 return Ok(());
             }
         }
