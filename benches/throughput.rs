@@ -244,6 +244,33 @@ fn dque_batches(
     vec![(ENQ, name, enq), (DEQ, name, deq)]
 }
 
+/// Safe leases: `lease` + `ack` per item, then `lease_batch` + `ack_batch`
+/// of `BATCH` (items per second taken and acked; the dequeue group).
+fn dque_safe_leases(dir: &Path, data: &[u8], n: usize, cap: Option<Duration>) -> Out {
+    let queue = dque_open(dir, Durability::Turbo);
+    let batch = vec![data.to_vec(); BATCH];
+    for _ in 0..n.div_ceil(BATCH) * 2 {
+        queue.enqueue_batch(&batch).expect("enqueue_batch");
+    }
+    queue.set_durability(Durability::Safe).expect("to Safe");
+    let one = timed(n, cap, |_| {
+        let job = queue.lease().expect("lease").expect("an item");
+        black_box(job.item());
+        job.ack().expect("ack");
+    });
+    let mut batches = timed(n.div_ceil(BATCH), cap, |_| {
+        let jobs = queue.lease_batch(BATCH).expect("lease_batch");
+        assert_eq!(jobs.len(), BATCH);
+        queue.ack_batch(jobs).expect("ack_batch");
+    });
+    batches.items *= BATCH;
+    queue.close().expect("close");
+    vec![
+        (DEQ, "dque Safe, lease + ack", one),
+        (DEQ, "dque Safe, lease_batch + ack_batch of 100", batches),
+    ]
+}
+
 /// `threads` producers enqueueing `n` items in all, in Safe mode.
 fn dque_producers(dir: &Path, data: &[u8], n: usize, threads: usize, cap: Option<Duration>) -> Out {
     let queue = Arc::new(dque_open(dir, Durability::Safe));
@@ -478,6 +505,12 @@ impl Bench {
                 Box::new(|d, n, c| {
                     dque_batches(d, Durability::Safe, "dque Safe, batches of 100", data, n, c)
                 }),
+            ),
+            (
+                "dque Safe leases",
+                safe,
+                true,
+                Box::new(|d, n, c| dque_safe_leases(d, data, n, c)),
             ),
             (
                 "queue-file synced",
