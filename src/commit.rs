@@ -117,7 +117,10 @@ impl GroupCommit {
     pub fn finish_close(&self, written: u64, result: &Result<()>) {
         let mut state = self.state.lock();
         match result {
-            Ok(()) => state.durable = state.durable.max(written),
+            // After a failed sync nothing more is durable, whatever a later
+            // fsync returns.
+            Ok(()) if state.failed.is_none() => state.durable = state.durable.max(written),
+            Ok(()) => {}
             Err(e) => {
                 state.failed.get_or_insert_with(|| e.refusal_cause());
             }

@@ -33,6 +33,12 @@ impl Deliveries {
         self.returned.first().copied()
     }
 
+    /// The cursor of records never delivered: every record before it is
+    /// settled, leased or handed back.
+    pub fn fresh(&self) -> u64 {
+        self.fresh
+    }
+
     /// The cursor of records never delivered, moved up to `floor` if below.
     pub fn fresh_from(&mut self, floor: u64) -> u64 {
         self.fresh = self.fresh.max(floor);

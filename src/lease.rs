@@ -17,11 +17,20 @@ pub(crate) struct Lessor {
 
 impl Lessor {
     pub fn ack(&self, id: u64, attempt: u16) -> Result<()> {
-        self.shared.write(|engine| engine.ack(&[(id, attempt)]))
+        self.shared
+            .write(|engine| engine.ack(&[(id, attempt)], &mut 0))
     }
 
-    pub fn ack_all(&self, leases: &[(u64, u16)]) -> Result<()> {
-        self.shared.write(|engine| engine.ack(leases))
+    /// Acks `leases`; returns how many were acked, and the error if the
+    /// call stopped before the end (none acked unless a write failed midway).
+    pub fn ack_all(&self, leases: &[(u64, u16)]) -> (usize, Result<()>) {
+        let mut acked = 0;
+        let result = self.shared.write(|engine| engine.ack(leases, &mut acked));
+        if acked > 0 && result.is_err() {
+            // Those acks were written: make them as durable as an Ok would.
+            let _ = self.shared.sync();
+        }
+        (acked, result)
     }
 
     pub fn nack(&self, id: u64, attempt: u16) -> Result<()> {
@@ -183,10 +192,14 @@ impl<T> Leased<T> {
         self.lessor.touch(self.id, self.attempt)
     }
 
-    /// The id and attempt, for a batch ack; the guard is spent.
-    pub(crate) fn into_token(mut self) -> (u64, u16) {
-        self.settled = true;
+    /// The id and attempt, for a batch ack.
+    pub(crate) fn token(&self) -> (u64, u16) {
         (self.id, self.attempt)
+    }
+
+    /// Spends the guard without handing the item back: it was acked.
+    pub(crate) fn spend(mut self) {
+        self.settled = true;
     }
 
     /// Whether `self` was leased from the queue behind `lessor`.

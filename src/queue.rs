@@ -374,9 +374,9 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// let dir = tempfile::tempdir().unwrap();
     /// let q = dque::DQue::<u32>::create(dir.path().join("q"))?;
     /// q.enqueue_batch([1, 2, 3])?;
-    /// let jobs = q.lease_batch(10)?;
+    /// let mut jobs = q.lease_batch(10)?;
     /// assert_eq!(jobs.iter().map(|j| **j).collect::<Vec<_>>(), [1, 2, 3]);
-    /// q.ack_batch(jobs)?;
+    /// q.ack_batch(&mut jobs)?;
     /// assert!(q.is_empty());
     /// # Ok(()) }
     /// ```
@@ -419,32 +419,44 @@ impl<T, C: Codec<T>> DQue<T, C> {
             .collect())
     }
 
-    /// Acks every lease of `leases` with one write under the lock and one
+    /// Acks every lease in `leases` with one write under the lock and one
     /// fsync in [`Durability::Safe`]: the batch counterpart of
-    /// [`Leased::ack`].
+    /// [`Leased::ack`]. The acked guards are taken out of `leases`: on
+    /// `Ok` it is empty.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q = dque::DQue::<u32>::create(dir.path().join("q"))?;
+    /// q.enqueue_batch([1, 2, 3])?;
+    /// let mut jobs = q.lease_batch(10)?;
+    /// q.ack_batch(&mut jobs)?;
+    /// assert!(jobs.is_empty() && q.is_empty());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
-    /// If any lease expired (`LeaseLost`), was taken from another queue
-    /// (`InvalidOption`) or is given twice, nothing is acked and the leases
-    /// are not handed back: the ones still held stay leased until their
-    /// time is up. `Closed` once closed, or the I/O error of the write.
-    pub fn ack_batch(&self, leases: impl IntoIterator<Item = Leased<T>>) -> Result<()> {
-        let leases: Vec<Leased<T>> = leases.into_iter().collect();
-        let foreign = leases.iter().find(|lease| !lease.is_from(&self.shared));
-        let refused = foreign.map(|lease| Error::InvalidOption {
-            name: "ack_batch",
-            reason: format!("lease of item {} was taken from another queue", lease.id()),
-        });
-        // Spent either way: an error leaves every lease as it is.
-        let tokens: Vec<(u64, u16)> = leases.into_iter().map(Leased::into_token).collect();
-        if let Some(refused) = refused {
-            return Err(refused);
+    /// If a lease expired (`LeaseLost`, naming it), was taken from another
+    /// queue (`InvalidOption`) or is there twice, nothing is acked and
+    /// `leases` is left as it was: drop the one named, retry the rest.
+    /// `Closed` or `WritesRefused`: nothing acked. If a write fails midway
+    /// (a full disk), the leases acked before it are taken out and the rest
+    /// stay in `leases`, unacked.
+    pub fn ack_batch(&self, leases: &mut Vec<Leased<T>>) -> Result<()> {
+        if let Some(foreign) = leases.iter().find(|lease| !lease.is_from(&self.shared)) {
+            return Err(Error::InvalidOption {
+                name: "ack_batch",
+                reason: format!("lease of item {} was taken from another queue", foreign.id()),
+            });
         }
-        if tokens.is_empty() {
+        if leases.is_empty() {
             return Ok(());
         }
-        self.lessor().ack_all(&tokens)
+        let tokens: Vec<(u64, u16)> = leases.iter().map(Leased::token).collect();
+        let (acked, result) = self.lessor().ack_all(&tokens);
+        leases.drain(..acked).for_each(Leased::spend);
+        result
     }
 
     fn lessor(&self) -> Lessor {

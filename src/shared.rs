@@ -59,14 +59,17 @@ impl Shared {
             let engine = state.as_mut().ok_or(Error::Closed)?;
             match op(engine) {
                 Err(full @ Error::Full { .. }) => {
-                    let Some(deadline) = deadline else {
-                        self.room.wait(&mut state);
-                        continue;
-                    };
-                    if Instant::now() >= deadline {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
                         return Err(full);
                     }
-                    self.room.wait_until(&mut state, deadline);
+                    // A lease running out on its last attempt makes room
+                    // with no one to signal it: wake up for it too.
+                    match earliest(deadline, engine.next_expiry()) {
+                        None => self.room.wait(&mut state),
+                        Some(wake) => {
+                            self.room.wait_until(&mut state, wake);
+                        }
+                    }
                 }
                 other => break (other?, engine.ticket_to_wait()),
             }
@@ -119,11 +122,7 @@ impl Shared {
             }
             // An expiring lease makes an item available with no one to
             // signal it: wake up for it too.
-            let wake = match (deadline, engine.next_expiry()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            match wake {
+            match earliest(deadline, engine.next_expiry()) {
                 None => self.changed.wait(&mut state),
                 Some(wake) => {
                     let timed_out = self.changed.wait_until(&mut state, wake).timed_out();
@@ -150,7 +149,14 @@ impl Shared {
     pub fn make_durable(&self, ticket: u64) -> Result<()> {
         self.commit.wait_durable(
             ticket,
-            || self.read(|engine| Ok(engine.sync_batch())),
+            // A refused engine's files cannot be called durable: a retried
+            // fsync may return OK after the failed one consumed the error.
+            || {
+                self.read(|engine| {
+                    engine.check_refused()?;
+                    Ok(engine.sync_batch())
+                })
+            },
             |error| {
                 if let Some(engine) = self.state.lock().as_mut() {
                     engine.refuse(error);
@@ -188,5 +194,13 @@ impl Shared {
         let result = engine.close();
         self.commit.finish_close(written, &result);
         result
+    }
+}
+
+/// The earlier of two optional instants (`None`: never).
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }

@@ -105,8 +105,8 @@ fn segment_files(dir: &Path) -> Result<Vec<u64>, TestCaseError> {
 
 /// Checks the queue's answers that do not change it, and its files.
 ///
-/// `retired` is true after a call that retires a fully consumed head (peek,
-/// a dequeue that found nothing, open): then the head holds an item or is
+/// `retired` is true after a call that retires a fully consumed head (a
+/// dequeue that found nothing, open): then the head holds an item or is
 /// the tail. `min_full` is the fewest records any sealed segment can hold.
 fn check_state<T, C: Codec<T>>(
     q: &DQue<T, C>,
@@ -190,7 +190,7 @@ where
                     Op::Peek => q.peek()?,
                     _ => q.peek_timeout(Duration::ZERO)?,
                 };
-                retired = true;
+                // A read: it retires nothing (reads never write).
                 prop_assert_eq!(got.as_ref(), model.front(), "step {}: {:?}", step, op);
             }
             Op::Reopen { sizes, by_drop } => {
@@ -377,7 +377,8 @@ proptest! {
 }
 
 /// The file check must see a leaked segment: consume a whole non-tail
-/// segment, peek (which retires it), and the file must be gone.
+/// segment, dequeue again (which retires it first), and the file must be
+/// gone. A peek retires nothing: reads never write.
 #[test]
 fn consumed_head_segment_is_deleted_by_the_next_call() {
     let dir = tempfile::tempdir().unwrap();
@@ -394,9 +395,10 @@ fn consumed_head_segment_is_deleted_by_the_next_call() {
     assert_eq!(q.dequeue().unwrap(), Some(0));
     assert_eq!(q.dequeue().unwrap(), Some(1));
     assert_eq!(q.peek().unwrap(), Some(2));
+    assert_eq!(segment_files(&path).unwrap(), vec![1, 2, 3], "a peek wrote");
+    assert_eq!(q.dequeue().unwrap(), Some(2));
     assert_eq!(q.segment_numbers().unwrap(), 2..=3);
     assert_eq!(segment_files(&path).unwrap(), vec![2, 3]);
-    assert_eq!(q.dequeue().unwrap(), Some(2));
     assert_eq!(q.dequeue().unwrap(), Some(3));
     assert_eq!(q.dequeue().unwrap(), Some(4));
     assert_eq!(q.dequeue().unwrap(), None);

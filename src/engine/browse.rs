@@ -24,7 +24,7 @@ impl Engine {
     /// [`visit_pending`](Self::visit_pending) from id `from` on: segments
     /// that end before it are skipped by their headers, never read. With
     /// `one_segment`, stops after the first segment that had any.
-    fn visit_pending_from(
+    pub(super) fn visit_pending_from(
         &self,
         from: u64,
         one_segment: bool,

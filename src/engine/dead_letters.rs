@@ -7,6 +7,7 @@ use crate::dead::{DeadLetter, DEAD_LETTER_CODEC};
 use crate::error::{Error, Result};
 use crate::format::MarkerType;
 use crate::options::{Durability, Options};
+use crate::recovery::OpenReport;
 
 impl Engine {
     /// The dead letters, oldest first (none if no item ever failed).
@@ -37,6 +38,7 @@ impl Engine {
             ControlFlow::Continue(())
         })?;
         let payload = payload.ok_or(Error::NotPending { id })??;
+        dead.check_writable()?;
         // Durable in the queue before the letter is removed, in every mode:
         // a power loss in between leaves the item in both places, never in
         // neither (Turbo's page writeback keeps no order between files).
@@ -45,11 +47,16 @@ impl Engine {
             Ok(())
         })?;
         self.sync()?;
+        // The item is back: the call has had its effect, so a failure to
+        // remove the letter (left in both places) is the next write's error,
+        // and a caller does not requeue it twice.
         let safe = self.durability == Durability::Safe;
         let dead = self.dead_letters()?;
-        dead.cancel(id)?;
-        if safe {
-            dead.sync()?;
+        let removed = dead
+            .cancel(id)
+            .and_then(|()| if safe { dead.sync() } else { Ok(()) });
+        if let Err(e) = removed {
+            self.defer(e);
         }
         Ok(new_id)
     }
@@ -60,12 +67,13 @@ impl Engine {
         let Some(dead) = self.existing_dead_letters()? else {
             return Ok(0);
         };
-        let mut purged = 0;
-        while dead.pop_with(|_, _| Ok(()))?.is_some() {
-            purged += 1;
-        }
-        if safe {
-            dead.sync()?;
+        // An error after some letters were removed is the next write's.
+        let purged = dead.pop_many(usize::MAX, |_, _| Ok(()))?.len() as u64;
+        let synced = if safe { dead.sync() } else { Ok(()) };
+        let left_over = dead.deferred.take();
+        synced?;
+        if let Some(e) = left_over {
+            self.defer(e);
         }
         Ok(purged)
     }
@@ -96,13 +104,23 @@ impl Engine {
 
     /// The dead-letter queue, opened (or created) on first use.
     pub(super) fn dead_letters(&mut self) -> Result<&mut Engine> {
+        self.open_dead_letters(&mut OpenReport::default())
+    }
+
+    /// [`dead_letters`](Self::dead_letters), noting what its open mended in
+    /// `report`. The queue's open calls it when `dead/` exists, so that the
+    /// reads that list letters never open (and mend) anything themselves.
+    pub(super) fn open_dead_letters(&mut self, report: &mut OpenReport) -> Result<&mut Engine> {
         if self.dead.is_none() {
             let options = Options::new()
                 .durability(self.durability)
                 .max_item_bytes(crate::format::MAX_RECORD_PAYLOAD);
             let path = self.dir.dead_letter_path();
-            let (dead, _) =
+            let (dead, opened) =
                 Engine::open(&path, &options, DEAD_LETTER_CODEC, OpenMode::OpenOrCreate)?;
+            report.repairs.extend(opened.repairs);
+            report.removed_temp_files.extend(opened.removed_temp_files);
+            report.deleted_segments.extend(opened.deleted_segments);
             self.dead = Some(Box::new(dead));
         }
         Ok(self.dead.as_mut().expect("just opened"))

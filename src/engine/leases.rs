@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Engine, Settle};
+use super::Engine;
 use crate::deadline::saturating_after;
 use crate::delivery::Lease;
 use crate::error::{Error, Result};
@@ -19,7 +19,7 @@ impl Engine {
     ) -> Result<Option<(R, u64, Lease)>> {
         self.check_writable()?;
         let (id, attempt) = loop {
-            let Some(id) = self.next_available(Settle::Now)? else {
+            let Some(id) = self.next_available()? else {
                 return Ok(None);
             };
             let (segment, index) = self.find(id).expect("available records are mapped");
@@ -69,18 +69,22 @@ impl Engine {
     }
 
     /// Settles every leased record of `leases` (id and attempt), if every
-    /// one of those leases still holds; otherwise writes nothing.
-    pub fn ack(&mut self, leases: &[(u64, u16)]) -> Result<()> {
-        self.check_writable()?;
-        for (i, &(id, attempt)) in leases.iter().enumerate() {
+    /// one of those leases still holds (otherwise it writes nothing), and
+    /// counts in `acked` those it settled: a write that fails midway (a
+    /// full disk) leaves the ones before it acked.
+    pub fn ack(&mut self, leases: &[(u64, u16)], acked: &mut usize) -> Result<()> {
+        self.check_refused()?;
+        let mut seen = std::collections::HashSet::with_capacity(leases.len());
+        for &(id, attempt) in leases {
             self.current_lease(id, attempt)?;
-            if leases[..i].iter().any(|&(earlier, _)| earlier == id) {
+            if !seen.insert(id) {
                 return Err(Error::LeaseLost { id, attempt });
             }
         }
         for &(id, _) in leases {
             self.mark(id, MarkerType::Ack)?;
             self.deliveries.end_lease(id);
+            *acked += 1;
         }
         Ok(())
     }
@@ -88,7 +92,7 @@ impl Engine {
     /// Hands leased record `id` back as if the lease with `attempt` had not
     /// happened: a release marker takes its attempt back.
     pub fn release(&mut self, id: u64, attempt: u16) -> Result<()> {
-        self.check_writable()?;
+        self.check_refused()?;
         self.current_lease(id, attempt)?;
         self.mark(id, MarkerType::Release)?;
         self.deliveries.hand_back(id);
@@ -98,6 +102,7 @@ impl Engine {
     /// Hands leased record `id` back: available again at its place in the
     /// order, or dead-lettered once it has had `max_attempts` attempts.
     pub fn nack(&mut self, id: u64, attempt: u16) -> Result<()> {
+        self.check_refused()?;
         self.current_lease(id, attempt)?;
         self.hand_back(id, attempt)
     }
@@ -112,7 +117,7 @@ impl Engine {
 
     /// Moves leased record `id` to the dead letters at once.
     pub fn fail(&mut self, id: u64, attempt: u16, reason: &str) -> Result<()> {
-        self.check_writable()?;
+        self.check_refused()?;
         self.current_lease(id, attempt)?;
         self.deliveries.end_lease(id);
         self.dead_letter(id, attempt, reason)

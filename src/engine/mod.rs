@@ -11,6 +11,7 @@ pub(crate) use browse::PendingRecord;
 pub(crate) use open::prepare_directory;
 
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -25,16 +26,6 @@ use crate::lock::DirLock;
 use crate::options::Durability;
 use crate::recovery::OpenReport;
 use crate::segment::Segment;
-
-/// Whether a call may settle what time changed (expired leases, a
-/// consumed head) on disk before it looks for the next record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Settle {
-    /// The call writes anyway.
-    Now,
-    /// A read: it writes nothing and sees expired leases as handed back.
-    Later,
-}
 
 /// Whether an open may create the queue, must create it, or must find it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +65,7 @@ pub struct Engine {
     /// An error met after a call had its effect (a batch that had taken
     /// items, a head retired after its last ack): the call returned `Ok`,
     /// and the next write returns this.
-    deferred: Option<Error>,
+    pub(super) deferred: Option<Error>,
     /// Frames written since open; group commit's tickets.
     written: u64,
     /// Reused buffer where each record frame is assembled before its one copy.
@@ -145,6 +136,8 @@ impl Engine {
     ) -> Result<u64> {
         self.check_writable()?;
         if let Some(max) = self.max_items {
+            // Leases that ran out on their last attempt leave the count now.
+            self.expire_leases()?;
             if self.len + count as u64 > max {
                 return Err(Error::Full {
                     len: self.len,
@@ -202,23 +195,38 @@ impl Engine {
         Ok(id)
     }
 
-    /// Calls `read` on the next available record's id and payload.
+    /// Calls `read` on the next available record's id and payload. A read:
+    /// it writes nothing and maps nothing (segments past the mapped ones are
+    /// read into memory, as `visit_pending` does), seeing expired leases as
+    /// the next write will settle them.
     pub fn peek_with<R>(
         &mut self,
         read: impl FnOnce(u64, &[u8]) -> Result<R>,
     ) -> Result<Option<R>> {
-        let Some(id) = self.next_available(Settle::Later)? else {
-            return Ok(None);
-        };
-        let (segment, index) = self.find(id).expect("available records are mapped");
-        read(id, segment.payload(index)).map(Some)
+        let now = Instant::now();
+        if let Some(id) = self.deliveries.first_available_again(now, self.max_attempts) {
+            let (segment, index) = self.find(id).expect("delivered records are mapped");
+            return read(id, segment.payload(index)).map(Some);
+        }
+        // Every record before the cursor is settled, leased or handed back.
+        let from = self.deliveries.fresh();
+        let mut read = Some(read);
+        let mut found = None;
+        self.visit_pending_from(from, false, |id, _, leased, payload| {
+            if leased {
+                return ControlFlow::Continue(());
+            }
+            found = Some((read.take().expect("called once"))(id, payload));
+            ControlFlow::Break(())
+        })?;
+        found.transpose()
     }
 
     /// Like [`peek_with`](Self::peek_with), then settles the record if `read`
     /// succeeded, so a record that does not decode is never lost.
     pub fn pop_with<R>(&mut self, read: impl FnOnce(u64, &[u8]) -> Result<R>) -> Result<Option<R>> {
         self.check_writable()?;
-        let Some(id) = self.next_available(Settle::Now)? else {
+        let Some(id) = self.next_available()? else {
             return Ok(None);
         };
         let (segment, index) = self.find(id).expect("available records are mapped");
@@ -259,21 +267,12 @@ impl Engine {
     }
 
     /// The next record no one holds, in order: handed-back records first
-    /// (they are older), then records never delivered. With `Settle::Now`
-    /// (a call that writes anyway) it ends expired leases and retires a
-    /// consumed head first; a read sees them as they will be.
-    fn next_available(&mut self, settle: Settle) -> Result<Option<u64>> {
-        let returned = match settle {
-            Settle::Now => {
-                self.expire_leases()?;
-                self.retire_settled_head(&mut OpenReport::default())?;
-                self.deliveries.first_returned()
-            }
-            Settle::Later => self
-                .deliveries
-                .first_available_again(Instant::now(), self.max_attempts),
-        };
-        if let Some(id) = returned {
+    /// (they are older), then records never delivered. Ends expired leases
+    /// and retires a consumed head first (the callers write anyway).
+    fn next_available(&mut self) -> Result<Option<u64>> {
+        self.expire_leases()?;
+        self.retire_settled_head(&mut OpenReport::default())?;
+        if let Some(id) = self.deliveries.first_returned() {
             return Ok(Some(id));
         }
         loop {
@@ -319,15 +318,10 @@ impl Engine {
         self.front[position].mark(index, kind)?;
         self.written += 1;
         if kind.settles() {
+            // A head this settled is retired by the next call that takes
+            // an item (`next_available`), before that call's effect: a
+            // failed delete then fails a call that did nothing.
             self.len -= 1;
-            if position == 0 && self.front[0].unsettled_count() == 0 {
-                // Retired now, not by a later read (reads never write). The
-                // marker is written, so this call has had its effect: a
-                // failed delete is the next write's error.
-                if let Err(e) = self.retire_settled_head(&mut OpenReport::default()) {
-                    self.defer(e);
-                }
-            }
         }
         Ok(())
     }
@@ -409,7 +403,8 @@ impl Engine {
         let _ = self.retire_settled_head(&mut OpenReport::default());
         let dead = self.dead.take().map_or(Ok(()), |dead| dead.close());
         let main = self.sync();
-        dead.and(main)
+        // After a failed sync, a later one proves nothing: say so.
+        dead.and(main).and_then(|()| self.check_refused())
     }
 
     /// Makes every write so far durable, the dead letters' too, under the lock.
@@ -432,12 +427,19 @@ impl Engine {
         result
     }
 
-    /// Before any write: the error a call that had its effect left for the
+    /// Before a write: the error a call that had its effect left for the
     /// next one (once), then the refusal after a failed sync.
-    fn check_writable(&mut self) -> Result<()> {
+    pub(crate) fn check_writable(&mut self) -> Result<()> {
         if let Some(deferred) = self.deferred.take() {
             return Err(deferred);
         }
+        self.check_refused()
+    }
+
+    /// `WritesRefused` once a write or sync failed. Calls on a lease guard
+    /// check only this: a deferred error belongs to the next dequeue,
+    /// lease or enqueue, not to a guard, whose call spends it.
+    pub(crate) fn check_refused(&self) -> Result<()> {
         match &self.refused {
             Some(cause) => Err(Error::WritesRefused {
                 cause: Arc::clone(cause),

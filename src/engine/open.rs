@@ -160,6 +160,11 @@ impl Engine {
             }
         }
         engine.retire_settled_head(&mut report)?;
+        if engine.dir.dead_letter_path().is_dir() {
+            // A dead-letter queue that does not open does not keep this one
+            // from opening: the calls that need it report its error.
+            let _ = engine.open_dead_letters(&mut report);
+        }
         Ok((engine, report))
     }
 }
