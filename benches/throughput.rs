@@ -259,9 +259,9 @@ fn dque_safe_leases(dir: &Path, data: &[u8], n: usize, cap: Option<Duration>) ->
         job.ack().expect("ack");
     });
     let mut batches = timed(n.div_ceil(BATCH), cap, |_| {
-        let jobs = queue.lease_batch(BATCH).expect("lease_batch");
+        let mut jobs = queue.lease_batch(BATCH).expect("lease_batch");
         assert_eq!(jobs.len(), BATCH);
-        queue.ack_batch(jobs).expect("ack_batch");
+        queue.ack_batch(&mut jobs).expect("ack_batch");
     });
     batches.items *= BATCH;
     queue.close().expect("close");

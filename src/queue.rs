@@ -447,7 +447,10 @@ impl<T, C: Codec<T>> DQue<T, C> {
         if let Some(foreign) = leases.iter().find(|lease| !lease.is_from(&self.shared)) {
             return Err(Error::InvalidOption {
                 name: "ack_batch",
-                reason: format!("lease of item {} was taken from another queue", foreign.id()),
+                reason: format!(
+                    "lease of item {} was taken from another queue",
+                    foreign.id()
+                ),
             });
         }
         if leases.is_empty() {

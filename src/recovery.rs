@@ -175,9 +175,41 @@ pub fn damage_before_records(bytes: &[u8], end: usize, garbage_end: usize) -> Op
     if garbage_end <= end || torn_by_power_loss(bytes, end, garbage_end) {
         return None;
     }
-    // To a frame boundary: the last record's zero padding is part of it.
-    let frames_end = garbage_end.next_multiple_of(FRAME_ALIGN).min(bytes.len());
-    first_whole_record(&bytes[..frames_end], end + FRAME_ALIGN)
+    whole_records_after(bytes, end, garbage_end)
+        .next()
+        .map(|(at, _)| at)
+}
+
+/// The whole records (offset, frame end) that start at a frame boundary
+/// after the bad frame at `end` and before `garbage_end`, the last non-zero
+/// byte. A record may end past that byte: its payload's last bytes and its
+/// padding can be zeros.
+fn whole_records_after(
+    bytes: &[u8],
+    end: usize,
+    garbage_end: usize,
+) -> impl Iterator<Item = (usize, usize)> + '_ {
+    ((end + FRAME_ALIGN).next_multiple_of(FRAME_ALIGN)..garbage_end)
+        .step_by(FRAME_ALIGN)
+        .filter_map(move |at| match read_frame(&bytes[at..]) {
+            Ok(frame @ Frame::Record { .. }) => Some((at, at + frame.size())),
+            _ => None,
+        })
+}
+
+/// How much of a segment a cut at `end` must keep in its copy so that
+/// every byte it cuts, and every whole record after it, is in the copy:
+/// up to the last non-zero byte (`garbage_end`) or the end of the last
+/// whole record after `end`, whichever is later, at a frame boundary.
+pub fn kept_end(bytes: &[u8], end: usize, garbage_end: usize) -> usize {
+    let records_end = whole_records_after(bytes, end, garbage_end)
+        .map(|(_, frame_end)| frame_end)
+        .max()
+        .unwrap_or(0);
+    garbage_end
+        .max(records_end)
+        .next_multiple_of(FRAME_ALIGN)
+        .min(bytes.len())
 }
 
 /// Why an open refuses a segment whose bad frame (`why`) is followed by a
@@ -189,14 +221,6 @@ pub fn damaged_tail(why: Option<&str>, record_at: usize) -> String {
          Options::cut_damaged_tail(true) cuts them off, keeping a copy in quarantine/",
         why.unwrap_or("zeros")
     )
-}
-
-/// The offset of the first whole record with a matching CRC at a frame
-/// boundary at or after `from` (frames are 4-byte aligned, records too).
-pub fn first_whole_record(bytes: &[u8], from: usize) -> Option<usize> {
-    (from.next_multiple_of(FRAME_ALIGN)..bytes.len())
-        .step_by(FRAME_ALIGN)
-        .find(|&at| matches!(read_frame(&bytes[at..]), Ok(Frame::Record { .. })))
 }
 
 /// Whether the bad frame at `at` (up to `garbage_end`) is one a power loss

@@ -431,9 +431,8 @@ impl Plan {
                 } => {
                     // Bytes are never destroyed: a copy first, for salvage.
                     let content = fs::read(segment).map_err(|e| Error::io(segment, e))?;
-                    let end = ((offset + bytes) as usize)
-                        .next_multiple_of(crate::format::FRAME_ALIGN)
-                        .min(content.len());
+                    let (start, cut_end) = (*offset as usize, (offset + bytes) as usize);
+                    let end = crate::recovery::kept_end(&content, start, cut_end);
                     crate::quarantine::keep_copy(dir, segment, &content[..end], *offset as usize)?;
                     write_synced(segment, *offset, &vec![0; *bytes as usize])?
                 }

@@ -13,12 +13,12 @@ use memmap2::MmapMut;
 use crate::error::{Error, Result};
 use crate::faults::{self, Durable, FaultOp};
 use crate::format::{
-    marker, HeaderError, MarkerType, SegmentHeader, FORMAT_VERSION, FRAME_ALIGN, RECORD_OVERHEAD,
+    marker, HeaderError, MarkerType, SegmentHeader, FORMAT_VERSION, RECORD_OVERHEAD,
     SEGMENT_HEADER_LEN,
 };
 use crate::layout::QueueDir;
 use crate::recovery::{
-    damage_before_records, damaged_tail, nonzero_len, replay, OpenReport, Repair, Replay,
+    damage_before_records, damaged_tail, kept_end, nonzero_len, replay, OpenReport, Repair, Replay,
 };
 
 /// A new segment's file starts this large (beyond its header) and doubles as
@@ -153,8 +153,7 @@ impl Segment {
                 ));
             }
             let cut = replayed.end..garbage_end;
-            // To a frame boundary: the last frame's zero padding included.
-            let copy_end = garbage_end.next_multiple_of(FRAME_ALIGN).min(map.len());
+            let copy_end = kept_end(&map, replayed.end, garbage_end);
             let kept = crate::quarantine::keep_copy(dir, &path, &map[..copy_end], cut.start)?;
             faults::check(FaultOp::Write, &path).map_err(|e| Error::io(&path, e))?;
             map[cut.clone()].fill(0);

@@ -90,7 +90,7 @@ fn batches_keep_order_across_segments() {
             .segment_items(7),
     )
     .unwrap();
-    queue.enqueue_batch(&[]).unwrap();
+    queue.enqueue_batch(Vec::<u64>::new()).unwrap();
     assert!(queue.is_empty());
     for chunk in (0..100u64).collect::<Vec<_>>().chunks(13) {
         queue.enqueue_batch(chunk).unwrap();
@@ -209,7 +209,7 @@ fn a_safe_call_fsyncs_only_the_segment_it_wrote() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
     let queue = DQue::<u64>::create_with(&path, &safe().segment_items(4)).unwrap();
-    queue.enqueue_batch(&(0..10).collect::<Vec<_>>()).unwrap();
+    queue.enqueue_batch(0..10).unwrap();
     assert_eq!(queue.segment_numbers().unwrap(), 1..=3);
     let plan = FaultPlan::install(&path);
     queue.enqueue(&10).unwrap();

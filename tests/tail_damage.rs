@@ -208,3 +208,28 @@ fn no_open_destroys_bytes() {
         }
     }
 }
+
+// Found by fuzzing (fuzz/corpus/open/bug-damage-before-a-record-ending-in-zeros):
+// records whose payload ends in zeros (small integers, in most encodings)
+// end past the last non-zero byte, and were missed, so damage before them
+// was cut as a torn write. And the copy a cut keeps must hold them whole.
+#[test]
+fn records_ending_in_zeros_count_as_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let q = RawQueue::create_with(&path, &Options::new().durability(Durability::Safe)).unwrap();
+    let zeros = vec![7, 0, 0, 0, 0, 0, 0, 0];
+    q.enqueue(&b"first record".to_vec()).unwrap();
+    q.enqueue(&zeros).unwrap();
+    q.close().unwrap();
+    let segment = seg_path(&path, 1);
+    flip_bit(&segment, HEADER_LEN + 8);
+    let before = snapshot(&path);
+    assert_corrupted(RawQueue::open(&path), &segment, HEADER_LEN as u64);
+    assert_eq!(snapshot(&path), before);
+    let q = RawQueue::open_with(&path, &Options::new().cut_damaged_tail(true)).unwrap();
+    let kept = q.open_report().repairs[0].kept.clone().expect("a copy");
+    let found = salvage(&kept).unwrap();
+    let payloads: Vec<Vec<u8>> = found.records.iter().map(|r| r.payload.clone()).collect();
+    assert_eq!(payloads, [zeros], "the copy holds the record whole");
+}

@@ -54,7 +54,9 @@ impl Engine {
         for number in after_front..tail.header.number {
             let sealed = sealed_records(&self.dir, number, tail.header.number)?;
             let records = sealed.expect("has a successor");
-            if Segment::read_header(&self.dir, number)?.first_id + records <= from {
+            // Walked already (a sealed segment holds at least one record:
+            // one that says none is damaged, and is read to report it).
+            if records > 0 && Segment::read_header(&self.dir, number)?.first_id + records <= from {
                 continue;
             }
             let middle = SealedCopy::read(&self.dir, number, records)?;

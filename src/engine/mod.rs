@@ -204,7 +204,10 @@ impl Engine {
         read: impl FnOnce(u64, &[u8]) -> Result<R>,
     ) -> Result<Option<R>> {
         let now = Instant::now();
-        if let Some(id) = self.deliveries.first_available_again(now, self.max_attempts) {
+        if let Some(id) = self
+            .deliveries
+            .first_available_again(now, self.max_attempts)
+        {
             let (segment, index) = self.find(id).expect("delivered records are mapped");
             return read(id, segment.payload(index)).map(Some);
         }
