@@ -342,12 +342,33 @@ pub struct SealedCopy {
 
 impl SealedCopy {
     /// Reads segment `number`, which must hold `records` whole records.
-    pub fn read(dir: &QueueDir, number: u64, records: u64) -> Result<SealedCopy> {
+    ///
+    /// It judges what follows the last whole frame as an open of the segment
+    /// would, without cutting anything: damage (unless `cut_damaged`, with
+    /// which the open would cut it and keep the records) fails as `Corrupted`,
+    /// so a read and the dequeue that reaches the segment agree.
+    pub fn read(
+        dir: &QueueDir,
+        number: u64,
+        records: u64,
+        cut_damaged: bool,
+    ) -> Result<SealedCopy> {
         let path = dir.segment_path(number);
         let bytes = fs::read(&path).map_err(|e| Error::io(&path, e))?;
         let header = check_header(&path, &bytes, number)?;
         let replay = replay(&bytes, header.max_records);
         replay.check_sealed(&path, records)?;
+        let garbage_end = replay.end + nonzero_len(&bytes[replay.end..]);
+        if let (Some(record_at), false) = (
+            damage_before_records(&bytes, replay.end, garbage_end),
+            cut_damaged,
+        ) {
+            return Err(Error::corrupted(
+                &path,
+                replay.end,
+                damaged_tail(replay.stopped_by, record_at),
+            ));
+        }
         Ok(SealedCopy {
             header,
             bytes,

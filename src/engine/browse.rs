@@ -59,7 +59,7 @@ impl Engine {
             if records > 0 && Segment::read_header(&self.dir, number)?.first_id + records <= from {
                 continue;
             }
-            let middle = SealedCopy::read(&self.dir, number, records)?;
+            let middle = SealedCopy::read(&self.dir, number, records, self.cut_damaged_tail)?;
             // Outside the front run no lease reaches a record, and reading
             // a copy changes nothing on disk.
             for (id, attempts, payload) in middle.unsettled() {
