@@ -6,30 +6,18 @@
 //! shortcuts for any codec. Fsync counts come from the fault seam, which
 //! sees every sync the queue makes.
 
+mod disk;
+
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use disk::snapshot;
 use dque::faults::{FaultOp, FaultPlan};
 use dque::{DQue, Durability, Error, Options, RawQueue};
 
 fn safe() -> Options {
     Options::new().durability(Durability::Safe)
-}
-
-/// Every file under `dir` with its bytes.
-fn files(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            found.extend(files(&path));
-        } else {
-            found.push((path.clone(), std::fs::read(&path).unwrap()));
-        }
-    }
-    found.sort();
-    found
 }
 
 #[test]
@@ -43,7 +31,7 @@ fn iter_walks_every_pending_item_lazily_and_writes_nothing() {
     assert_eq!(q.dequeue().unwrap(), Some(0));
     let held = q.lease().unwrap().expect("an item");
     q.cancel(17).unwrap();
-    let before = files(&path);
+    let before = snapshot(&path);
     let walked: Vec<(u64, u32, bool)> = q
         .iter()
         .map(|p| p.map(|p| (p.id, p.item, p.leased)).unwrap())
@@ -53,7 +41,7 @@ fn iter_walks_every_pending_item_lazily_and_writes_nothing() {
         .map(|n| (u64::from(n), n, n == 1))
         .collect();
     assert_eq!(walked, expected);
-    assert_eq!(files(&path), before, "the walk wrote");
+    assert_eq!(snapshot(&path), before, "the walk wrote");
     // `for` works on a reference, and the walk is lazy: it can stop early.
     let mut first_three = Vec::new();
     for pending in &q {

@@ -3,30 +3,15 @@
 //! that returns `Ok` after a failed fsync does not claim durability), and
 //! reads never write.
 
+mod disk;
+
 use std::fs;
 use std::io::ErrorKind;
-use std::path::Path;
 use std::time::Duration;
 
+use disk::snapshot;
 use dque::faults::{FaultOp, FaultPlan};
 use dque::{DQue, Durability, Error, Options};
-
-fn tree(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-    let mut found = Vec::new();
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.file_name().is_some_and(|n| n == "dque.lock") {
-            continue;
-        }
-        if path.is_dir() {
-            found.extend(tree(&path));
-        } else {
-            found.push((path.clone(), fs::read(&path).unwrap()));
-        }
-    }
-    found.sort();
-    found
-}
 
 // Bug pinned: after a failed fsync (a rollover's, here), sync() and close()
 // returned Ok: a retried fsync reports success once the failed one consumed
@@ -146,10 +131,10 @@ fn a_peek_past_the_mapped_segments_writes_nothing() {
     let q: DQue<u32> = Options::new().open(&path).unwrap();
     let a = q.lease().unwrap().expect("item 0");
     let b = q.lease().unwrap().expect("item 1");
-    let before = tree(&path);
+    let before = snapshot(&path);
     assert_eq!(q.peek().unwrap(), Some(2));
     assert_eq!(q.iter().count(), 6);
-    assert_eq!(tree(&path), before, "a read wrote");
+    assert_eq!(snapshot(&path), before, "a read wrote");
     drop((a, b));
 }
 
@@ -170,7 +155,7 @@ fn listing_dead_letters_writes_nothing() {
     fs::write(&dead, &bytes).unwrap();
     let q: DQue<u32> = DQue::open(&path).unwrap();
     assert_eq!(q.open_report().repairs.len(), 1, "the open mended dead/");
-    let before = tree(&path);
+    let before = snapshot(&path);
     assert_eq!(q.dead_letters().unwrap().len(), 1);
-    assert_eq!(tree(&path), before, "a read wrote");
+    assert_eq!(snapshot(&path), before, "a read wrote");
 }

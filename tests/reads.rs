@@ -4,34 +4,15 @@
 //! and could move items to the dead letters (formatting a queue with `{:?}`
 //! created `dead/`); `dequeue_batch` dropped any error after its first item.
 
-use std::collections::BTreeMap;
-use std::fs;
+mod disk;
+
 use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
 
+use disk::snapshot;
 use dque::faults::{FaultOp, FaultPlan};
 use dque::{DQue, Durability, Error, Options};
-
-/// Every file under `dir`, by path, with its bytes (directories too, as
-/// `None`), the lock file aside.
-fn tree(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
-    let mut found = BTreeMap::new();
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.file_name().is_some_and(|n| n == "lock") {
-            continue;
-        }
-        if path.is_dir() {
-            found.insert(path.clone(), None);
-            found.extend(tree(&path));
-        } else {
-            found.insert(path.clone(), Some(fs::read(&path).unwrap()));
-        }
-    }
-    found
-}
 
 // Every read of a queue whose leases ran out (one of them for the last
 // allowed time) leaves the files as they were, and already counts as the
@@ -50,7 +31,7 @@ fn reads_of_expired_leases_change_nothing_on_disk() {
     // up, the next write moves it to the dead letters.
     std::mem::forget(q.lease().unwrap().expect("an item"));
     thread::sleep(Duration::from_millis(40));
-    let before = tree(&path);
+    let before = snapshot(&path);
 
     assert_eq!(q.len(), 2, "the doomed item is not counted");
     assert!(!q.is_empty());
@@ -62,7 +43,7 @@ fn reads_of_expired_leases_change_nothing_on_disk() {
     assert_eq!(pending, [2, 3]);
     assert!(q.dead_letters().unwrap().is_empty());
     assert!(q.verify().unwrap().is_healthy());
-    assert_eq!(tree(&path), before, "a read changed the files");
+    assert_eq!(snapshot(&path), before, "a read changed the files");
     assert!(
         !path.join("dead").exists(),
         "a read created the dead letters"

@@ -52,20 +52,7 @@ impl Engine {
         timeout: Duration,
         mut read: impl FnMut(u64, &[u8]) -> Result<R>,
     ) -> Result<Vec<(R, u64, Lease)>> {
-        let mut leased = Vec::new();
-        while leased.len() < max {
-            match self.lease_with(timeout, &mut read) {
-                Ok(Some(one)) => leased.push(one),
-                Ok(None) => break,
-                Err(e) if leased.is_empty() => return Err(e),
-                Err(Error::Decode { .. }) => break,
-                Err(e) => {
-                    self.defer(e);
-                    break;
-                }
-            }
-        }
-        Ok(leased)
+        self.take_many(max, |engine| engine.lease_with(timeout, &mut read))
     }
 
     /// Settles every leased record of `leases` (id and attempt), if every

@@ -248,12 +248,24 @@ impl Engine {
         max: usize,
         mut read: impl FnMut(u64, &[u8]) -> Result<R>,
     ) -> Result<Vec<R>> {
-        let mut items = Vec::with_capacity(max.min(self.len as usize));
-        while items.len() < max {
-            match self.pop_with(&mut read) {
-                Ok(Some(item)) => items.push(item),
+        self.take_many(max, |engine| engine.pop_with(&mut read))
+    }
+
+    /// Runs `take` up to `max` times, until it finds nothing: a batch. An
+    /// error after the first success ends the batch, which keeps what it
+    /// took; the error is deferred to the next write, except a record that
+    /// does not decode, which stays and fails the next call that reaches it.
+    pub(super) fn take_many<R>(
+        &mut self,
+        max: usize,
+        mut take: impl FnMut(&mut Self) -> Result<Option<R>>,
+    ) -> Result<Vec<R>> {
+        let mut taken = Vec::with_capacity(max.min(self.len as usize));
+        while taken.len() < max {
+            match take(self) {
+                Ok(Some(item)) => taken.push(item),
                 Ok(None) => break,
-                Err(e) if items.is_empty() => return Err(e),
+                Err(e) if taken.is_empty() => return Err(e),
                 Err(Error::Decode { .. }) => break,
                 Err(e) => {
                     self.defer(e);
@@ -261,7 +273,7 @@ impl Engine {
                 }
             }
         }
-        Ok(items)
+        Ok(taken)
     }
 
     /// Keeps `error`, met after a call had its effect, for the next write.
