@@ -76,32 +76,66 @@ impl<T, C: Codec<T>> std::fmt::Debug for DQue<T, C> {
 impl<T, C: Codec<T>> DQue<T, C> {
     /// Creates a new queue at `path` with default [`Options`]; fails with
     /// [`Error::AlreadyExists`] if one is there. The directory may exist if empty.
+    ///
+    /// # Errors
+    ///
+    /// `AlreadyExists` if a queue is there; `NotAQueue` for a file, or a directory
+    /// holding other files; `Locked` if another handle holds it; `InvalidOption`
+    /// for an option out of range; `Io`. A failed create leaves no queue.
     pub fn create(path: impl AsRef<Path>) -> Result<Self> {
         Self::create_with(path, &Options::default())
     }
 
     /// Opens the existing queue at `path`; fails with [`Error::NotFound`] if
     /// there is none. Needs no sizes: they are stored in the queue.
+    ///
+    /// # Errors
+    ///
+    /// `NotFound` if there is no queue; `NotAQueue`; `Locked` if another handle
+    /// holds it; `CodecMismatch` for a queue of another codec;
+    /// `UnsupportedVersion`; `Corrupted` or `MissingSegment` for damage an open
+    /// must not mend (`dque repair` mends it, see FORMAT.md); `InvalidOption`; `Io`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         Self::open_with(path, &Options::default())
     }
 
     /// Opens the queue at `path`, creating it if there is none.
+    ///
+    /// # Errors
+    ///
+    /// As [`create`](Self::create) and [`open`](Self::open).
     pub fn open_or_create(path: impl AsRef<Path>) -> Result<Self> {
         Self::open_or_create_with(path, &Options::default())
     }
 
     /// [`create`](Self::create) with options.
+    ///
+    /// # Errors
+    ///
+    /// `AlreadyExists` if a queue is there; `NotAQueue` for a file, or a directory
+    /// holding other files; `Locked` if another handle holds it; `InvalidOption`
+    /// for an option out of range; `Io`. A failed create leaves no queue.
     pub fn create_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
         Self::start(path.as_ref(), options, OpenMode::Create, C::ID)
     }
 
     /// [`open`](Self::open) with options.
+    ///
+    /// # Errors
+    ///
+    /// `NotFound` if there is no queue; `NotAQueue`; `Locked` if another handle
+    /// holds it; `CodecMismatch` for a queue of another codec;
+    /// `UnsupportedVersion`; `Corrupted` or `MissingSegment` for damage an open
+    /// must not mend (`dque repair` mends it, see FORMAT.md); `InvalidOption`; `Io`.
     pub fn open_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
         Self::start(path.as_ref(), options, OpenMode::Open, C::ID)
     }
 
     /// [`open_or_create`](Self::open_or_create) with options.
+    ///
+    /// # Errors
+    ///
+    /// As [`create`](Self::create) and [`open`](Self::open).
     pub fn open_or_create_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
         Self::start(path.as_ref(), options, OpenMode::OpenOrCreate, C::ID)
     }
@@ -148,6 +182,13 @@ impl<T, C: Codec<T>> DQue<T, C> {
 
     /// Appends an item. In [`Durability::Safe`] it is on disk when this
     /// returns; callers enqueueing at the same time share one fsync.
+    ///
+    /// # Errors
+    ///
+    /// `Encode` or `ItemTooLarge` (nothing written); `Full` under
+    /// [`Options::max_items`]; `Closed`; `WritesRefused` after a failed fsync;
+    /// `Io`. A failed write wrote nothing; a failed fsync (Safe) leaves the
+    /// item to the disk's fate and makes the queue refuse later writes.
     pub fn enqueue(&self, item: &T) -> Result<()> {
         self.shared
             .write_item(|engine| engine.append_with(|out| self.codec.encode(item, out)))?;
@@ -276,12 +317,23 @@ impl<T, C: Codec<T>> DQue<T, C> {
     ///
     /// A record that does not decode fails with [`Error::Decode`] and stays
     /// at the head of the queue.
+    ///
+    /// # Errors
+    ///
+    /// `Decode` (the record stays at the head); `Corrupted` or `MissingSegment`
+    /// when the call reaches a damaged segment; `Closed`; `WritesRefused`; `Io`;
+    /// or the error a batch met after it took items. Each had no effect.
     pub fn dequeue(&self) -> Result<Option<T>> {
         self.shared
             .write(|engine| engine.pop_with(|id, bytes| self.decode(id, bytes)))
     }
 
     /// Returns the oldest item without removing it, or `None` when empty.
+    ///
+    /// # Errors
+    ///
+    /// `Decode`; `Corrupted`, `MissingSegment` or `Io` reading a segment past the
+    /// mapped ones; `Closed`. A peek writes nothing.
     pub fn peek(&self) -> Result<Option<T>> {
         self.shared
             .read(|engine| engine.peek_with(|id, bytes| self.decode(id, bytes)))
@@ -289,6 +341,10 @@ impl<T, C: Codec<T>> DQue<T, C> {
 
     /// Like [`dequeue`](Self::dequeue), but waits for an item; fails with
     /// [`Error::Closed`] if the queue is closed while waiting.
+    ///
+    /// # Errors
+    ///
+    /// As [`dequeue`](Self::dequeue), and `Closed` if the queue is closed while waiting.
     pub fn dequeue_block(&self) -> Result<T> {
         self.shared
             .wait_for(None, true, |engine| {
@@ -298,6 +354,10 @@ impl<T, C: Codec<T>> DQue<T, C> {
     }
 
     /// Like [`peek`](Self::peek), but waits for an item.
+    ///
+    /// # Errors
+    ///
+    /// As [`peek`](Self::peek), and `Closed` if the queue is closed while waiting.
     pub fn peek_block(&self) -> Result<T> {
         self.shared
             .wait_for(None, false, |engine| {
@@ -308,6 +368,22 @@ impl<T, C: Codec<T>> DQue<T, C> {
 
     /// Like [`dequeue_block`](Self::dequeue_block), but gives up after
     /// `timeout` and returns `None`.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// use std::time::Duration;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q = dque::DQue::<u32>::create(dir.path().join("q"))?;
+    /// assert_eq!(q.dequeue_timeout(Duration::from_millis(5))?, None);
+    /// q.enqueue(&1)?;
+    /// assert_eq!(q.peek_timeout(Duration::MAX)?, Some(1)); // any Duration
+    /// assert_eq!(q.dequeue_timeout(Duration::MAX)?, Some(1));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`dequeue`](Self::dequeue), and `Closed` if the queue is closed while waiting.
     pub fn dequeue_timeout(&self, timeout: Duration) -> Result<Option<T>> {
         self.shared
             .wait_for(deadline_after(timeout), true, |engine| {
@@ -317,6 +393,10 @@ impl<T, C: Codec<T>> DQue<T, C> {
 
     /// Like [`peek_block`](Self::peek_block), but gives up after `timeout`
     /// and returns `None`.
+    ///
+    /// # Errors
+    ///
+    /// As [`peek`](Self::peek), and `Closed` if the queue is closed while waiting.
     pub fn peek_timeout(&self, timeout: Duration) -> Result<Option<T>> {
         self.shared
             .wait_for(deadline_after(timeout), false, |engine| {
@@ -328,6 +408,19 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// other consumers, until the guard acks it or the visibility timeout
     /// passes. `None` when no item is available. The attempt is counted on
     /// disk first (durably in Safe mode), so a crash mid-work still counts.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q = dque::DQue::<u32>::create(dir.path().join("q"))?;
+    /// q.enqueue(&7)?;
+    /// let job = q.lease()?.expect("an item");
+    /// assert_eq!((*job, job.attempt(), q.len(), q.leased_len()), (7, 1, 1, 1));
+    /// assert_eq!(q.lease()?.map(|j| *j), None, "leased items are hidden");
+    /// job.ack()?;
+    /// assert!(q.is_empty());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -472,6 +565,11 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// Removes pending item `id` (see [`Leased::id`], [`pending`](Self::pending))
     /// without delivering it. Fails with `Leased` if a consumer holds it and
     /// `NotPending` if it is gone already.
+    ///
+    /// # Errors
+    ///
+    /// `Leased` if a consumer holds it, `NotPending` if it is gone or never
+    /// was; `Corrupted` or `Io` reading a segment; `Closed`; `WritesRefused`.
     pub fn cancel(&self, id: u64) -> Result<()> {
         self.shared.write(|engine| engine.cancel(id))
     }
@@ -480,6 +578,10 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// settles them as the next write would (handed back, or moved to the
     /// dead letters after the last attempt), so tests can expire leases
     /// without waiting (feature `fault-injection`).
+    ///
+    /// # Errors
+    ///
+    /// `Closed`; the error of moving an item to the dead letters (`Io`).
     #[cfg(feature = "fault-injection")]
     pub fn expire_leases_now(&self) -> Result<()> {
         self.shared.write(|engine| engine.expire_leases_now())?;
@@ -511,6 +613,11 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// assert_eq!(q.len(), 2);
     /// # drop(held); Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Decode` for a record that does not decode; `Corrupted`, `MissingSegment`
+    /// or `Io` reading a segment; `Closed`.
     pub fn pending(&self, max: usize) -> Result<Vec<Pending<T>>> {
         self.shared.read(|engine| {
             let mut found = Vec::new();
@@ -603,18 +710,49 @@ impl<T, C: Codec<T>> DQue<T, C> {
 
     /// Items moved to the dead letters (by [`Leased::fail`] or after
     /// `max_attempts`), oldest first, with their reasons.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q = dque::DQue::<u32>::create(dir.path().join("q"))?;
+    /// q.enqueue_batch([1, 2])?;
+    /// q.lease()?.expect("an item").fail("cannot parse")?;
+    /// q.lease()?.expect("an item").fail("cannot parse")?;
+    /// let dead = q.dead_letters()?;
+    /// assert_eq!((dead.len(), dead[0].reason.as_str()), (2, "cannot parse"));
+    /// q.requeue_dead(dead[0].id)?; // back at the end, attempts anew
+    /// assert_eq!(q.purge_dead()?, 1);
+    /// assert_eq!(q.dequeue()?, Some(1));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Corrupted` or `Io` reading `dead/` (also if it did not open with the
+    /// queue); `Closed`.
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>> {
         self.shared.read(Engine::dead_letter_list)
     }
 
     /// Puts dead letter `id` (a [`DeadLetter::id`]) back at the end of the
     /// queue, with its attempts starting over.
+    ///
+    /// # Errors
+    ///
+    /// `NotPending` if there is no such letter; `Full`; `Closed`;
+    /// `WritesRefused`; `Io`; each had no effect. Once the item is back, a
+    /// failure to remove the letter (then in both places) is the next write's error.
     pub fn requeue_dead(&self, id: u64) -> Result<()> {
         self.shared.write_item(|engine| engine.requeue_dead(id))?;
         Ok(())
     }
 
     /// Deletes every dead letter; returns how many there were.
+    ///
+    /// # Errors
+    ///
+    /// `Closed`; `WritesRefused`; `Io` before the first letter (nothing
+    /// removed); a later one is the next write's error.
     pub fn purge_dead(&self) -> Result<u64> {
         self.shared.write(Engine::purge_dead)
     }
@@ -653,6 +791,10 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// assert_eq!(q.dequeue()?.as_deref(), Some("ok"));
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`dequeue`](Self::dequeue), without `Decode`.
     pub fn dequeue_raw(&self) -> Result<Option<Vec<u8>>> {
         self.shared
             .write(|engine| engine.pop_with(|_, bytes| Ok(bytes.to_vec())))
@@ -670,6 +812,10 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// assert_eq!(q.len(), 1);
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`peek`](Self::peek), without `Decode`.
     pub fn peek_raw(&self) -> Result<Option<Vec<u8>>> {
         self.shared
             .read(|engine| engine.peek_with(|_, bytes| Ok(bytes.to_vec())))
@@ -712,23 +858,54 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// }
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Closed`; `Io` if the directory cannot be listed. Damage is in the
+    /// report, not an error.
     pub fn verify(&self) -> Result<VerifyReport> {
         self.shared
             .read(|engine| crate::verify::verify(engine, &self.path, self.codec_id))
     }
 
     /// Numbers of the segment files from head to tail (names in the directory).
+    ///
+    /// # Errors
+    ///
+    /// `Closed`.
     pub fn segment_numbers(&self) -> Result<RangeInclusive<u64>> {
         self.shared.read(|engine| Ok(engine.segment_numbers()))
     }
 
     /// The handle's current durability.
+    ///
+    /// # Errors
+    ///
+    /// `Closed`.
     pub fn durability(&self) -> Result<Durability> {
         self.shared.read(|engine| Ok(engine.durability()))
     }
 
     /// Switches durability on the open queue (dque's TurboOn / TurboOff).
     /// Switching to `Safe` first syncs what Turbo wrote.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// use dque::Durability;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q = dque::DQue::<u32>::create(dir.path().join("q"))?;
+    /// q.set_durability(Durability::Turbo)?; // a bulk load without fsyncs
+    /// q.enqueue_batch(0..1000)?;
+    /// q.sync()?; // all of it durable now
+    /// q.set_durability(Durability::Safe)?;
+    /// assert_eq!(q.durability()?, Durability::Safe);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `InvalidOption` for a zero `Periodic` interval; `Closed`; switching to
+    /// `Safe` syncs first, and fails with that sync's `Io` or `WritesRefused`.
     pub fn set_durability(&self, durability: Durability) -> Result<()> {
         durability.validate()?;
         self.shared
@@ -737,6 +914,11 @@ impl<T, C: Codec<T>> DQue<T, C> {
     }
 
     /// Makes every call so far durable (fdatasync of head and tail), in any mode.
+    ///
+    /// # Errors
+    ///
+    /// `Closed`; `WritesRefused` after an earlier failure; the `Io` of the
+    /// fsync, after which the queue refuses writes.
     pub fn sync(&self) -> Result<()> {
         self.shared.sync()
     }
@@ -744,6 +926,11 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// Syncs, releases the lock and wakes blocked callers with
     /// [`Error::Closed`]. Later calls fail with `Closed`. Drop closes too,
     /// but cannot report an error.
+    ///
+    /// # Errors
+    ///
+    /// `Closed` if it was closed already; the error of its last sync (`Io`,
+    /// `WritesRefused`), which the calls it settled get too.
     pub fn close(&self) -> Result<()> {
         if let Some(flusher) = self.flusher.lock().take() {
             flusher.stop();
@@ -782,6 +969,10 @@ impl DQue<Vec<u8>, Raw> {
     /// assert_eq!(typed.dequeue()?.as_deref(), Some("job"));
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
     pub fn open_encoded_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
         let path = path.as_ref();
         crate::engine::prepare_directory(path, OpenMode::Open)?;
@@ -796,6 +987,10 @@ impl DQue<Vec<u8>, Raw> {
     }
 
     /// Appends a byte string without copying it into a `Vec` first.
+    ///
+    /// # Errors
+    ///
+    /// As [`enqueue`](Self::enqueue).
     pub fn enqueue_bytes(&self, bytes: &[u8]) -> Result<()> {
         self.shared.write_item(|engine| {
             engine.append_with(|out| {
