@@ -395,3 +395,33 @@ fn leftover_temp_files_are_removed_and_reported() {
     assert!(q.open_report().is_clean(), "{:?}", q.open_report());
     assert_eq!(drain_u32(&q), [0, 1, 2, 3]);
 }
+
+// Found by fuzzing (fuzz/corpus/open/bug-rollover-to-segment-number-u64-max):
+// a tail numbered 2^64 - 2 rolled over into a segment numbered 2^64 - 1,
+// whose header the format refuses, so the queue no longer opened. Now that
+// enqueue fails with `Corrupted`, writes nothing, and the queue reopens.
+#[test]
+fn segment_numbers_end_without_breaking_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    drop(DQue::<u32>::create_with(&path, &Options::new().segment_items(2)).unwrap());
+    // Renumber the only segment to 2^64 - 3 (header fields per FORMAT.md).
+    let number = u64::MAX - 2;
+    let first = path.join(format!("{:020}.seg", 1));
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes[8..16].copy_from_slice(&number.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..36]);
+    bytes[36..40].copy_from_slice(&crc.to_le_bytes());
+    std::fs::remove_file(&first).unwrap();
+    std::fs::write(path.join(format!("{number:020}.seg")), bytes).unwrap();
+
+    let q: DQue<u32> = DQue::open(&path).unwrap();
+    q.enqueue_batch([1, 2, 3, 4]).unwrap(); // fills 2^64 - 3 and 2^64 - 2
+    let full = q.enqueue(&5);
+    let corrupted = matches!(full, Err(Error::Corrupted { .. }));
+    assert!(corrupted, "{full:?}");
+    assert_eq!(q.len(), 4);
+    drop(q);
+    let q: DQue<u32> = DQue::open(&path).unwrap();
+    assert_eq!(q.dequeue_batch(10).unwrap(), [1, 2, 3, 4]);
+}

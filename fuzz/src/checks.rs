@@ -1063,11 +1063,13 @@ fn expect_open(input: &OpenInput, dir: &Path, files: &[(String, Vec<u8>)]) -> Ex
             HeaderVerdict::Corrupted => return fail(Kind::Corrupted, Some(path.clone())),
             HeaderVerdict::Version => return fail(Kind::Version, Some(path.clone())),
         };
-        // The format does not say what happens at the end of u64.
+        // The format does not say what happens at the end of u64 (a tail
+        // numbered 2^64 - 2 cannot roll over: its successor's header would
+        // be refused).
         let edge = header
             .first_id
             .checked_add(u64::from(header.max_records) + 1);
-        if edge.is_none() || *number == u64::MAX {
+        if edge.is_none() || *number >= u64::MAX - 1 {
             opened.unspecified = true;
             return Expect::Open(opened);
         }

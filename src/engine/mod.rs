@@ -483,15 +483,21 @@ impl Engine {
 
     /// Seals the tail and starts the next segment.
     fn roll_over(&mut self) -> Result<()> {
+        // A segment numbered u64::MAX would have no successor: the format
+        // refuses its header, so it is never made (checked before any write).
+        let number = self.tail().header.number + 1;
+        if number == u64::MAX {
+            return Err(Error::corrupted(
+                self.tail().path(),
+                0,
+                "segment numbers are used up: the next segment would be numbered 2^64 - 1",
+            ));
+        }
         // Fsynced in every mode, so a later segment never outlives an earlier
         // one's records after a power loss: what survives is a prefix.
         let sealed = self.tail_mut().sync();
         self.refuse_on_error(sealed)?;
-        let header = new_header(
-            &self.config,
-            self.tail().header.number + 1,
-            self.tail().end_id(),
-        );
+        let header = new_header(&self.config, number, self.tail().end_id());
         let created = Segment::create(&self.dir, header);
         let next = match created {
             Ok(next) => next,
