@@ -425,3 +425,28 @@ fn segment_numbers_end_without_breaking_the_queue() {
     let q: DQue<u32> = DQue::open(&path).unwrap();
     assert_eq!(q.dequeue_batch(10).unwrap(), [1, 2, 3, 4]);
 }
+
+// The same at the end of ids (fuzz/corpus/open/bug-rollover-past-the-last-id):
+// a rollover whose new segment's ids would pass u64::MAX fails, writes
+// nothing, and the queue still opens with every item.
+#[test]
+fn ids_end_without_breaking_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    drop(DQue::<u32>::create_with(&path, &Options::new().segment_items(2)).unwrap());
+    let first = path.join(format!("{:020}.seg", 1));
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes[16..24].copy_from_slice(&(u64::MAX - 6).to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..36]);
+    bytes[36..40].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&first, bytes).unwrap();
+
+    let q: DQue<u32> = DQue::open(&path).unwrap();
+    q.enqueue_batch([1, 2, 3, 4, 5, 6]).unwrap();
+    let past = q.enqueue(&7);
+    let corrupted = matches!(past, Err(Error::Corrupted { .. }));
+    assert!(corrupted, "{past:?}");
+    drop(q);
+    let q: DQue<u32> = DQue::open(&path).unwrap();
+    assert_eq!(q.dequeue_batch(10).unwrap(), [1, 2, 3, 4, 5, 6]);
+}

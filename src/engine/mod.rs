@@ -483,21 +483,27 @@ impl Engine {
 
     /// Seals the tail and starts the next segment.
     fn roll_over(&mut self) -> Result<()> {
-        // A segment numbered u64::MAX would have no successor: the format
-        // refuses its header, so it is never made (checked before any write).
-        let number = self.tail().header.number + 1;
-        if number == u64::MAX {
+        // At the end of u64 (segment numbers or ids) the next header would
+        // be one the format refuses, and the queue would no longer open: it
+        // is never made (checked before any write).
+        let header = new_header(
+            &self.config,
+            self.tail().header.number.saturating_add(1),
+            self.tail().end_id(),
+        );
+        if let Err(crate::format::HeaderError::Invalid(why)) =
+            SegmentHeader::decode(&header.encode())
+        {
             return Err(Error::corrupted(
                 self.tail().path(),
                 0,
-                "segment numbers are used up: the next segment would be numbered 2^64 - 1",
+                format!("the queue is at the end of its numbers, no segment can follow: {why}"),
             ));
         }
         // Fsynced in every mode, so a later segment never outlives an earlier
         // one's records after a power loss: what survives is a prefix.
         let sealed = self.tail_mut().sync();
         self.refuse_on_error(sealed)?;
-        let header = new_header(&self.config, number, self.tail().end_id());
         let created = Segment::create(&self.dir, header);
         let next = match created {
             Ok(next) => next,
