@@ -8,9 +8,13 @@ use std::path::Path;
 /// says (Linux); `None` when no one holds it or it cannot be told.
 pub fn lock_holder(queue: &Path) -> Option<u32> {
     let meta = std::fs::metadata(queue.join("dque.lock")).ok()?;
-    let locks = std::fs::read_to_string("/proc/locks").ok()?;
     let (major, minor) = split_dev(meta.dev());
-    holder_in(&locks, major, minor, meta.ino())
+    // /proc/locks is read in pages; while other processes take and drop
+    // locks, a line can slip between two pages: look a few times.
+    (0..3).find_map(|_| {
+        let locks = std::fs::read_to_string("/proc/locks").ok()?;
+        holder_in(&locks, major, minor, meta.ino())
+    })
 }
 
 /// The pid of the granted `FLOCK` on the file `major:minor:inode` in the
