@@ -145,6 +145,14 @@ pub enum Error {
         /// The id asked for.
         id: u64,
     },
+    /// The queue cannot be opened in shared mode ([`Options::shared`](crate::Options::shared))
+    /// where it is: a network file system, or all process slots taken.
+    SharedModeUnsupported {
+        /// The queue directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -284,6 +292,13 @@ impl fmt::Display for Error {
             Error::NotPending { id } => write!(
                 f,
                 "no pending item has id {id}; it was consumed or cancelled already"
+            ),
+            Error::SharedModeUnsupported { path, reason } => write!(
+                f,
+                "queue {} cannot be shared between processes: {reason}; open it in \
+                 exclusive mode, or for workers on several hosts use a database-backed \
+                 queue (the PostgreSQL and Redis backends)",
+                path.display()
             ),
         }
     }

@@ -65,7 +65,7 @@ impl QueueDir {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name == CONFIG_FILE {
                 listing.has_config = true;
-            } else if name == LOCK_FILE {
+            } else if name == LOCK_FILE || name == crate::processes::CONTROL_FILE {
                 // Ours, and says nothing about the queue's state.
             } else if let Some(number) = parse_segment_name(&name) {
                 listing.segments.push(number);

@@ -46,6 +46,7 @@ mod layout;
 mod lease;
 mod lock;
 mod options;
+mod processes;
 mod quarantine;
 mod queue;
 mod recovery;
@@ -54,6 +55,7 @@ mod salvage;
 mod segment;
 mod shared;
 mod verify;
+mod workers;
 
 pub use codec::{Bincode, Codec, Raw};
 pub use dead::DeadLetter;
@@ -69,6 +71,7 @@ pub use recovery::{OpenReport, Repair};
 pub use repair::{repair, RepairAction, RepairReport};
 pub use salvage::{salvage, Salvage, SalvagedRecord};
 pub use verify::{Problem, SegmentSummary, VerifyReport};
+pub use workers::Worker;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

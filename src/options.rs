@@ -80,6 +80,7 @@ pub struct Options {
     pub(crate) max_attempts: u16,
     pub(crate) cut_damaged_tail: bool,
     pub(crate) max_items: Option<u64>,
+    pub(crate) shared: bool,
 }
 
 /// Segment record limit of a new queue when none is given.
@@ -108,6 +109,7 @@ impl Default for Options {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             cut_damaged_tail: false,
             max_items: None,
+            shared: false,
         }
     }
 }
@@ -230,6 +232,37 @@ impl Options {
     #[must_use]
     pub fn cut_damaged_tail(mut self, cut: bool) -> Self {
         self.cut_damaged_tail = cut;
+        self
+    }
+
+    /// Whether the queue is shared between processes: default `false`
+    /// (exclusive: one handle at a time, others get [`Error::Locked`]).
+    ///
+    /// With `true`, any number of processes (up to 1,024 handles at once)
+    /// open the queue together, each with this option, and every call keeps
+    /// its meaning across them: one FIFO order, an exact `len()`, items taken
+    /// once, and blocked calls woken by other processes' enqueues. A process
+    /// that dies, even in the middle of a call, never blocks or damages the
+    /// queue for the others. Linux only; a queue on a network file system
+    /// (NFS, SMB) is refused with [`Error::SharedModeUnsupported`]. An
+    /// exclusive handle and shared handles exclude each other
+    /// ([`Error::Locked`]). The protocol is in FORMAT.md, "Shared mode".
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("q");
+    /// let shared = dque::Options::new().shared(true);
+    /// let producer: dque::DQue<u32> = shared.open_or_create(&path)?;
+    /// let worker: dque::DQue<u32> = shared.open(&path)?; // another process, typically
+    /// producer.enqueue(&7)?;
+    /// assert_eq!(worker.dequeue()?, Some(7));
+    /// assert!(matches!(dque::DQue::<u32>::open(&path), Err(dque::Error::Locked { .. })));
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn shared(mut self, shared: bool) -> Self {
+        self.shared = shared;
         self
     }
 

@@ -22,6 +22,7 @@ use crate::options::{Durability, Options};
 use crate::recovery::OpenReport;
 use crate::shared::Shared;
 use crate::verify::VerifyReport;
+use crate::workers::Worker;
 
 /// A durable FIFO queue of `T` items in one directory.
 ///
@@ -587,6 +588,18 @@ impl<T, C: Codec<T>> DQue<T, C> {
         self.shared.write(|engine| engine.expire_leases_now())?;
         self.shared.notify_available();
         Ok(())
+    }
+
+    /// The handles that have the queue open, with the items each holds
+    /// leased: in shared mode every live process's handles
+    /// ([`Options::shared`]), else this handle alone. A read.
+    ///
+    /// # Errors
+    /// `Closed` after close; an I/O error if the lock file cannot be read.
+    ///
+    /// See [`Worker`] for an example.
+    pub fn workers(&self) -> Result<Vec<Worker>> {
+        self.shared.read(|engine| engine.workers())
     }
 
     /// Items leased right now (they are counted in [`len`](Self::len) too).

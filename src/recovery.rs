@@ -69,6 +69,8 @@ pub struct Replay {
     pub attempts: Vec<u16>,
     /// Whether any marker was read.
     pub has_markers: bool,
+    /// How many records are settled.
+    pub settled_count: usize,
     /// End of the last valid frame: the next frame goes here.
     pub end: usize,
     /// The invalid frame that stopped the replay, if it did not stop at zeros.
@@ -107,6 +109,21 @@ pub fn replay(segment: &[u8], max_records: u32) -> Replay {
         end: SEGMENT_HEADER_LEN,
         ..Replay::default()
     };
+    replay.resume(segment, max_records);
+    replay
+}
+
+impl Replay {
+    /// Reads on from `end`: the frames written since this replay stopped
+    /// (by another process, in shared mode), up to the first one that is not
+    /// whole and valid.
+    pub fn resume(&mut self, segment: &[u8], max_records: u32) {
+        self.stopped_by = None;
+        replay_from(self, segment, max_records);
+    }
+}
+
+fn replay_from(replay: &mut Replay, segment: &[u8], max_records: u32) {
     loop {
         let at = replay.end;
         let frame = match read_frame(&segment[at..]) {
@@ -147,7 +164,10 @@ pub fn replay(segment: &[u8], max_records: u32) -> Replay {
                 }
                 replay.has_markers = true;
                 match kind {
-                    MarkerType::Ack | MarkerType::Dead => replay.settled[index] = true,
+                    MarkerType::Ack | MarkerType::Dead => {
+                        replay.settled[index] = true;
+                        replay.settled_count += 1;
+                    }
                     MarkerType::Lease => {
                         replay.attempts[index] = replay.attempts[index].saturating_add(1)
                     }
@@ -158,7 +178,6 @@ pub fn replay(segment: &[u8], max_records: u32) -> Replay {
         }
         replay.end = at + frame.size();
     }
-    replay
 }
 
 /// Disks write sectors whole: what a power loss leaves unwritten is whole

@@ -37,18 +37,12 @@ pub struct Segment {
     /// Shared with group-commit leaders, who fsync it outside the queue's lock.
     file: Arc<File>,
     map: MmapMut,
-    /// End of the last frame: where the next one goes.
-    write_pos: usize,
-    /// Offset and payload length of each record frame, checked when it was
-    /// replayed or written; a record's index is its position here.
-    records: Vec<(u32, u32)>,
-    settled: Vec<bool>,
-    /// Delivery attempts of each record, from its lease markers.
-    attempts: Vec<u16>,
-    settled_count: usize,
-    /// Whether any marker has been read or written: segments with markers
-    /// form a run from the head, which open replays.
-    has_markers: bool,
+    /// The frames so far: each record's offset and payload length (checked
+    /// when it was replayed or written; a record's index is its position),
+    /// which are settled, their delivery attempts, whether any marker was
+    /// read or written (segments with markers form a run from the head,
+    /// which open replays), and `end`, where the next frame goes.
+    frames: Replay,
     /// Written to since it was last handed to a sync: a group commit syncs
     /// only such segments (an fsync of a clean file costs as much here).
     dirty: bool,
@@ -79,12 +73,10 @@ impl Segment {
             path,
             file: Arc::new(file),
             map,
-            write_pos: SEGMENT_HEADER_LEN,
-            records: Vec::new(),
-            settled: Vec::new(),
-            attempts: Vec::new(),
-            settled_count: 0,
-            has_markers: false,
+            frames: Replay {
+                end: SEGMENT_HEADER_LEN,
+                ..Replay::default()
+            },
             dirty: false,
         })
     }
@@ -173,18 +165,12 @@ impl Segment {
                 damage: damage.is_some(),
             });
         }
-        let settled_count = replayed.settled.iter().filter(|&&s| s).count();
         Ok(Segment {
             header,
             path,
             file: Arc::new(file),
             map,
-            write_pos: replayed.end,
-            records: replayed.records,
-            settled: replayed.settled,
-            attempts: replayed.attempts,
-            settled_count,
-            has_markers: replayed.has_markers,
+            frames: replayed,
             dirty: false,
         })
     }
@@ -199,26 +185,48 @@ impl Segment {
     }
 
     pub fn record_count(&self) -> usize {
-        self.records.len()
+        self.frames.records.len()
     }
 
     pub fn unsettled_count(&self) -> usize {
-        self.records.len() - self.settled_count
+        self.frames.records.len() - self.frames.settled_count
+    }
+
+    /// End of the last whole frame: where the next one goes.
+    pub fn end(&self) -> usize {
+        self.frames.end
+    }
+
+    /// Reads the frames other processes wrote since this mapping last looked
+    /// (shared mode), up to the first that is not whole, mapping the file
+    /// again if it grew. The caller holds the queue's cross-process lock,
+    /// under which every frame is written whole.
+    pub fn catch_up(&mut self) -> Result<()> {
+        let len = self
+            .file
+            .metadata()
+            .map_err(|e| Error::io(&self.path, e))?
+            .len();
+        if len as usize > self.map.len() {
+            self.map = map(&self.file, &self.path)?;
+        }
+        self.frames.resume(&self.map, self.header.max_records);
+        Ok(())
     }
 
     /// Id of the record after the last one: the first id of the next segment.
     pub fn end_id(&self) -> u64 {
-        self.header.first_id + self.records.len() as u64
+        self.header.first_id + self.frames.records.len() as u64
     }
 
     /// Whether a record frame of `frame_len` bytes fits under the segment's
     /// limits (its first record always does).
     pub fn accepts(&self, frame_len: usize) -> bool {
-        if self.records.len() >= self.header.max_records as usize {
+        if self.frames.records.len() >= self.header.max_records as usize {
             return false;
         }
-        let record_bytes = self.write_pos - SEGMENT_HEADER_LEN + frame_len;
-        self.records.is_empty() || record_bytes <= self.header.max_bytes as usize
+        let record_bytes = self.frames.end - SEGMENT_HEADER_LEN + frame_len;
+        self.frames.records.is_empty() || record_bytes <= self.header.max_bytes as usize
     }
 
     /// Copies a whole record frame (carrying `payload_len` bytes of payload)
@@ -231,25 +239,31 @@ impl Segment {
     ) -> Result<(usize, Range<usize>)> {
         debug_assert_eq!(frame.len(), crate::format::record_frame_len(payload_len));
         let range = self.append(frame)?;
-        self.records.push((range.start as u32, payload_len as u32));
-        self.settled.push(false);
-        self.attempts.push(0);
-        Ok((self.records.len() - 1, range))
+        let frames = &mut self.frames;
+        frames
+            .records
+            .push((range.start as u32, payload_len as u32));
+        frames.settled.push(false);
+        frames.attempts.push(0);
+        Ok((frames.records.len() - 1, range))
     }
 
     /// Appends a `kind` marker for record `index` (settling it, or counting
     /// a delivery attempt); returns the bytes written.
     pub fn mark(&mut self, index: usize, kind: MarkerType) -> Result<Range<usize>> {
-        debug_assert!(kind == MarkerType::Reached || !self.settled[index]);
+        debug_assert!(kind == MarkerType::Reached || !self.frames.settled[index]);
         let range = self.append(&marker(kind, index as u32))?;
-        self.has_markers = true;
+        let frames = &mut self.frames;
+        frames.has_markers = true;
         match kind {
             MarkerType::Ack | MarkerType::Dead => {
-                self.settled[index] = true;
-                self.settled_count += 1;
+                frames.settled[index] = true;
+                frames.settled_count += 1;
             }
-            MarkerType::Lease => self.attempts[index] = self.attempts[index].saturating_add(1),
-            MarkerType::Release => self.attempts[index] = self.attempts[index].saturating_sub(1),
+            MarkerType::Lease => frames.attempts[index] = frames.attempts[index].saturating_add(1),
+            MarkerType::Release => {
+                frames.attempts[index] = frames.attempts[index].saturating_sub(1)
+            }
             MarkerType::Reached => {}
         }
         Ok(range)
@@ -257,22 +271,22 @@ impl Segment {
 
     /// Whether record `index` is settled (acked or dead-lettered).
     pub fn is_settled(&self, index: usize) -> bool {
-        self.settled[index]
+        self.frames.settled[index]
     }
 
     /// Delivery attempts of record `index` so far.
     pub fn attempts(&self, index: usize) -> u16 {
-        self.attempts[index]
+        self.frames.attempts[index]
     }
 
     /// Whether the segment holds any marker.
     pub fn has_markers(&self) -> bool {
-        self.has_markers
+        self.frames.has_markers
     }
 
     /// The payload of record `index`, read from the mapping.
     pub fn payload(&self, index: usize) -> &[u8] {
-        let (at, len) = self.records[index];
+        let (at, len) = self.frames.records[index];
         let start = at as usize + RECORD_OVERHEAD;
         &self.map[start..start + len as usize]
     }
@@ -308,24 +322,30 @@ impl Segment {
     }
 
     fn append(&mut self, frame: &[u8]) -> Result<Range<usize>> {
-        let range = self.write_pos..self.write_pos + frame.len();
+        let range = self.frames.end..self.frames.end + frame.len();
         if range.end > self.map.len() {
             self.grow(range.end)?;
         }
         faults::check(FaultOp::Write, &self.path).map_err(|e| Error::io(&self.path, e))?;
         self.map[range.clone()].copy_from_slice(frame);
-        self.write_pos = range.end;
+        self.frames.end = range.end;
         self.dirty = true;
         Ok(range)
     }
 
     /// Extends the file (at least doubling it) and maps it again. The old
-    /// mapping's dirty pages stay in the page cache, so nothing is lost.
+    /// mapping's dirty pages stay in the page cache, so nothing is lost. A
+    /// file another process already made long enough is only mapped again:
+    /// it never shrinks, which would take bytes from under other mappings.
     fn grow(&mut self, needed: usize) -> Result<()> {
-        let new_len = round_up_to_page(needed.max(self.map.len() * 2));
-        faults::check(FaultOp::Write, &self.path)
-            .and_then(|()| preallocate(&self.file, new_len))
-            .map_err(|e| Error::io(&self.path, e))?;
+        let io = |e| Error::io(&self.path, e);
+        let len = self.file.metadata().map_err(io)?.len() as usize;
+        if len < needed {
+            let new_len = round_up_to_page(needed.max(self.map.len() * 2)).max(len);
+            faults::check(FaultOp::Write, &self.path)
+                .and_then(|()| preallocate(&self.file, new_len))
+                .map_err(io)?;
+        }
         self.map = map(&self.file, &self.path)?;
         Ok(())
     }

@@ -8,6 +8,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::commit::GroupCommit;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::processes::Waker;
 
 /// The state behind every [`DQue`](crate::DQue) handle and its flusher.
 #[derive(Debug)]
@@ -20,11 +21,15 @@ pub struct Shared {
     /// handed back to the dead letters) or the queue closes.
     room: Condvar,
     commit: GroupCommit,
+    /// Shared mode: blocked callers sleep on the control file's futex word
+    /// instead of the condvars, so that other processes wake them too.
+    waker: Option<Waker>,
 }
 
 impl Shared {
     pub fn new(engine: Engine) -> Self {
         Shared {
+            waker: engine.waker(),
             state: Mutex::new(Some(engine)),
             changed: Condvar::new(),
             room: Condvar::new(),
@@ -34,7 +39,7 @@ impl Shared {
 
     /// Runs `op` on the engine; for calls that write nothing.
     pub fn read<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
-        op(self.state.lock().as_mut().ok_or(Error::Closed)?)
+        entered(&mut self.state.lock(), op)
     }
 
     /// Runs `op` on the engine, then (in Safe mode, outside the lock) waits
@@ -54,6 +59,9 @@ impl Shared {
         deadline: Option<Instant>,
         mut op: impl FnMut(&mut Engine) -> Result<R>,
     ) -> Result<R> {
+        if let Some(waker) = &self.waker {
+            return self.write_item_when_room_shared(waker, deadline, op);
+        }
         let mut state = self.state.lock();
         let (result, ticket) = loop {
             let engine = state.as_mut().ok_or(Error::Closed)?;
@@ -90,10 +98,45 @@ impl Shared {
         Ok(result)
     }
 
+    /// [`write_item_when_room`](Self::write_item_when_room) in shared mode:
+    /// sleeps on the futex word between tries, without the mutexes.
+    fn write_item_when_room_shared<R>(
+        &self,
+        waker: &Waker,
+        deadline: Option<Instant>,
+        mut op: impl FnMut(&mut Engine) -> Result<R>,
+    ) -> Result<R> {
+        loop {
+            let mut state = self.state.lock();
+            let mut seen = 0;
+            let mut wake = None;
+            let tried = entered(&mut state, |engine| {
+                seen = waker.wake_word();
+                wake = engine.next_expiry();
+                let result = op(engine);
+                Ok(result.map(|found| (found, engine.ticket_to_wait())))
+            })?;
+            drop(state);
+            match tried {
+                Err(full @ Error::Full { .. }) => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(full);
+                    }
+                    waker.sleep(seen, earliest(deadline, wake));
+                }
+                other => {
+                    let (result, ticket) = other?;
+                    self.wait_ticket(ticket)?;
+                    return Ok(result);
+                }
+            }
+        }
+    }
+
     fn run_locked<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<(R, Option<u64>)> {
-        let mut state = self.state.lock();
-        let engine = state.as_mut().ok_or(Error::Closed)?;
-        Ok((op(engine)?, engine.ticket_to_wait()))
+        entered(&mut self.state.lock(), |engine| {
+            Ok((op(engine)?, engine.ticket_to_wait()))
+        })
     }
 
     fn wait_ticket(&self, ticket: Option<u64>) -> Result<()> {
@@ -108,6 +151,9 @@ impl Shared {
         writes: bool,
         mut op: impl FnMut(&mut Engine) -> Result<Option<R>>,
     ) -> Result<Option<R>> {
+        if let Some(waker) = &self.waker {
+            return self.wait_for_shared(waker, deadline, writes, op);
+        }
         let ticket = |engine: &Engine| engine.ticket_to_wait().filter(|_| writes);
         let mut state = self.state.lock();
         let found = loop {
@@ -145,6 +191,39 @@ impl Shared {
         }
     }
 
+    /// [`wait_for`](Self::wait_for) in shared mode: sleeps on the futex word
+    /// between tries, without the mutexes, so a write in any process wakes it.
+    fn wait_for_shared<R>(
+        &self,
+        waker: &Waker,
+        deadline: Option<Instant>,
+        writes: bool,
+        mut op: impl FnMut(&mut Engine) -> Result<Option<R>>,
+    ) -> Result<Option<R>> {
+        loop {
+            let mut state = self.state.lock();
+            let mut seen = 0;
+            let mut wake = None;
+            let found = entered(&mut state, |engine| {
+                // Read before looking, under the mutex: a write after the
+                // look moves the word, and the sleep below returns at once.
+                seen = waker.wake_word();
+                let found = op(engine)?;
+                wake = earliest(engine.next_expiry(), engine.lease_watch());
+                Ok(found.map(|found| (found, engine.ticket_to_wait().filter(|_| writes))))
+            })?;
+            drop(state);
+            if let Some((found, ticket)) = found {
+                self.wait_ticket(ticket)?;
+                return Ok(Some(found));
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+            waker.sleep(seen, earliest(deadline, wake));
+        }
+    }
+
     /// Makes every write up to `ticket` durable, leading or joining a group fsync.
     pub fn make_durable(&self, ticket: u64) -> Result<()> {
         self.commit.wait_durable(
@@ -168,6 +247,9 @@ impl Shared {
     /// Wakes one blocked caller: an item became available without an enqueue.
     pub fn notify_available(&self) {
         self.changed.notify_one();
+        if let Some(waker) = &self.waker {
+            waker.wake_all();
+        }
     }
 
     /// Makes everything written so far durable, in any mode.
@@ -187,6 +269,11 @@ impl Shared {
         let engine = self.state.lock().take();
         self.changed.notify_all();
         self.room.notify_all();
+        if let Some(waker) = &self.waker {
+            // Every sleeper of every process looks again; this one's find
+            // the queue closed.
+            waker.wake_all();
+        }
         let Some(engine) = engine else {
             return Err(Error::Closed);
         };
@@ -195,6 +282,17 @@ impl Shared {
         self.commit.finish_close(written, &result);
         result
     }
+}
+
+/// Runs `op` on the engine under the cross-process mutex in shared mode
+/// (taken, and the view brought up to date, by `enter`; released, with this
+/// call's changes published, by `leave`).
+fn entered<R>(state: &mut Option<Engine>, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
+    let engine = state.as_mut().ok_or(Error::Closed)?;
+    engine.enter()?;
+    let result = op(engine);
+    engine.leave();
+    result
 }
 
 /// The earlier of two optional instants (`None`: never).

@@ -114,10 +114,13 @@ impl Engine {
         if self.dead.is_none() {
             let options = Options::new()
                 .durability(self.durability)
-                .max_item_bytes(crate::format::MAX_RECORD_PAYLOAD);
+                .max_item_bytes(crate::format::MAX_RECORD_PAYLOAD)
+                .shared(self.shared);
             let path = self.dir.dead_letter_path();
-            let (dead, opened) =
+            let (mut dead, opened) =
                 Engine::open(&path, &options, DEAD_LETTER_CODEC, OpenMode::OpenOrCreate)?;
+            // Opened during a call: held like this queue until it ends.
+            dead.enter_like_parent(self.held)?;
             report.repairs.extend(opened.repairs);
             report.removed_temp_files.extend(opened.removed_temp_files);
             report.deleted_segments.extend(opened.deleted_segments);

@@ -18,6 +18,7 @@ impl Engine {
         read: impl FnOnce(u64, &[u8]) -> Result<R>,
     ) -> Result<Option<(R, u64, Lease)>> {
         self.check_writable()?;
+        self.deliveries.room_for_lease()?;
         let (id, attempt) = loop {
             let Some(id) = self.next_available()? else {
                 return Ok(None);

@@ -6,6 +6,7 @@ mod browse;
 mod dead_letters;
 mod leases;
 mod open;
+mod processes;
 
 pub(crate) use browse::PendingRecord;
 pub(crate) use open::prepare_directory;
@@ -72,7 +73,21 @@ pub struct Engine {
     scratch: Vec<u8>,
     /// Reused list of (start, payload length) of the frames in `scratch`.
     spans: Vec<(usize, usize)>,
-    _lock: DirLock,
+    /// Exclusive mode: the queue's lock.
+    _lock: Option<DirLock>,
+    /// Whether the queue is opened in shared mode (its dead letters too).
+    shared: bool,
+    /// Shared mode: the control file and this handle's slot.
+    link: Option<crate::processes::ProcessLink>,
+    /// Shared mode: whether this handle holds the cross-process mutex now.
+    held: bool,
+    /// Shared mode: `written` when the mutex was taken, to tell whether
+    /// the call wrote anything.
+    written_at_enter: u64,
+    /// Shared mode: when this handle last looked for dead lease holders.
+    last_reap: Option<Instant>,
+    /// When this handle opened the queue (for the workers view).
+    opened_at: std::time::SystemTime,
 }
 
 impl Engine {
@@ -285,6 +300,7 @@ impl Engine {
     /// (they are older), then records never delivered. Ends expired leases
     /// and retires a consumed head first (the callers write anyway).
     fn next_available(&mut self) -> Result<Option<u64>> {
+        self.reap_dead_workers(false)?;
         self.expire_leases()?;
         self.retire_settled_head(&mut OpenReport::default())?;
         if let Some(id) = self.deliveries.first_returned() {
@@ -348,6 +364,16 @@ impl Engine {
             .map(|s| (s, (id - s.header.first_id) as usize))
     }
 
+    /// The item count from the mapped segments (exact: markers are only
+    /// ever in the front run and the tail).
+    fn counted_len(&self) -> u64 {
+        let settled: usize = self
+            .mapped_segments()
+            .map(|s| s.record_count() - s.unsettled_count())
+            .sum();
+        self.tail().end_id() - self.head().header.first_id - settled as u64
+    }
+
     /// Maps the segment after the front run (a middle one, or the tail);
     /// false when the front run already ends with the tail.
     fn extend_front(&mut self) -> Result<bool> {
@@ -407,19 +433,28 @@ impl Engine {
 
     /// Stops all writes: a sync failed, so nothing after it is known durable.
     pub fn refuse(&mut self, cause: &Error) {
+        self.refuse_everywhere();
         self.refused.get_or_insert_with(|| cause.refusal_cause());
     }
 
     /// Retires a consumed head segment, so that a clean shutdown leaves
     /// nothing for the next open to mend, and makes every write durable.
     pub fn close(mut self) -> Result<()> {
+        // Shared: under the mutex, and the slot is freed; a failure to take
+        // it leaves the slot to be freed as a dead one's.
+        let entered = self.enter();
         // Best effort: a damaged next segment is reported by the dequeue
         // that reaches it, and a segment left here is deleted on open.
         let _ = self.retire_settled_head(&mut OpenReport::default());
+        let left = match entered {
+            Ok(()) => self.leave_slot(),
+            Err(e) => Err(e),
+        };
+        self.leave();
         let dead = self.dead.take().map_or(Ok(()), |dead| dead.close());
         let main = self.sync();
         // After a failed sync, a later one proves nothing: say so.
-        dead.and(main).and_then(|()| self.check_refused())
+        dead.and(main).and(left).and_then(|()| self.check_refused())
     }
 
     /// Makes every write so far durable, the dead letters' too, under the lock.

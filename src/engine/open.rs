@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::fs;
 use std::path::Path;
 
+use super::processes::mend;
 use super::{new_header, sealed_records, Engine, OpenMode};
 use crate::delivery::Deliveries;
 use crate::error::{Error, Result};
@@ -12,8 +13,10 @@ use crate::format::Config;
 use crate::layout::QueueDir;
 use crate::lock::DirLock;
 use crate::options::{Options, DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ITEMS};
+use crate::processes::{Joining, Locked};
 use crate::recovery::OpenReport;
 use crate::segment::Segment;
+use std::sync::atomic::Ordering::Relaxed;
 
 impl Engine {
     pub fn open(
@@ -37,10 +40,73 @@ impl Engine {
         options.validate()?;
         prepare_directory(path, mode)?;
         let dir = QueueDir::new(path.to_path_buf());
+        if options.shared {
+            return Engine::open_shared(dir, options, codec_id, mode);
+        }
         let lock = match lock {
             Some(lock) => lock,
             None => DirLock::acquire(path)?,
         };
+        Engine::open_locked(dir, options, codec_id, mode, Some(lock), true)
+    }
+
+    /// Opens the queue in shared mode, all under the join lock (one joiner
+    /// at a time) and the cross-process mutex: a handle alone recovers the
+    /// queue as an exclusive open does and makes the control file anew;
+    /// one joining others mends what a dead mutex holder left, then reads
+    /// the segments as they are. Then it takes a process slot.
+    fn open_shared(
+        dir: QueueDir,
+        options: &Options,
+        codec_id: u32,
+        mode: OpenMode,
+    ) -> Result<(Engine, OpenReport)> {
+        let path = dir.path().to_path_buf();
+        let joining = Joining::start(&path)?;
+        let alone = joining.alone();
+        let control = joining.control(&path)?;
+        let locked = control.lock()?;
+        let opened = (|| {
+            if !alone && (locked == Locked::OwnerDied || control.state().mending.load(Relaxed) != 0)
+            {
+                mend(&dir, control.state())?;
+            }
+            Engine::open_locked(dir, options, codec_id, mode, None, alone)
+        })();
+        let (mut engine, report) = match opened {
+            Ok(opened) => opened,
+            Err(e) => {
+                control.unlock();
+                return Err(e);
+            }
+        };
+        let link = match joining.finish(&path, control) {
+            Ok(link) => link,
+            Err((e, control)) => {
+                control.unlock();
+                return Err(e);
+            }
+        };
+        engine.link = Some(link);
+        engine.held = true;
+        let joined = engine.join(alone);
+        engine.leave();
+        joined?;
+        Ok((engine, report))
+    }
+
+    /// The open under the queue's lock (`lock`, in exclusive mode) or the
+    /// shared mutex: `recover` (exclusive, or shared and alone) removes
+    /// leftovers of crashes; a view taken beside other processes does not.
+    fn open_locked(
+        dir: QueueDir,
+        options: &Options,
+        codec_id: u32,
+        mode: OpenMode,
+        lock: Option<DirLock>,
+        recover: bool,
+    ) -> Result<(Engine, OpenReport)> {
+        let path = dir.path();
         // Listed again under the lock: another handle may have changed it.
         let listing = dir.list()?;
         if listing.has_config && mode == OpenMode::Create {
@@ -50,11 +116,11 @@ impl Engine {
         }
         let mut report = OpenReport::default();
         // Leftovers of a crash go first: writing the config reuses its temp name.
-        for temp in &listing.temp_files {
+        for temp in listing.temp_files.iter().filter(|_| recover) {
             fs::remove_file(temp).map_err(|e| Error::io(temp, e))?;
             report.removed_temp_files.push(temp.clone());
         }
-        if !listing.temp_files.is_empty() {
+        if recover && !listing.temp_files.is_empty() {
             dir.sync()?;
         }
         let config = if listing.has_config {
@@ -146,6 +212,12 @@ impl Engine {
             scratch: Vec::new(),
             spans: Vec::new(),
             _lock: lock,
+            shared: options.shared,
+            link: None,
+            held: false,
+            written_at_enter: 0,
+            last_reap: None,
+            opened_at: std::time::SystemTime::now(),
         };
         let settled: usize = engine
             .mapped_segments()

@@ -1,0 +1,160 @@
+//! Shared mode (issue 12): several handles, in one process or several, on
+//! one queue directory.
+
+use std::time::Duration;
+
+use dque::{DQue, Durability, Error, Options};
+
+fn shared() -> Options {
+    Options::new().shared(true).durability(Durability::Turbo)
+}
+
+#[test]
+fn two_handles_see_one_fifo_with_an_exact_len() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let a: DQue<u32> = shared().segment_items(3).open_or_create(&path).unwrap();
+    let b: DQue<u32> = shared().open(&path).unwrap();
+    for i in 0..10 {
+        a.enqueue(&i).unwrap();
+    }
+    assert_eq!((a.len(), b.len()), (10, 10));
+    assert_eq!(b.peek().unwrap(), Some(0));
+    assert_eq!(b.dequeue().unwrap(), Some(0));
+    assert_eq!(a.dequeue().unwrap(), Some(1));
+    assert_eq!(b.dequeue_batch(4).unwrap(), vec![2, 3, 4, 5]);
+    assert_eq!((a.len(), b.len()), (4, 4));
+    b.enqueue(&10).unwrap();
+    let mut rest = Vec::new();
+    while let Some(item) = a.dequeue().unwrap() {
+        rest.push(item);
+    }
+    assert_eq!(rest, vec![6, 7, 8, 9, 10]);
+    assert_eq!(b.dequeue().unwrap(), None);
+    assert_eq!((a.len(), b.len()), (0, 0));
+    // Consumed segments are gone, whoever consumed them.
+    assert_eq!(a.segment_numbers().unwrap(), b.segment_numbers().unwrap());
+    a.close().unwrap();
+    b.close().unwrap();
+    let again: DQue<u32> = Options::new().open(&path).unwrap();
+    assert!(again.is_empty());
+}
+
+#[test]
+fn exclusive_and_shared_handles_exclude_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let exclusive: DQue<u32> = DQue::create(&path).unwrap();
+    let refused = shared().open::<u32, dque::Bincode>(&path);
+    assert!(matches!(refused, Err(Error::Locked { .. })), "{refused:?}");
+    exclusive.close().unwrap();
+    let one: DQue<u32> = shared().open(&path).unwrap();
+    let refused = DQue::<u32>::open(&path);
+    assert!(matches!(refused, Err(Error::Locked { .. })), "{refused:?}");
+    drop(one);
+    DQue::<u32>::open(&path).unwrap();
+}
+
+#[test]
+fn a_blocked_dequeue_wakes_for_another_handles_enqueue() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let a: DQue<u32> = shared().open_or_create(&path).unwrap();
+    let b: DQue<u32> = shared().open(&path).unwrap();
+    let waiter = std::thread::spawn(move || b.dequeue_timeout(Duration::from_secs(30)));
+    std::thread::sleep(Duration::from_millis(50));
+    a.enqueue(&42).unwrap();
+    assert_eq!(waiter.join().unwrap().unwrap(), Some(42));
+}
+
+#[test]
+fn a_lease_held_by_one_handle_is_invisible_to_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let a: DQue<u32> = shared().open_or_create(&path).unwrap();
+    let b: DQue<u32> = shared().open(&path).unwrap();
+    a.enqueue_batch([0, 1, 2]).unwrap();
+    let first = a.lease().unwrap().unwrap();
+    assert_eq!(*first, 0);
+    let second = b.lease().unwrap().unwrap();
+    assert_eq!(*second, 1, "the other handle's lease is skipped");
+    assert_eq!(b.peek().unwrap(), Some(2));
+    assert_eq!((a.leased_len(), b.leased_len()), (2, 2));
+    assert_eq!((a.len(), b.len()), (3, 3));
+    // A nack in one handle makes the item the other's next one.
+    first.nack().unwrap();
+    let again = b.lease().unwrap().unwrap();
+    assert_eq!((*again, again.attempt()), (0, 2));
+    let err = b.cancel(1).unwrap_err();
+    assert!(matches!(err, Error::Leased { id: 1 }), "{err}");
+    second.ack().unwrap();
+    again.ack().unwrap();
+    assert_eq!(a.dequeue().unwrap(), Some(2));
+    assert_eq!(b.dequeue().unwrap(), None);
+    assert_eq!((a.len(), b.len(), a.leased_len()), (0, 0, 0));
+}
+
+#[test]
+fn workers_lists_every_handle_with_its_leases() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let a: DQue<u32> = shared().open_or_create(&path).unwrap();
+    let b: DQue<u32> = shared().open(&path).unwrap();
+    a.enqueue_batch([0, 1, 2]).unwrap();
+    let _held_by_a = a.lease_batch(2).unwrap();
+    let _held_by_b = b.lease().unwrap().unwrap();
+    let workers = b.workers().unwrap();
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    let mut leases: Vec<_> = workers
+        .iter()
+        .map(|w| (w.this_handle, w.leases.clone()))
+        .collect();
+    leases.sort();
+    assert_eq!(leases, vec![(false, vec![0, 1]), (true, vec![2])]);
+    assert!(workers.iter().all(|w| w.pid == std::process::id()));
+    drop(_held_by_a);
+    drop(a);
+    let workers = b.workers().unwrap();
+    assert_eq!(workers.len(), 1, "a closed handle leaves: {workers:?}");
+}
+
+#[test]
+fn a_closed_handles_leases_come_back_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let long = Options::new()
+        .shared(true)
+        .visibility_timeout(Duration::from_secs(3600));
+    let a: DQue<u32> = long.open_or_create(&path).unwrap();
+    let b: DQue<u32> = long.open(&path).unwrap();
+    a.enqueue_batch([0, 1]).unwrap();
+    let held = a.lease_batch(2).unwrap();
+    assert_eq!(b.lease().unwrap().map(|l| *l), None);
+    drop(held);
+    a.close().unwrap();
+    let back = b.lease_batch(5).unwrap();
+    let got: Vec<_> = back.iter().map(|l| (**l, l.attempt())).collect();
+    assert_eq!(got, vec![(0, 2), (1, 2)], "attempts still count");
+}
+
+#[test]
+fn a_handle_reopened_alone_starts_over_and_a_joiner_sees_the_same_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    {
+        let a: DQue<String> = shared().segment_items(2).open_or_create(&path).unwrap();
+        for i in 0..7 {
+            a.enqueue(&format!("item {i}")).unwrap();
+        }
+        assert_eq!(a.dequeue().unwrap().as_deref(), Some("item 0"));
+    }
+    let a: DQue<String> = shared().open(&path).unwrap();
+    let b: DQue<String> = shared().open(&path).unwrap();
+    assert_eq!((a.len(), b.len()), (6, 6));
+    assert_eq!(b.dequeue().unwrap().as_deref(), Some("item 1"));
+    assert_eq!(a.dequeue().unwrap().as_deref(), Some("item 2"));
+    let c: DQue<String> = shared().open(&path).unwrap();
+    assert_eq!(c.len(), 4);
+    assert_eq!(c.dequeue().unwrap().as_deref(), Some("item 3"));
+    assert_eq!(a.len(), 3);
+}
