@@ -89,6 +89,8 @@ mod plan {
     struct State {
         counts: BTreeMap<FaultOpKey, u64>,
         failures: Vec<(FaultOpKey, u64, io::ErrorKind)>,
+        /// The process kills itself at this step (before it happens).
+        death: Option<(FaultOpKey, u64)>,
         /// Durable bytes of each file, by name.
         durable: BTreeMap<String, Vec<u8>>,
         /// Names whose existence is durable (the directory was fsynced).
@@ -145,6 +147,15 @@ mod plan {
             let mut s = self.state.lock();
             let at = s.counts.get(&key(op)).copied().unwrap_or(0) + n;
             s.failures.push((key(op), at, kind));
+        }
+
+        /// The process kills itself (SIGKILL) right before the `n`th step of
+        /// kind `op` from now: a crash in the middle of a call, with the
+        /// queue's locks held, the mutex of a shared queue included.
+        pub fn die_at_nth(&self, op: FaultOp, n: u64) {
+            let mut s = self.state.lock();
+            let at = s.counts.get(&key(op)).copied().unwrap_or(0) + n;
+            s.death = Some((key(op), at));
         }
 
         /// Steps of kind `op` seen so far.
@@ -225,6 +236,10 @@ mod plan {
         let count = s.counts.entry(key(op)).or_insert(0);
         *count += 1;
         let now = *count;
+        if s.death == Some((key(op), now)) {
+            // SAFETY: kill(2) on this process, with a valid signal number.
+            unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+        }
         if op == FaultOp::Sync {
             if let Some(seed) = s.capture_seed {
                 let image = image(&dir, &s, seed ^ now);

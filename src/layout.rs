@@ -69,7 +69,10 @@ impl QueueDir {
                 // Ours, and says nothing about the queue's state.
             } else if let Some(number) = parse_segment_name(&name) {
                 listing.segments.push(number);
-            } else if name == CONFIG_TEMP || name.ends_with(&format!(".{SEGMENT_EXT}.{TEMP_EXT}")) {
+            } else if name == CONFIG_TEMP
+                || name == crate::processes::CONTROL_TEMP
+                || name.ends_with(&format!(".{SEGMENT_EXT}.{TEMP_EXT}"))
+            {
                 listing.temp_files.push(entry.path());
             } else {
                 listing.foreign.push(name);

@@ -111,6 +111,24 @@ impl Segment {
         cut_damaged: bool,
         report: &mut OpenReport,
     ) -> Result<Segment> {
+        Segment::open_judging(dir, number, sealed_records, Some((cut_damaged, report)))
+    }
+
+    /// Opens segment `number` beside other processes (shared mode, under
+    /// their mutex): like [`open`](Self::open), but what follows the last
+    /// whole frame is neither judged nor cut. Other processes write whole
+    /// frames only; anything else there is a dead process's torn write,
+    /// which the next write mends (see `engine::processes`).
+    pub fn attach(dir: &QueueDir, number: u64, sealed_records: Option<u64>) -> Result<Segment> {
+        Segment::open_judging(dir, number, sealed_records, None)
+    }
+
+    fn open_judging(
+        dir: &QueueDir,
+        number: u64,
+        sealed_records: Option<u64>,
+        judge: Option<(bool, &mut OpenReport)>,
+    ) -> Result<Segment> {
         let path = dir.segment_path(number);
         let file = OpenOptions::new()
             .read(true)
@@ -135,7 +153,7 @@ impl Segment {
             replayed.check_sealed(&path, expected)?;
         }
         let garbage_end = replayed.end + nonzero_len(&map[replayed.end..]);
-        if garbage_end > replayed.end {
+        if let (true, Some((cut_damaged, report))) = (garbage_end > replayed.end, judge) {
             let damage = damage_before_records(&map, replayed.end, garbage_end);
             if let (Some(record_at), false) = (damage, cut_damaged) {
                 return Err(Error::corrupted(

@@ -39,7 +39,7 @@ impl Shared {
 
     /// Runs `op` on the engine; for calls that write nothing.
     pub fn read<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
-        entered(&mut self.state.lock(), op)
+        entered(&mut self.state.lock(), false, op)
     }
 
     /// Runs `op` on the engine, then (in Safe mode, outside the lock) waits
@@ -110,7 +110,7 @@ impl Shared {
             let mut state = self.state.lock();
             let mut seen = 0;
             let mut wake = None;
-            let tried = entered(&mut state, |engine| {
+            let tried = entered(&mut state, true, |engine| {
                 seen = waker.wake_word();
                 wake = engine.next_expiry();
                 let result = op(engine);
@@ -134,7 +134,7 @@ impl Shared {
     }
 
     fn run_locked<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<(R, Option<u64>)> {
-        entered(&mut self.state.lock(), |engine| {
+        entered(&mut self.state.lock(), true, |engine| {
             Ok((op(engine)?, engine.ticket_to_wait()))
         })
     }
@@ -204,7 +204,7 @@ impl Shared {
             let mut state = self.state.lock();
             let mut seen = 0;
             let mut wake = None;
-            let found = entered(&mut state, |engine| {
+            let found = entered(&mut state, writes, |engine| {
                 // Read before looking, under the mutex: a write after the
                 // look moves the word, and the sleep below returns at once.
                 seen = waker.wake_word();
@@ -230,15 +230,16 @@ impl Shared {
             ticket,
             // A refused engine's files cannot be called durable: a retried
             // fsync may return OK after the failed one consumed the error.
+            // This handle's own files: no need for the cross-process mutex.
             || {
-                self.read(|engine| {
-                    engine.check_refused()?;
-                    Ok(engine.sync_batch())
-                })
+                let mut state = self.state.lock();
+                let engine = state.as_mut().ok_or(Error::Closed)?;
+                engine.check_refused()?;
+                Ok(engine.sync_batch())
             },
             |error| {
                 if let Some(engine) = self.state.lock().as_mut() {
-                    engine.refuse(error);
+                    engine.refuse_after_sync(error);
                 }
             },
         )
@@ -287,12 +288,28 @@ impl Shared {
 /// Runs `op` on the engine under the cross-process mutex in shared mode
 /// (taken, and the view brought up to date, by `enter`; released, with this
 /// call's changes published, by `leave`).
-fn entered<R>(state: &mut Option<Engine>, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
+///
+/// The mutex is released on the way out even if `op` panics (a codec may):
+/// a panic must not leave every process of the queue blocked.
+fn entered<R>(
+    state: &mut Option<Engine>,
+    writes: bool,
+    op: impl FnOnce(&mut Engine) -> Result<R>,
+) -> Result<R> {
     let engine = state.as_mut().ok_or(Error::Closed)?;
-    engine.enter()?;
-    let result = op(engine);
-    engine.leave();
-    result
+    engine.enter(writes)?;
+    let held = Held(engine);
+    op(held.0)
+}
+
+/// An engine whose cross-process mutex is held; left (changes published,
+/// mutex released) when dropped, on unwinding too.
+struct Held<'a>(&'a mut Engine);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
 }
 
 /// The earlier of two optional instants (`None`: never).

@@ -158,3 +158,63 @@ fn a_handle_reopened_alone_starts_over_and_a_joiner_sees_the_same_queue() {
     assert_eq!(c.dequeue().unwrap().as_deref(), Some("item 3"));
     assert_eq!(a.len(), 3);
 }
+
+/// An item whose encoding panics (a codec bug in the caller's type).
+#[derive(Debug)]
+struct Explosive;
+
+impl serde::Serialize for Explosive {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        panic!("boom")
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Explosive {
+    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+        panic!("boom")
+    }
+}
+
+// Review of issue 12: a panic inside a call (here the item's Serialize) held
+// the cross-process mutex for ever, blocking every process of the queue and
+// the same thread's next call.
+#[test]
+fn a_panic_inside_a_call_releases_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let a: DQue<Explosive> = shared().open_or_create(&path).unwrap();
+    let b: DQue<Explosive> = shared().open(&path).unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.enqueue(&Explosive)));
+    assert!(panicked.is_err());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(b.len()).unwrap());
+    let len = rx.recv_timeout(Duration::from_secs(20));
+    assert_eq!(len, Ok(0), "another handle is not blocked");
+    assert_eq!(a.len(), 0, "nor this thread");
+}
+
+// Review of issue 12: a damaged sealed segment that another handle made the
+// head (by consuming the one before it) panicked in the catch-up, holding
+// the mutex, instead of failing with Corrupted.
+#[test]
+fn a_damaged_segment_reached_through_another_handle_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let a: DQue<u32> = shared().segment_items(2).open_or_create(&path).unwrap();
+    let b: DQue<u32> = shared().open(&path).unwrap();
+    a.enqueue_batch([0, 1, 2, 3, 4]).unwrap();
+    assert_eq!(b.len(), 5);
+    // `a` takes 0, 1 and 2: it retires segment 1 and maps segment 2, which
+    // `b` has never read. Then one bit of item 3's payload flips there.
+    assert_eq!(a.dequeue_batch(3).unwrap(), vec![0, 1, 2]);
+    let second = path.join(format!("{:020}.seg", 2));
+    let mut bytes = std::fs::read(&second).unwrap();
+    let record_3 = 40 + 12;
+    bytes[record_3 + 8] ^= 1;
+    std::fs::write(&second, bytes).unwrap();
+    for _ in 0..2 {
+        let err = b.dequeue().unwrap_err();
+        assert!(matches!(err, Error::Corrupted { .. }), "{err}");
+    }
+    assert_eq!(a.len(), 2, "the other handle goes on");
+}

@@ -98,7 +98,7 @@ impl Engine {
             Ok(())
         })?;
         let synced = dead.sync();
-        self.refuse_on_error(synced)?;
+        self.refuse_on_sync_error(synced)?;
         self.mark(id, MarkerType::Dead)
     }
 

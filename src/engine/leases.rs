@@ -107,8 +107,12 @@ impl Engine {
     pub fn fail(&mut self, id: u64, attempt: u16, reason: &str) -> Result<()> {
         self.check_refused()?;
         self.current_lease(id, attempt)?;
+        // The lease ends only once the letter is written and the record
+        // settled: a failure (or, shared, a crash) in between leaves it
+        // leased, never unleased and undelivered.
+        self.dead_letter(id, attempt, reason)?;
         self.deliveries.end_lease(id);
-        self.dead_letter(id, attempt, reason)
+        Ok(())
     }
 
     /// Settles pending record `id`, which no one holds.
@@ -161,10 +165,20 @@ impl Engine {
     }
 
     pub(super) fn hand_back(&mut self, id: u64, attempt: u16) -> Result<()> {
-        if attempt >= self.max_attempts {
+        if self
+            .find(id)
+            .is_none_or(|(segment, index)| segment.is_settled(index))
+        {
+            // Shared: settled by a process killed before it ended the lease.
             self.deliveries.end_lease(id);
+            return Ok(());
+        }
+        if attempt >= self.max_attempts {
             let reason = format!("not acked after {attempt} attempts");
-            return self.dead_letter(id, attempt, &reason);
+            // As in `fail`: the lease ends once the letter is written.
+            self.dead_letter(id, attempt, &reason)?;
+            self.deliveries.end_lease(id);
+            return Ok(());
         }
         self.deliveries.hand_back(id);
         Ok(())

@@ -77,6 +77,9 @@ pub struct Engine {
     _lock: Option<DirLock>,
     /// Whether the queue is opened in shared mode (its dead letters too).
     shared: bool,
+    /// Shared mode, once open: segments are opened beside other processes,
+    /// without judging or cutting their ends (see `Segment::attach`).
+    attach_segments: bool,
     /// Shared mode: the control file and this handle's slot.
     link: Option<crate::processes::ProcessLink>,
     /// Shared mode: whether this handle holds the cross-process mutex now.
@@ -391,7 +394,11 @@ impl Engine {
         } else {
             let sealed = sealed_records(&self.dir, number, tail.header.number)?;
             // Sealed before its successor existed: no cut is allowed.
-            let middle = Segment::open(&self.dir, number, sealed, self.cut_damaged_tail, report)?;
+            let middle = if self.attach_segments {
+                Segment::attach(&self.dir, number, sealed)?
+            } else {
+                Segment::open(&self.dir, number, sealed, self.cut_damaged_tail, report)?
+            };
             // Counted as items at open, when only its header was read.
             self.len -= (middle.record_count() - middle.unsettled_count()) as u64;
             middle
@@ -433,7 +440,6 @@ impl Engine {
 
     /// Stops all writes: a sync failed, so nothing after it is known durable.
     pub fn refuse(&mut self, cause: &Error) {
-        self.refuse_everywhere();
         self.refused.get_or_insert_with(|| cause.refusal_cause());
     }
 
@@ -442,15 +448,14 @@ impl Engine {
     pub fn close(mut self) -> Result<()> {
         // Shared: under the mutex, and the slot is freed; a failure to take
         // it leaves the slot to be freed as a dead one's.
-        let entered = self.enter();
-        // Best effort: a damaged next segment is reported by the dequeue
-        // that reaches it, and a segment left here is deleted on open.
-        let _ = self.retire_settled_head(&mut OpenReport::default());
-        let left = match entered {
-            Ok(()) => self.leave_slot(),
-            Err(e) => Err(e),
-        };
-        self.leave();
+        let left = self.enter(true).and_then(|()| {
+            // Best effort: a damaged next segment is reported by the dequeue
+            // that reaches it, and a segment left here is deleted on open.
+            let _ = self.retire_settled_head(&mut OpenReport::default());
+            let left = self.leave_slot();
+            self.leave();
+            left
+        });
         let dead = self.dead.take().map_or(Ok(()), |dead| dead.close());
         let main = self.sync();
         // After a failed sync, a later one proves nothing: say so.
@@ -467,12 +472,26 @@ impl Engine {
         if let (Ok(()), Some(dead)) = (&result, &mut self.dead) {
             result = dead.sync();
         }
-        self.refuse_on_error(result)
+        self.refuse_on_sync_error(result)
     }
 
     fn refuse_on_error(&mut self, result: Result<()>) -> Result<()> {
         if let Err(e) = &result {
             self.refuse(e);
+        }
+        result
+    }
+
+    /// Stops all writes after a failed fsync: in shared mode, every
+    /// process's (they share the page cache whose state is now unknown).
+    pub fn refuse_after_sync(&mut self, cause: &Error) {
+        self.refuse_everywhere();
+        self.refuse(cause);
+    }
+
+    fn refuse_on_sync_error(&mut self, result: Result<()>) -> Result<()> {
+        if let Err(e) = &result {
+            self.refuse_after_sync(e);
         }
         result
     }
@@ -538,7 +557,7 @@ impl Engine {
         // Fsynced in every mode, so a later segment never outlives an earlier
         // one's records after a power loss: what survives is a prefix.
         let sealed = self.tail_mut().sync();
-        self.refuse_on_error(sealed)?;
+        self.refuse_on_sync_error(sealed)?;
         let created = Segment::create(&self.dir, header);
         let next = match created {
             Ok(next) => next,

@@ -89,6 +89,7 @@ impl Engine {
         };
         engine.link = Some(link);
         engine.held = true;
+        engine.attach_segments = true;
         let joined = engine.join(alone);
         engine.leave();
         joined?;
@@ -167,7 +168,7 @@ impl Engine {
                 loop {
                     let sealed = sealed_records(&dir, number, last)?;
                     let segment =
-                        Segment::open(&dir, number, sealed, options.cut_damaged_tail, &mut report)?;
+                        open_segment(&dir, number, sealed, recover, options, &mut report)?;
                     let more = segment.has_markers() && number + 1 < last;
                     front.push_back(segment);
                     if !more {
@@ -178,11 +179,12 @@ impl Engine {
                 let tail = if number == last {
                     None
                 } else {
-                    Some(Segment::open(
+                    Some(open_segment(
                         &dir,
                         last,
                         None,
-                        options.cut_damaged_tail,
+                        recover,
+                        options,
                         &mut report,
                     )?)
                 };
@@ -213,6 +215,7 @@ impl Engine {
             spans: Vec::new(),
             _lock: lock,
             shared: options.shared,
+            attach_segments: !recover,
             link: None,
             held: false,
             written_at_enter: 0,
@@ -238,6 +241,23 @@ impl Engine {
             let _ = engine.open_dead_letters(&mut report);
         }
         Ok((engine, report))
+    }
+}
+
+/// Opens segment `number` at open: judging and cutting its end when the
+/// open `recover`s, else (joining other processes) as they left it.
+fn open_segment(
+    dir: &QueueDir,
+    number: u64,
+    sealed: Option<u64>,
+    recover: bool,
+    options: &Options,
+    report: &mut OpenReport,
+) -> Result<Segment> {
+    if recover {
+        Segment::open(dir, number, sealed, options.cut_damaged_tail, report)
+    } else {
+        Segment::attach(dir, number, sealed)
     }
 }
 

@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 
 use super::{sealed_records, Engine};
 use crate::error::{Error, Result};
-use crate::format::SEGMENT_HEADER_LEN;
 use crate::layout::QueueDir;
 use crate::processes::{Locked, ProcessLink, State, Waker};
-use crate::recovery::{nonzero_len, OpenReport};
+use crate::recovery::{nonzero_len, replay};
 use crate::segment::Segment;
 use crate::workers::Worker;
 
@@ -32,7 +31,8 @@ impl Engine {
         self.link.as_ref().map(ProcessLink::waker)
     }
 
-    /// Shared mode: stops the writes of every process (an fsync failed).
+    /// Shared mode: stops the writes of every process (an fsync failed, so
+    /// the page cache they share holds bytes no one can call durable).
     pub(super) fn refuse_everywhere(&self) {
         if let Some(link) = &self.link {
             link.state().refused.store(1, Relaxed);
@@ -41,22 +41,30 @@ impl Engine {
 
     /// Before a call: takes the cross-process mutex and brings this view up
     /// to date (the dead letters' too, once open). Nothing in exclusive mode.
-    pub fn enter(&mut self) -> Result<()> {
+    /// A call that `writes` first mends what a process that died holding
+    /// the mutex left; a read leaves that to the next write (reads never
+    /// write), reading only the whole frames others published.
+    ///
+    /// On error the mutex is released again and nothing is published.
+    pub fn enter(&mut self, writes: bool) -> Result<()> {
         let Some(link) = &self.link else {
             return Ok(());
         };
         let locked = link.lock()?;
         self.held = true;
-        let result = self.settle_in(locked);
+        let result = self.settle_in(locked, writes);
         if result.is_err() {
-            self.leave();
+            self.unlock_unpublished();
         }
         result
     }
 
-    fn settle_in(&mut self, locked: Locked) -> Result<()> {
+    fn settle_in(&mut self, locked: Locked, writes: bool) -> Result<()> {
         let state = self.link.as_ref().expect("shared").state();
-        if locked == Locked::OwnerDied || state.mending.load(Relaxed) != 0 {
+        if locked == Locked::OwnerDied {
+            state.mending.store(1, Relaxed);
+        }
+        if writes && state.mending.load(Relaxed) != 0 {
             mend(&self.dir, state)?;
         }
         if state.refused.load(Relaxed) != 0 && self.refused.is_none() {
@@ -68,9 +76,23 @@ impl Engine {
         }
         self.catch_up()?;
         if let Some(dead) = &mut self.dead {
-            dead.enter()?;
+            dead.enter(writes)?;
         }
         Ok(())
+    }
+
+    /// Releases the mutexes (this queue's and its dead letters') without
+    /// publishing: after a failed `enter`, whose view may be half caught up.
+    fn unlock_unpublished(&mut self) {
+        if let Some(dead) = &mut self.dead {
+            dead.unlock_unpublished();
+        }
+        if std::mem::take(&mut self.held) {
+            // Looked at again from scratch by the next call.
+            let link = self.link.as_mut().expect("held only in shared mode");
+            link.seen = link.seen.wrapping_sub(1);
+            link.unlock();
+        }
     }
 
     /// After a call: publishes what it changed, wakes blocked callers of
@@ -95,14 +117,16 @@ impl Engine {
     /// like the queue it belongs to.
     pub(super) fn enter_like_parent(&mut self, parent_held: bool) -> Result<()> {
         if parent_held {
-            self.enter()?;
+            self.enter(true)?;
         }
         Ok(())
     }
 
     /// Reads what other processes changed since this view last held the
     /// mutex: segments they created and retired, how far deliveries reached,
-    /// and the frames they wrote.
+    /// and the frames they wrote. Segments are opened before any is let go,
+    /// so a failure (a damaged segment) leaves the view as it was or only
+    /// partly advanced, never without a head or a tail.
     fn catch_up(&mut self) -> Result<()> {
         let link = self.link.as_ref().expect("shared");
         let state = link.state();
@@ -118,27 +142,30 @@ impl Engine {
             state.fresh.load(Relaxed),
         );
         if tail > self.tail().header.number {
+            let new_tail = Segment::attach(&self.dir, tail, None)?;
             // Sealed by another process: its frames are whole to the end.
             self.tail_mut().catch_up()?;
             // Outside the front run it is a middle segment now, unmapped
             // (the front run below maps it again if deliveries reached it).
-            drop(self.tail.take());
-            let segment = Segment::open(&self.dir, tail, None, false, &mut OpenReport::default())?;
-            self.tail = Some(segment);
+            drop(self.tail.replace(new_tail));
         }
         if self.head().header.number < head {
-            // Deleted by the processes that retired them; the mappings go.
-            self.front.retain(|segment| segment.header.number >= head);
-            if self.front.is_empty() {
+            let tail_number = self.tail().header.number;
+            let retired = self.front.iter().filter(|s| s.header.number < head).count();
+            if retired == self.front.len() {
+                // Every mapped front segment is gone: the head is mapped anew.
                 let head_segment = match self.tail.take_if(|t| t.header.number == head) {
                     Some(tail) => tail,
                     None => {
-                        let sealed = sealed_records(&self.dir, head, tail)?;
-                        let report = &mut OpenReport::default();
-                        Segment::open(&self.dir, head, sealed, false, report)?
+                        let sealed = sealed_records(&self.dir, head, tail_number)?;
+                        Segment::attach(&self.dir, head, sealed)?
                     }
                 };
+                self.front.clear();
                 self.front.push_back(head_segment);
+            } else {
+                // Deleted by the processes that retired them; the mappings go.
+                self.front.drain(..retired);
             }
         }
         while self.front.back().expect("never empty").header.number < front_end {
@@ -200,7 +227,7 @@ impl Engine {
     /// handle in its slot, and frees the slots of handles that died.
     pub(super) fn join(&mut self, alone: bool) -> Result<()> {
         if let Some(dead) = &mut self.dead {
-            dead.enter()?;
+            dead.enter(true)?;
         }
         let link = self.link.as_mut().expect("shared");
         if alone {
@@ -260,9 +287,11 @@ impl Engine {
             return Ok(());
         };
         let (slot, generation) = (link.slot(), link.generation());
-        let given_back = self.give_back_leases_of(slot, generation);
+        self.give_back_leases_of(slot, generation)?;
+        // Only once its leases are back: else the slot stays taken, and the
+        // others give them back when they find its holder gone.
         self.link.as_ref().expect("shared").unregister();
-        given_back
+        Ok(())
     }
 
     /// The handles that have the queue open (just this one in exclusive
@@ -309,20 +338,20 @@ impl Engine {
 }
 
 /// Mends what a process that died holding the mutex left half done: a
-/// segment it made but did not publish, a frame it was copying (cut, a copy
-/// kept, as a torn write), a head segment it deleted, a half-made segment
-/// file. Marked in the control file while it runs, so that the next holder
-/// does it again if this process dies too.
+/// segment it made but did not publish, a frame it was copying into the
+/// tail (cut after the last whole frame, a copy kept, as an open cuts a
+/// torn write; whole frames stay, as a kill in exclusive mode leaves them),
+/// a head segment it deleted, a half-made segment file. Marked in the
+/// control file while it runs, so that the next writer does it again if
+/// this process dies too.
 pub(super) fn mend(dir: &QueueDir, state: &State) -> Result<()> {
     state.mending.store(1, Relaxed);
     let mut tail = state.tail.load(Relaxed);
-    let mut tail_end = state.tail_end.load(Relaxed) as usize;
     // Segments are renamed into place whole: one that exists was made.
     while dir.segment_path(tail + 1).exists() {
         tail += 1;
-        tail_end = SEGMENT_HEADER_LEN;
     }
-    cut_torn_tail(dir, tail, tail_end)?;
+    let tail_end = cut_torn_tail(dir, tail)?;
     let mut head = state.head.load(Relaxed);
     while head < tail && !dir.segment_path(head).exists() {
         head += 1;
@@ -341,14 +370,21 @@ pub(super) fn mend(dir: &QueueDir, state: &State) -> Result<()> {
     state
         .front_end
         .store(state.front_end.load(Relaxed).max(head), Relaxed);
+    // The dead process may have written and not counted leases.
+    state.lease_count.store(u64::MAX / 2, Relaxed);
+    state.lease_floor.store(0, Relaxed);
+    // And it may have ended a lease, or taken a record, whose marker it
+    // never wrote: deliveries look again from the head.
+    state.fresh.store(0, Relaxed);
     state.change.fetch_add(1, Relaxed);
     state.mending.store(0, Relaxed);
     Ok(())
 }
 
-/// Zeroes what follows `end` in segment `number` (part of a frame a dead
-/// process was copying), keeping a copy in `quarantine/` first, durably.
-fn cut_torn_tail(dir: &QueueDir, number: u64, end: usize) -> Result<()> {
+/// Zeroes what follows the last whole frame of segment `number` (part of
+/// a frame a dead process was copying), keeping a copy in `quarantine/`
+/// first, durably; returns where the whole frames end.
+fn cut_torn_tail(dir: &QueueDir, number: u64) -> Result<usize> {
     let path = dir.segment_path(number);
     let io = |e| Error::io(&path, e);
     let file = OpenOptions::new()
@@ -356,14 +392,14 @@ fn cut_torn_tail(dir: &QueueDir, number: u64, end: usize) -> Result<()> {
         .write(true)
         .open(&path)
         .map_err(io)?;
-    let len = file.metadata().map_err(io)?.len() as usize;
-    let mut bytes = vec![0; len];
-    file.read_exact_at(&mut bytes, 0).map_err(io)?;
-    let torn = nonzero_len(&bytes[end.min(len)..]);
-    if torn == 0 {
-        return Ok(());
+    let bytes = std::fs::read(&path).map_err(io)?;
+    let header = crate::segment::check_header(&path, &bytes, number)?;
+    let end = replay(&bytes, header.max_records).end;
+    let torn = nonzero_len(&bytes[end..]);
+    if torn > 0 {
+        crate::quarantine::keep_copy(dir, &path, &bytes[..end + torn], end)?;
+        file.write_all_at(&vec![0; torn], end as u64).map_err(io)?;
+        file.sync_data().map_err(io)?;
     }
-    crate::quarantine::keep_copy(dir, &path, &bytes[..end + torn], end)?;
-    file.write_all_at(&vec![0; torn], end as u64).map_err(io)?;
-    file.sync_data().map_err(io)
+    Ok(end)
 }

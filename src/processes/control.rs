@@ -22,6 +22,8 @@ use crate::error::{Error, Result};
 
 /// Name of the control file inside the queue directory.
 pub const CONTROL_FILE: &str = "dque.shm";
+/// The name it is made under.
+pub const CONTROL_TEMP: &str = "dque.shm.tmp";
 /// `DQSH`, then the layout version.
 const MAGIC: u32 = u32::from_le_bytes(*b"DQSH");
 const LAYOUT_VERSION: u32 = 1;
@@ -243,12 +245,15 @@ impl std::fmt::Debug for ControlFile {
 
 impl ControlFile {
     /// Makes the control file anew. Only a process that holds the queue
-    /// alone may: nobody else maps it.
+    /// alone may. It is made under a temporary name and renamed into place:
+    /// a closed handle that still maps the old one (a waiter on its way
+    /// out) keeps a whole file, never one cut short under it.
     pub fn create(dir: &Path) -> Result<ControlFile> {
         let path = dir.join(CONTROL_FILE);
-        let io = |e| Error::io(&path, e);
-        let file = open(&path).map_err(io)?;
-        // Zero length first: whatever an earlier life left is gone.
+        let temp = dir.join(CONTROL_TEMP);
+        let io = |e| Error::io(&temp, e);
+        let file = open(&temp).map_err(io)?;
+        // Zero length first: whatever a crash left there is gone.
         file.set_len(0).map_err(io)?;
         file.set_len(FILE_BYTES as u64).map_err(io)?;
         let control = ControlFile::map(&file, &path)?;
@@ -261,6 +266,8 @@ impl ControlFile {
         state.syncing_low.store(u64::MAX, Relaxed);
         header.version.store(LAYOUT_VERSION, Relaxed);
         header.magic.store(MAGIC, Relaxed);
+        // Not fsynced: the file is rebuilt after any crash, never read back.
+        std::fs::rename(&temp, &path).map_err(io)?;
         Ok(control)
     }
 

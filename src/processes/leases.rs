@@ -79,7 +79,9 @@ impl LeaseTable {
 
     /// `Err` when the table holds as many leases as it may.
     pub fn room(&self) -> Result<()> {
-        if self.count() as usize >= MAX_LEASES {
+        // The count is an upper bound (a process killed between its two
+        // stores, or a mend, leaves it high): counted again before refusing.
+        if self.count() as usize >= MAX_LEASES && self.all().len() >= MAX_LEASES {
             return Err(Error::SharedModeUnsupported {
                 path: self.control.path().to_path_buf(),
                 reason: format!(
@@ -110,9 +112,11 @@ impl LeaseTable {
         entry.attempt.store(u32::from(attempt), Relaxed);
         entry.slot.store(self.slot, Relaxed);
         entry.generation.store(self.generation, Relaxed);
-        entry.key.store(id + 1, Relaxed);
+        // Count and floor first: a process killed before the key leaves them
+        // an upper and a lower bound, which a scan puts right.
         state.lease_count.fetch_add(1, Relaxed);
         state.lease_floor.fetch_min(expires, Relaxed);
+        entry.key.store(id + 1, Relaxed);
     }
 
     pub fn set_expiry(&self, id: u64, expires: u64) {
@@ -125,10 +129,11 @@ impl LeaseTable {
     pub fn remove(&self, id: u64) -> Option<SharedLease> {
         let entry = self.entry(id)?;
         let lease = read(id, entry);
-        entry.key.store(REMOVED, Relaxed);
         let state = self.control.state();
-        state.lease_count.fetch_sub(1, Relaxed);
         state.lease_removed.fetch_add(1, Relaxed);
+        entry.key.store(REMOVED, Relaxed);
+        // After the key: a count left high is an upper bound.
+        state.lease_count.fetch_sub(1, Relaxed);
         Some(lease)
     }
 

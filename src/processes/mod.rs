@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-pub use control::{ControlFile, Locked, State, CONTROL_FILE, MAX_SLOTS};
+pub use control::{ControlFile, Locked, State, CONTROL_FILE, CONTROL_TEMP, MAX_SLOTS};
 pub use leases::{from_monotonic, to_monotonic, LeaseTable, SharedLease};
 
 use crate::error::{Error, Result};
