@@ -1355,3 +1355,88 @@ fn requeue_puts_dead_letters_back_into_a_typed_queue() {
     assert_eq!(q.dequeue().unwrap().as_deref(), Some("a"));
     dque(&["requeue", s(&path)]).code(USAGE);
 }
+
+// ---------------------------------------------------------------------------
+// Shared queues (issue 12): the command joins a queue programs share
+// ---------------------------------------------------------------------------
+
+#[test]
+fn push_pop_and_workers_work_beside_a_program_that_shares_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let program: RawQueue = Options::new().shared(true).create(&path).unwrap();
+    program.enqueue_bytes(b"from the program").unwrap();
+    dque(&["push", s(&path), "from the shell"]).code(OK);
+    assert_eq!(program.len(), 2);
+    let held = program.lease().unwrap().unwrap();
+    assert_eq!(&held[..], b"from the program");
+    // The item the program holds is not the shell's to take.
+    let run = dque(&["pop", s(&path)]);
+    run.code(OK);
+    assert_eq!(run.stdout, b"from the shell");
+    dque(&["pop", s(&path)]).code(EMPTY);
+    let run = dque(&["workers", s(&path), "--json"]);
+    run.code(OK);
+    let workers: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(workers[0]["pid"], std::process::id(), "{workers}");
+    assert_eq!(
+        workers[0]["leases"],
+        serde_json::json!([held.id()]),
+        "{workers}"
+    );
+    assert_eq!(workers.as_array().unwrap().len(), 1, "{workers}");
+    held.ack().unwrap();
+    assert!(program.is_empty());
+}
+
+#[test]
+fn pop_wait_is_woken_by_a_push_from_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let program: RawQueue = Options::new().shared(true).create(&path).unwrap();
+    let waiter = {
+        let path = path.clone();
+        std::thread::spawn(move || dque(&["pop", s(&path), "--wait", "60"]))
+    };
+    // Until the command has joined, the program is the only worker.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while program.workers().unwrap().len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(program.workers().unwrap().len(), 2, "the command joined");
+    program.enqueue_bytes(b"wake up").unwrap();
+    let run = waiter.join().unwrap();
+    run.code(OK);
+    assert_eq!(run.stdout, b"wake up");
+    assert!(program.is_empty());
+}
+
+#[test]
+fn several_commands_at_once_on_one_queue_just_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    dque(&["push", s(&path), "--create", "seed"]).code(OK);
+    let pushers: Vec<_> = (0..4)
+        .map(|i| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                for j in 0..5 {
+                    dque(&["push", s(&path), &format!("{i}-{j}")]).code(OK);
+                }
+            })
+        })
+        .collect();
+    for pusher in pushers {
+        pusher.join().unwrap();
+    }
+    let run = dque(&["pop", s(&path), "-n", "100"]);
+    run.code(OK);
+    let mut lines: Vec<String> = run.out().lines().map(str::to_string).collect();
+    assert_eq!(lines.remove(0), "seed");
+    lines.sort();
+    let mut expected: Vec<String> = (0..4)
+        .flat_map(|i| (0..5).map(move |j| format!("{i}-{j}")))
+        .collect();
+    expected.sort();
+    assert_eq!(lines, expected);
+}

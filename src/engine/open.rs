@@ -77,6 +77,11 @@ impl Engine {
             Ok(opened) => opened,
             Err(e) => {
                 control.unlock();
+                if alone {
+                    // A refused open leaves the directory as it found it
+                    // (the lock file aside); no other handle maps this one.
+                    let _ = std::fs::remove_file(control.path());
+                }
                 return Err(e);
             }
         };

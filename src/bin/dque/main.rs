@@ -12,6 +12,7 @@ mod requeue;
 mod salvage;
 mod stats;
 mod verify;
+mod workers;
 
 use std::process::ExitCode;
 
@@ -22,8 +23,10 @@ use fail::Failure;
 /// Inspect, verify, repair and use dque queues from the shell.
 ///
 /// A queue is a directory. Read-only commands (stats, peek, dump, dead, verify)
-/// work while a program has the queue open; push, pop, requeue and repair need it
-/// closed, and say so when it is not.
+/// work while a program has the queue open. push, pop, requeue and workers join
+/// the queue in shared mode: they work beside programs that share it
+/// (Options::shared) and beside each other, and say so when a program holds it
+/// alone. repair needs it closed.
 #[derive(Debug, Parser)]
 #[command(name = "dque", version, about, long_about)]
 #[command(after_help = fail::EXIT_CODES_HELP)]
@@ -56,6 +59,8 @@ enum Command {
     Salvage(salvage::SalvageArgs),
     /// Measure Safe against Turbo (and Periodic, and batches) on the disk holding DIR.
     Bench(bench::BenchArgs),
+    /// List the processes sharing the queue and the items each holds leased.
+    Workers(workers::WorkersArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +77,7 @@ fn main() -> ExitCode {
         Command::Repair(args) => repair::run(args),
         Command::Salvage(args) => salvage::run(args),
         Command::Bench(args) => bench::run(args).map_err(Failure::other),
+        Command::Workers(args) => workers::run(args),
     };
     result.unwrap_or_else(|failure| failure.report())
 }

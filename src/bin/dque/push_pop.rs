@@ -64,10 +64,17 @@ pub struct PopArgs {
 /// The largest item the format holds (a record's length has 30 bits).
 pub const MAX_ITEM_BYTES: u32 = (1 << 30) - 1;
 
-/// How long push and pop wait for a queue another command holds: several
-/// `dque` commands on one queue take turns; a program that keeps the queue
-/// open still gets a quick "in use".
+/// How long push and pop wait for a queue another handle holds alone: a
+/// program that keeps the queue open in exclusive mode still gets a quick
+/// "in use". (Commands join queues in shared mode: several `dque` commands
+/// and programs that share the queue work on it together.)
 const LOCK_PATIENCE: Duration = Duration::from_secs(1);
+
+/// How the commands open a queue they write to: in shared mode, beside any
+/// program (or other command) that shares it.
+pub fn joining() -> Options {
+    Options::new().shared(true)
+}
 
 /// Runs `open` until it does not fail with `Locked`, for [`LOCK_PATIENCE`].
 pub fn patiently(mut open: impl FnMut() -> dque::Result<RawQueue>) -> dque::Result<RawQueue> {
@@ -99,7 +106,7 @@ pub fn push(args: &PushArgs) -> Result<ExitCode, Failure> {
     // Opened before stdin is read: a locked or missing queue consumes nothing.
     // Any item the format can hold: the library's default cap protects
     // programs from runaway items, an operator pushes what they mean to.
-    let max = Options::new().max_item_bytes(MAX_ITEM_BYTES);
+    let max = joining().max_item_bytes(MAX_ITEM_BYTES);
     let queue = patiently(|| {
         if args.create {
             let mut options = max;
@@ -179,10 +186,6 @@ fn read_items(args: &PushArgs) -> std::io::Result<Vec<Vec<u8>>> {
     Ok(vec![bytes])
 }
 
-/// How often `pop --wait` looks again; the queue is closed in between, so
-/// that pushers (other processes) can get in.
-const POLL: Duration = Duration::from_millis(100);
-
 pub fn pop(args: &PopArgs) -> Result<ExitCode, Failure> {
     let fail = |e| Failure::from_queue(&args.dir, e);
     let deadline = match args.wait {
@@ -198,34 +201,38 @@ pub fn pop(args: &PopArgs) -> Result<ExitCode, Failure> {
         None => None,
     };
     let mut out = std::io::stdout().lock();
-    loop {
-        let queue =
-            patiently(|| open_raw(&args.dir, &Options::new(), args.encoded)).map_err(fail)?;
-        let taken = take(&queue, args, &mut out)?;
-        queue.close().map_err(fail)?;
-        if taken > 0 {
-            return Ok(ExitCode::SUCCESS);
-        }
-        let left = deadline.map_or(Duration::ZERO, |d| {
-            d.saturating_duration_since(Instant::now())
-        });
-        if left.is_zero() {
-            return Err(Failure::new(EMPTY, "the queue is empty"));
-        }
-        std::thread::sleep(left.min(POLL));
+    // Kept open while it waits: an enqueue by any process wakes it.
+    let queue = patiently(|| open_raw(&args.dir, &joining(), args.encoded)).map_err(fail)?;
+    let taken = take(&queue, args, deadline, &mut out)?;
+    queue.close().map_err(fail)?;
+    if taken == 0 {
+        return Err(Failure::new(EMPTY, "the queue is empty"));
     }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Writes up to `--count` items (one without it) to `out`, taking each only
-/// once its bytes are written; returns how many were taken.
-fn take(queue: &RawQueue, args: &PopArgs, out: &mut impl Write) -> Result<usize, Failure> {
+/// once its bytes are written; waits until `deadline` for the first one;
+/// returns how many were taken.
+fn take(
+    queue: &RawQueue,
+    args: &PopArgs,
+    deadline: Option<Instant>,
+    out: &mut impl Write,
+) -> Result<usize, Failure> {
     let fail = |e| Failure::from_queue(&args.dir, e);
     let mut taken = 0;
     while taken < args.count.unwrap_or(1) {
-        // This process holds the queue's lock: the item peeked is the one
-        // dequeued, and one whose bytes did not reach stdout (a closed pipe,
-        // a full disk) stays at the head, with no delivery attempt counted.
-        let Some(item) = queue.peek().map_err(fail)? else {
+        // Leased while its bytes are written: no other process takes it
+        // meanwhile, and one whose bytes did not reach stdout (a closed
+        // pipe, a full disk) is released, back at its place with no
+        // delivery attempt counted. (If this command dies, its lease comes
+        // back as soon as another handle looks.)
+        let wait = match deadline {
+            Some(deadline) if taken == 0 => deadline.saturating_duration_since(Instant::now()),
+            _ => Duration::ZERO,
+        };
+        let Some(item) = queue.lease_timeout(wait).map_err(fail)? else {
             break;
         };
         let written = out.write_all(&item).and_then(|()| {
@@ -235,12 +242,13 @@ fn take(queue: &RawQueue, args: &PopArgs, out: &mut impl Write) -> Result<usize,
             }
             out.flush()
         });
-        written.map_err(|e| {
-            Failure::other(format!(
+        if let Err(e) = written {
+            item.release().map_err(fail)?;
+            return Err(Failure::other(format!(
                 "cannot write to stdout: {e}; the item stays in the queue"
-            ))
-        })?;
-        queue.dequeue().map_err(fail)?;
+            )));
+        }
+        item.ack().map_err(fail)?;
         taken += 1;
     }
     Ok(taken)

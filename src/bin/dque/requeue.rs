@@ -3,10 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use dque::Options;
-
 use crate::fail::Failure;
-use crate::push_pop::{open_raw, patiently};
+use crate::push_pop::{joining, open_raw, patiently};
 
 /// Options of `dque requeue`.
 #[derive(Debug, clap::Args)]
@@ -28,7 +26,7 @@ pub struct RequeueArgs {
 pub fn run(args: &RequeueArgs) -> Result<ExitCode, Failure> {
     let fail = |e| Failure::from_queue(&args.dir, e);
     // Whatever the codec: a dead letter holds the item as its queue stored it.
-    let queue = patiently(|| open_raw(&args.dir, &Options::new(), true)).map_err(fail)?;
+    let queue = patiently(|| open_raw(&args.dir, &joining(), true)).map_err(fail)?;
     let ids = if args.all {
         queue
             .dead_letters()
