@@ -8,7 +8,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::commit::GroupCommit;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::processes::Waker;
+use crate::processes::{SharedCommit, Waker};
 
 /// The state behind every [`DQue`](crate::DQue) handle and its flusher.
 #[derive(Debug)]
@@ -24,12 +24,15 @@ pub struct Shared {
     /// Shared mode: blocked callers sleep on the control file's futex word
     /// instead of the condvars, so that other processes wake them too.
     waker: Option<Waker>,
+    /// Shared mode: the group commit of every process, in place of `commit`.
+    shared_commit: Option<SharedCommit>,
 }
 
 impl Shared {
     pub fn new(engine: Engine) -> Self {
         Shared {
             waker: engine.waker(),
+            shared_commit: engine.shared_commit(),
             state: Mutex::new(Some(engine)),
             changed: Condvar::new(),
             room: Condvar::new(),
@@ -226,6 +229,14 @@ impl Shared {
 
     /// Makes every write up to `ticket` durable, leading or joining a group fsync.
     pub fn make_durable(&self, ticket: u64) -> Result<()> {
+        if let Some(commit) = &self.shared_commit {
+            // Needs no engine: a close in between cannot leave it undone.
+            let made = commit.make_durable(ticket);
+            if let (Err(e), Some(engine)) = (&made, self.state.lock().as_mut()) {
+                engine.refuse(e);
+            }
+            return made;
+        }
         self.commit.wait_durable(
             ticket,
             // A refused engine's files cannot be called durable: a retried
@@ -255,6 +266,11 @@ impl Shared {
 
     /// Makes everything written so far durable, in any mode.
     pub fn sync(&self) -> Result<()> {
+        if let Some(commit) = &self.shared_commit {
+            // Every process's writes so far, and this handle's dead letters.
+            commit.make_durable(commit.written())?;
+            return self.write(Engine::sync_dead_letters);
+        }
         let written = self.read(|engine| Ok(engine.written()))?;
         self.make_durable(written)
     }

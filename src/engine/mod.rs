@@ -10,6 +10,7 @@ mod processes;
 
 pub(crate) use browse::PendingRecord;
 pub(crate) use open::prepare_directory;
+use processes::Reap;
 
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
@@ -87,6 +88,8 @@ pub struct Engine {
     /// Shared mode: `written` when the mutex was taken, to tell whether
     /// the call wrote anything.
     written_at_enter: u64,
+    /// Shared mode: the shared ticket of this handle's last frame.
+    shared_ticket: u64,
     /// Shared mode: when this handle last looked for dead lease holders.
     last_reap: Option<Instant>,
     /// When this handle opened the queue (for the workers view).
@@ -207,8 +210,8 @@ impl Engine {
         }
         let tail = self.tail_mut();
         let (index, _) = tail.append_record(frame, payload_len)?;
-        let id = tail.header.first_id + index as u64;
-        self.written += 1;
+        let (id, number) = (tail.header.first_id + index as u64, tail.header.number);
+        self.wrote(number);
         self.len += 1;
         Ok(id)
     }
@@ -303,7 +306,17 @@ impl Engine {
     /// (they are older), then records never delivered. Ends expired leases
     /// and retires a consumed head first (the callers write anyway).
     fn next_available(&mut self) -> Result<Option<u64>> {
-        self.reap_dead_workers(false)?;
+        self.reap_dead_workers(Reap::Sometimes)?;
+        let found = self.next_available_here()?;
+        // Shared: before saying there is nothing, make sure no lease is held
+        // by a process that died (looked at least once per such call).
+        if found.is_none() && self.reap_dead_workers(Reap::BeforeNone)? > 0 {
+            return self.next_available_here();
+        }
+        Ok(found)
+    }
+
+    fn next_available_here(&mut self) -> Result<Option<u64>> {
         self.expire_leases()?;
         self.retire_settled_head(&mut OpenReport::default())?;
         if let Some(id) = self.deliveries.first_returned() {
@@ -342,15 +355,15 @@ impl Engine {
             .iter()
             .position(|s| id < s.end_id())
             .expect("marked records are in the front run");
-        for earlier in self.front.range_mut(..position) {
-            if !earlier.has_markers() {
-                earlier.mark(0, MarkerType::Reached)?;
-                self.written += 1;
+        for at in 0..position {
+            if !self.front[at].has_markers() {
+                self.front[at].mark(0, MarkerType::Reached)?;
+                self.wrote(self.front[at].header.number);
             }
         }
         let index = (id - self.front[position].header.first_id) as usize;
         self.front[position].mark(index, kind)?;
-        self.written += 1;
+        self.wrote(self.front[position].header.number);
         if kind.settles() {
             // A head this settled is retired by the next call that takes
             // an item (`next_available`), before that call's effect: a
@@ -410,7 +423,22 @@ impl Engine {
     /// The ticket a caller who just wrote must see durable before it
     /// returns: `None` unless the durability is `Safe`.
     pub fn ticket_to_wait(&self) -> Option<u64> {
-        (self.durability == Durability::Safe).then_some(self.written())
+        (self.durability == Durability::Safe).then(|| match &self.link {
+            // Shared: the ticket of this handle's last frame among every
+            // process's (their group commit is shared too).
+            Some(_) => self.shared_ticket,
+            None => self.written(),
+        })
+    }
+
+    /// Counts a frame written into segment `number`: a ticket for group
+    /// commit (in shared mode, one of every process's, and the segment is
+    /// marked for the next shared fsync).
+    fn wrote(&mut self, number: u64) {
+        self.written += 1;
+        if let Some(link) = &self.link {
+            self.shared_ticket = crate::processes::note_write(link.state(), number);
+        }
     }
 
     /// Tickets written so far: every write counts one, the dead letters'

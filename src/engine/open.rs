@@ -225,6 +225,7 @@ impl Engine {
             held: false,
             written_at_enter: 0,
             last_reap: None,
+            shared_ticket: 0,
             opened_at: std::time::SystemTime::now(),
         };
         let settled: usize = engine

@@ -11,13 +11,26 @@ use std::time::{Duration, Instant};
 use super::{sealed_records, Engine};
 use crate::error::{Error, Result};
 use crate::layout::QueueDir;
-use crate::processes::{Locked, ProcessLink, State, Waker};
+use crate::processes::{Locked, ProcessLink, SharedCommit, State, Waker};
 use crate::recovery::{nonzero_len, replay};
 use crate::segment::Segment;
 use crate::workers::Worker;
 
-/// How often a call that finds no item checks whether lease holders died.
+/// How often a call that finds an item checks whether lease holders died
+/// (one that finds none always does, while leases are held).
 const REAP_INTERVAL: Duration = Duration::from_millis(20);
+
+/// When [`Engine::reap_dead_workers`] looks at the process slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reap {
+    /// At an open: always.
+    Always,
+    /// A call that found an item: while leases are held, every
+    /// [`REAP_INTERVAL`] (a check costs a system call per process).
+    Sometimes,
+    /// A call about to find nothing: while leases are held.
+    BeforeNone,
+}
 /// How often a blocked caller wakes to do so while leases are held.
 const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -26,6 +39,21 @@ fn link_slot(link: &Option<ProcessLink>) -> usize {
 }
 
 impl Engine {
+    /// Shared mode: the group commit shared with every process.
+    pub fn shared_commit(&self) -> Option<SharedCommit> {
+        self.link.as_ref().map(|link| link.commit(&self.dir))
+    }
+
+    /// Makes the dead letters' writes durable (shared mode's `sync`: the
+    /// queue's own files are the shared group commit's).
+    pub fn sync_dead_letters(&mut self) -> Result<()> {
+        let synced = self.dead.as_mut().map_or(Ok(()), |dead| dead.sync());
+        if let Err(e) = &synced {
+            self.refuse_after_sync(e);
+        }
+        synced
+    }
+
     /// Shared mode: the futex word blocked callers sleep on.
     pub fn waker(&self) -> Option<Waker> {
         self.link.as_ref().map(ProcessLink::waker)
@@ -243,41 +271,48 @@ impl Engine {
         if let Some(generation) = earlier_life {
             self.give_back_leases_of(link_slot(&self.link), generation)?;
         }
-        self.reap_dead_workers(true)
+        self.reap_dead_workers(Reap::Always).map(drop)
     }
 
     /// Shared mode: gives back the leases of handles that died (their
     /// attempts count: one on its last attempt goes to the dead letters)
     /// and frees their slots. Checked at most every [`REAP_INTERVAL`]
     /// unless `now`, and only while leases are held.
-    pub(super) fn reap_dead_workers(&mut self, now: bool) -> Result<()> {
+    pub(super) fn reap_dead_workers(&mut self, when: Reap) -> Result<usize> {
         let Some(link) = &self.link else {
-            return Ok(());
+            return Ok(0);
         };
-        if !now
-            && (self.deliveries.leased_count() == 0
-                || self
-                    .last_reap
-                    .is_some_and(|at| at.elapsed() < REAP_INTERVAL))
-        {
-            return Ok(());
+        let due = match when {
+            Reap::Always => true,
+            Reap::BeforeNone => self.deliveries.leased_count() > 0,
+            Reap::Sometimes => {
+                self.deliveries.leased_count() > 0
+                    && self
+                        .last_reap
+                        .is_none_or(|at| at.elapsed() >= REAP_INTERVAL)
+            }
+        };
+        if !due {
+            return Ok(0);
         }
         self.last_reap = Some(Instant::now());
+        let mut given_back = 0;
         for (slot, generation) in link.dead_slots()? {
-            self.give_back_leases_of(slot, generation)?;
+            given_back += self.give_back_leases_of(slot, generation)?;
             self.link
                 .as_ref()
                 .expect("shared")
                 .clear_dead_slot(slot, generation);
         }
-        Ok(())
+        Ok(given_back)
     }
 
-    fn give_back_leases_of(&mut self, slot: usize, generation: u64) -> Result<()> {
-        for (id, lease) in self.deliveries.leases_of(slot, generation) {
+    fn give_back_leases_of(&mut self, slot: usize, generation: u64) -> Result<usize> {
+        let leases = self.deliveries.leases_of(slot, generation);
+        for &(id, lease) in &leases {
             self.hand_back(id, lease.attempt)?;
         }
-        Ok(())
+        Ok(leases.len())
     }
 
     /// Shared mode, at close: gives back this handle's leases (its guards

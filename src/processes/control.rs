@@ -45,6 +45,9 @@ pub struct RobustMutex {
 
 const _: () = assert!(std::mem::size_of::<RobustMutex>() == 64);
 
+/// Tries of [`RobustMutex::lock_spinning`] before it sleeps.
+const SPINS: usize = 200;
+
 /// Whether a lock came clean, or from a holder that died holding it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Locked {
@@ -91,6 +94,33 @@ impl RobustMutex {
             }
             error => Err(io::Error::from_raw_os_error(error)),
         }
+    }
+
+    /// Takes the mutex if it is free now; `None` if another thread holds it.
+    pub fn try_lock(&self) -> io::Result<Option<Locked>> {
+        // SAFETY: an initialized process-shared mutex in a live mapping.
+        match unsafe { libc::pthread_mutex_trylock(self.inner.get()) } {
+            0 => Ok(Some(Locked::Clean)),
+            libc::EBUSY => Ok(None),
+            libc::EOWNERDEAD => {
+                // SAFETY: this thread holds the mutex (EOWNERDEAD locks it).
+                check(unsafe { libc::pthread_mutex_consistent(self.inner.get()) })?;
+                Ok(Some(Locked::OwnerDied))
+            }
+            error => Err(io::Error::from_raw_os_error(error)),
+        }
+    }
+
+    /// Takes the mutex, spinning a little first: it is held for a few
+    /// microseconds at a time, less than a sleep and a wake-up cost.
+    pub fn lock_spinning(&self) -> io::Result<Locked> {
+        for _ in 0..SPINS {
+            if let Some(locked) = self.try_lock()? {
+                return Ok(locked);
+            }
+            std::hint::spin_loop();
+        }
+        self.lock()
     }
 
     /// Releases the mutex, which this thread holds.
@@ -164,6 +194,11 @@ pub struct State {
     pub refused: AtomicU32,
     /// Set while a process mends what a dead mutex holder left.
     pub mending: AtomicU32,
+    /// Bumped when `synced` moves: callers waiting for durability sleep on
+    /// it (a futex word, changed without the mutex).
+    pub synced_wake: AtomicU32,
+    /// Callers sleeping on `synced_wake`.
+    pub sync_sleepers: AtomicU32,
     /// Leases in the table.
     pub lease_count: AtomicU64,
     /// Removed entries (tombstones) in the table.
@@ -312,7 +347,7 @@ impl ControlFile {
     pub fn lock(&self) -> Result<Locked> {
         self.header()
             .mutex
-            .lock()
+            .lock_spinning()
             .map_err(|e| Error::io(&self.path, e))
     }
 

@@ -10,6 +10,7 @@
 //! so a reused pid can never pass for a live process. FORMAT.md, "Shared
 //! mode", is the protocol.
 
+mod commit;
 mod control;
 mod filesystem;
 mod leases;
@@ -21,6 +22,7 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+pub use commit::{note_write, SharedCommit};
 pub use control::{ControlFile, Locked, State, CONTROL_FILE, CONTROL_TEMP, MAX_SLOTS};
 pub use leases::{from_monotonic, to_monotonic, LeaseTable, SharedLease};
 
@@ -259,6 +261,11 @@ impl ProcessLink {
     /// The lease table, as this handle (its slot and generation) uses it.
     pub fn lease_table(&self) -> LeaseTable {
         LeaseTable::new(Arc::clone(&self.control), self.slot, self.generation)
+    }
+
+    /// The group commit this handle shares with every process.
+    pub fn commit(&self, dir: &crate::layout::QueueDir) -> SharedCommit {
+        SharedCommit::new(Arc::clone(&self.control), dir.clone())
     }
 
     /// A handle on the wake-up word that outlives no mapping it needs.
