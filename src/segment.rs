@@ -220,15 +220,21 @@ impl Segment {
     /// again if it grew. The caller holds the queue's cross-process lock,
     /// under which every frame is written whole.
     pub fn catch_up(&mut self) -> Result<()> {
-        let len = self
-            .file
-            .metadata()
-            .map_err(|e| Error::io(&self.path, e))?
-            .len();
-        if len as usize > self.map.len() {
-            self.map = map(&self.file, &self.path)?;
-        }
         self.frames.resume(&self.map, self.header.max_records);
+        // Stopped by the end of this mapping: the file may have grown in
+        // another process (looked at only then: it costs a system call).
+        let near_end = self.frames.end + RECORD_OVERHEAD > self.map.len();
+        if self.frames.stopped_by.is_some() || near_end {
+            let len = self
+                .file
+                .metadata()
+                .map_err(|e| Error::io(&self.path, e))?
+                .len();
+            if len as usize > self.map.len() {
+                self.map = map(&self.file, &self.path)?;
+                self.frames.resume(&self.map, self.header.max_records);
+            }
+        }
         Ok(())
     }
 
@@ -433,10 +439,11 @@ impl SealedCopy {
 }
 
 fn map(file: &File, path: &Path) -> Result<MmapMut> {
-    // SAFETY: the mapping is only valid while no one truncates or rewrites the
-    // file behind our back. The queue's lock keeps every other dque handle
-    // out, and only this segment's owner changes its length (in `grow`,
-    // which maps again right after).
+    // SAFETY: the mapping is only valid while no one truncates the file
+    // behind our back. In exclusive mode the queue's lock keeps every other
+    // dque handle out; in shared mode other handles only ever extend a
+    // segment (`grow` never shrinks one) or unlink it (the mapping keeps the
+    // inode), and every change is made under the queue's mutex.
     unsafe { MmapMut::map_mut(file) }.map_err(|e| Error::io(path, e))
 }
 

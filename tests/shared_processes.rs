@@ -119,6 +119,17 @@ fn stop(mut running: Running) -> (u32, Life) {
     )
 }
 
+/// Starts the child of `test` on the queue at `path`, its stdout piped.
+fn spawn_on(test: &str, path: &Path) -> Child {
+    let _one_at_a_time = child::one_spawner_at_a_time();
+    child::command(test)
+        .env(QUEUE, path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// The lines a child said (`@@ ` and a message; the test harness prints
 /// other lines around them, and the name of the test before the first).
 fn said(child: &mut Child) -> impl Iterator<Item = String> {
@@ -323,15 +334,10 @@ fn a_worker_blocked_in_another_process_wakes_for_an_enqueue() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
     let queue: DQue<Item> = options("turbo").create(&path).unwrap();
-    let mut child = {
-        let _one_at_a_time = child::one_spawner_at_a_time();
-        child::command("a_worker_blocked_in_another_process_wakes_for_an_enqueue")
-            .env(QUEUE, &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let mut child = spawn_on(
+        "a_worker_blocked_in_another_process_wakes_for_an_enqueue",
+        &path,
+    );
     let mut lines = said(&mut child);
     assert_eq!(lines.next().unwrap(), "ready");
     // Blocked by now (or about to be: the wake-up word is read under the
@@ -370,15 +376,7 @@ fn a_dead_workers_leases_come_back_at_once() {
     queue.enqueue_batch([(0, 0, 0), (0, 0, 1)]).unwrap();
     // The first attempt of item 0 ends with a nack here.
     queue.lease().unwrap().unwrap().nack().unwrap();
-    let mut child = {
-        let _one_at_a_time = child::one_spawner_at_a_time();
-        child::command("a_dead_workers_leases_come_back_at_once")
-            .env(QUEUE, &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let mut child = spawn_on("a_dead_workers_leases_come_back_at_once", &path);
     let mut lines = said(&mut child);
     assert_eq!(lines.next().unwrap(), "2");
     assert_eq!(
