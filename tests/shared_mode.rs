@@ -218,3 +218,23 @@ fn a_damaged_segment_reached_through_another_handle_is_an_error() {
     }
     assert_eq!(a.len(), 2, "the other handle goes on");
 }
+
+#[test]
+fn a_producer_blocked_by_max_items_wakes_when_another_handle_takes_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let limited = shared().max_items(2);
+    let a: DQue<u32> = limited.open_or_create(&path).unwrap();
+    let b: DQue<u32> = limited.open(&path).unwrap();
+    a.enqueue_batch([1, 2]).unwrap();
+    let err = b.enqueue_timeout(&3, Duration::ZERO).unwrap_err();
+    assert!(matches!(err, Error::Full { .. }), "{err}");
+    let producer = std::thread::spawn(move || b.enqueue_timeout(&3, Duration::from_secs(30)));
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(a.dequeue().unwrap(), Some(1));
+    producer.join().unwrap().unwrap();
+    let rest: Vec<u32> = a.iter().map(|p| p.unwrap().item).collect();
+    assert_eq!(rest, vec![2, 3]);
+    assert_eq!(a.clear().unwrap(), 2);
+    assert_eq!(a.len(), 0);
+}
