@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 
 use crate::format::{
-    claimed_frame_len, read_frame, Frame, FrameError, MarkerType, FRAME_ALIGN, SEGMENT_HEADER_LEN,
+    claimed_frame_len, read_frame, read_frame_checking, Frame, FrameError, MarkerType, FRAME_ALIGN,
+    SEGMENT_HEADER_LEN,
 };
 
 /// What opening a queue found and mended. Empty after a clean
@@ -119,14 +120,22 @@ impl Replay {
     /// whole and valid.
     pub fn resume(&mut self, segment: &[u8], max_records: u32) {
         self.stopped_by = None;
-        replay_from(self, segment, max_records);
+        replay_from(self, segment, max_records, true);
+    }
+
+    /// Reads on from `end` to the end of `published`: frames other
+    /// processes wrote whole under the queue's mutex and published, whose
+    /// CRCs are not checked again (their writers computed them).
+    pub fn resume_published(&mut self, published: &[u8], max_records: u32) {
+        self.stopped_by = None;
+        replay_from(self, published, max_records, false);
     }
 }
 
-fn replay_from(replay: &mut Replay, segment: &[u8], max_records: u32) {
+fn replay_from(replay: &mut Replay, segment: &[u8], max_records: u32, check_crc: bool) {
     loop {
         let at = replay.end;
-        let frame = match read_frame(&segment[at..]) {
+        let frame = match read_frame_checking(&segment[at..], check_crc) {
             Ok(frame) => frame,
             Err(FrameError::End) => break,
             Err(FrameError::Invalid(why)) => {

@@ -215,6 +215,22 @@ impl Segment {
         self.frames.end
     }
 
+    /// [`catch_up`](Self::catch_up) for the tail, up to `published`, the end
+    /// of the frames the other processes published: exactly those are read
+    /// (a dead process's unpublished bytes after them are not), without
+    /// checking their CRCs again.
+    pub fn catch_up_published(&mut self, published: usize) -> Result<()> {
+        if published > self.map.len() {
+            self.map = map(&self.file, &self.path)?;
+        }
+        let published = published.min(self.map.len());
+        if published > self.frames.end {
+            self.frames
+                .resume_published(&self.map[..published], self.header.max_records);
+        }
+        Ok(())
+    }
+
     /// Reads the frames other processes wrote since this mapping last looked
     /// (shared mode), up to the first that is not whole, mapping the file
     /// again if it grew. The caller holds the queue's cross-process lock,

@@ -298,7 +298,7 @@ fn turbo_producers_and_workers_killed_at_random() {
     kill_at_random(
         "turbo_producers_and_workers_killed_at_random",
         "turbo",
-        child::kills(30),
+        child::kills(50),
     );
 }
 
@@ -310,7 +310,7 @@ fn safe_producers_and_workers_killed_at_random() {
     kill_at_random(
         "safe_producers_and_workers_killed_at_random",
         "safe",
-        child::kills(30),
+        child::kills(50),
     );
 }
 

@@ -163,9 +163,10 @@ impl Engine {
             self.written_at_enter = self.written;
             return Ok(());
         }
-        let (head, tail, front_end, fresh) = (
+        let (head, tail, tail_end, front_end, fresh) = (
             state.head.load(Relaxed),
             state.tail.load(Relaxed),
+            state.tail_end.load(Relaxed) as usize,
             state.front_end.load(Relaxed),
             state.fresh.load(Relaxed),
         );
@@ -201,8 +202,17 @@ impl Engine {
                 break;
             }
         }
-        for segment in self.front.iter_mut().chain(&mut self.tail) {
-            segment.catch_up()?;
+        let front_len = self.front.len();
+        for (at, segment) in self.front.iter_mut().enumerate() {
+            // The last of the front run is the tail when `tail` is `None`.
+            if at + 1 == front_len && self.tail.is_none() {
+                segment.catch_up_published(tail_end)?;
+            } else {
+                segment.catch_up()?;
+            }
+        }
+        if let Some(segment) = &mut self.tail {
+            segment.catch_up_published(tail_end)?;
         }
         self.deliveries.set_fresh(fresh);
         self.len = self.counted_len();
