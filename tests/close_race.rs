@@ -114,10 +114,13 @@ fn worker(queue: &DQue<u64>, call: Call, durability: Durability, thread: u64) ->
     }
 }
 
-fn round(call: Call, durability: Durability, round: u64) {
+fn round(call: Call, durability: Durability, shared: bool, round: u64) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
-    let options = Options::new().durability(durability).segment_items(64);
+    let options = Options::new()
+        .durability(durability)
+        .segment_items(64)
+        .shared(shared);
     let queue: Arc<DQue<u64>> = Arc::new(DQue::create_with(&path, &options).unwrap());
     let stock: Vec<u64> = (0..STOCK).collect();
     queue.enqueue_batch(&stock).unwrap();
@@ -189,10 +192,14 @@ fn round(call: Call, durability: Durability, round: u64) {
     }
 }
 
+/// Each call in every durability, exclusive and shared (issue 12: shared
+/// mode has its own wait and durability paths).
 fn race_close(call: Call) {
-    for durability in DURABILITIES {
-        for r in 0..rounds() {
-            round(call, durability, r);
+    for shared in [false, true] {
+        for durability in DURABILITIES {
+            for r in 0..rounds() {
+                round(call, durability, shared, r);
+            }
         }
     }
 }
@@ -230,9 +237,12 @@ fn lease_and_ack_racing_close() {
 // Blocked callers that never started get `Closed`, never `WritesRefused`.
 #[test]
 fn callers_blocked_on_an_empty_queue_get_closed() {
-    for durability in DURABILITIES {
+    for (durability, shared) in DURABILITIES
+        .into_iter()
+        .flat_map(|d| [(d, false), (d, true)])
+    {
         let dir = tempfile::tempdir().unwrap();
-        let options = Options::new().durability(durability);
+        let options = Options::new().durability(durability).shared(shared);
         let queue: Arc<DQue<u64>> =
             Arc::new(DQue::create_with(dir.path().join("q"), &options).unwrap());
         let blocked: Vec<_> = (0..3)

@@ -395,3 +395,40 @@ fn a_dead_workers_leases_come_back_at_once() {
     assert_eq!(letters[0].item::<Item, dque::Bincode>().unwrap(), (0, 0, 0));
     assert_eq!(queue.workers().unwrap().len(), 1);
 }
+
+// Issue 12: a dead worker's pid may belong to a live process by the time
+// the others look (IPC::DirQueue's kill(0) check is fooled by that). Here
+// every slot's recorded pid is overwritten with this live process's pid
+// after the worker dies: its leases must come back all the same, because
+// liveness is its slot's byte lock, which died with it.
+#[test]
+fn a_reused_pid_does_not_keep_a_dead_workers_leases() {
+    if child::run_as_child(holding_child) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let queue: DQue<Item> = options("turbo").max_attempts(2).create(&path).unwrap();
+    queue.enqueue_batch([(0, 0, 0), (0, 0, 1)]).unwrap();
+    let mut child = spawn_on("a_reused_pid_does_not_keep_a_dead_workers_leases", &path);
+    let mut lines = said(&mut child);
+    assert_eq!(lines.next().unwrap(), "2");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // FORMAT.md, "Shared mode": slots from byte 4096, 64 bytes each, the
+    // pid at byte 16 of a slot.
+    let control = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path.join("dque.shm"))
+        .unwrap();
+    for slot in 0..1024u64 {
+        use std::os::unix::fs::FileExt;
+        let at = 4096 + slot * 64 + 16;
+        control
+            .write_all_at(&std::process::id().to_le_bytes(), at)
+            .unwrap();
+    }
+    let back: Vec<Item> = queue.lease_batch(5).unwrap().iter().map(|l| **l).collect();
+    assert_eq!(back, vec![(0, 0, 0), (0, 0, 1)]);
+    assert_eq!(queue.workers().unwrap().len(), 1);
+}

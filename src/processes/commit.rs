@@ -14,6 +14,7 @@ use rustix::thread::futex;
 use std::sync::Arc;
 
 use super::control::{ControlFile, Locked, State};
+use super::WAKE_ALL;
 use crate::error::{Error, Result};
 use crate::faults::{self, Durable, FaultOp};
 use crate::layout::QueueDir;
@@ -76,7 +77,7 @@ impl SharedCommit {
             header.sync_mutex.unlock();
             state.synced_wake.fetch_add(1, SeqCst);
             if state.sync_sleepers.load(SeqCst) > 0 {
-                let _ = futex::wake(&state.synced_wake, futex::Flags::empty(), u32::MAX);
+                let _ = futex::wake(&state.synced_wake, futex::Flags::empty(), WAKE_ALL);
             }
             led?;
         }

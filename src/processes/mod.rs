@@ -301,7 +301,7 @@ impl Waker {
             let _ = rustix::thread::futex::wake(
                 &state.wake,
                 rustix::thread::futex::Flags::empty(),
-                u32::MAX,
+                WAKE_ALL,
             );
         }
     }
@@ -329,6 +329,10 @@ impl Waker {
         state.sleepers.fetch_sub(1, SeqCst);
     }
 }
+
+/// The count that makes `FUTEX_WAKE` wake every sleeper. The kernel reads
+/// it as an `int`: `u32::MAX` would be -1, and wake only one.
+pub const WAKE_ALL: u32 = i32::MAX as u32;
 
 /// This machine's name, for the workers view.
 pub fn host_name() -> String {
