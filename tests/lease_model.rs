@@ -62,8 +62,10 @@ struct Held {
     live: bool,
 }
 
-fn options() -> Options {
+/// Shared mode too (issue 12): one handle alone must behave the same.
+fn options(shared: bool) -> Options {
     Options::new()
+        .shared(shared)
         .durability(Durability::Turbo)
         .segment_items(3)
         .max_attempts(MAX_ATTEMPTS)
@@ -234,13 +236,13 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// Runs `ops` across as many handles as it has `Reopen`s, then checks a
 /// last reopen.
-fn run(ops: &[Op]) -> Result<(), TestCaseError> {
+fn run(ops: &[Op], shared: bool) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
     let mut model = Model::default();
     let mut rest = ops;
     loop {
-        let q: DQue<u32> = DQue::open_or_create_with(&path, &options())?;
+        let q: DQue<u32> = DQue::open_or_create_with(&path, &options(shared))?;
         let used = run_epoch(&q, &mut model, rest)?;
         q.close()?;
         rest = &rest[used..];
@@ -249,7 +251,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
         }
     }
     // Reopened: nothing is leased, everything pending is still there.
-    let q: DQue<u32> = DQue::open_with(&path, &options())?;
+    let q: DQue<u32> = DQue::open_with(&path, &options(shared))?;
     prop_assert_eq!(q.len(), model.pending.len());
     prop_assert_eq!(q.dead_letters()?.len(), model.dead);
     Ok(())
@@ -259,8 +261,11 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     #[test]
-    fn deliveries_match_the_model(ops in proptest::collection::vec(op(), 0..150)) {
-        run(&ops)?;
+    fn deliveries_match_the_model(
+        ops in proptest::collection::vec(op(), 0..150),
+        shared in any::<bool>(),
+    ) {
+        run(&ops, shared)?;
     }
 }
 
@@ -276,5 +281,6 @@ fn a_tail_with_markers_stays_counted_across_a_rollover() {
     // Fill the tail so it rolls over, then consume through it.
     ops.extend((10..14).map(Enqueue));
     ops.extend([Dequeue, Dequeue, Lease, Dequeue, Dequeue, Dequeue, Dequeue]);
-    run(&ops).unwrap();
+    run(&ops, false).unwrap();
+    run(&ops, true).unwrap();
 }

@@ -77,8 +77,9 @@ impl Limits {
     }
 }
 
-fn options(durability: Durability, sizes: Sizes) -> Options {
-    let mut options = Options::new().durability(durability);
+/// Shared mode too (issue 12): one handle alone must behave the same.
+fn options(durability: Durability, sizes: Sizes, shared: bool) -> Options {
+    let mut options = Options::new().durability(durability).shared(shared);
     if let Some(items) = sizes.items {
         options = options.segment_items(items);
     }
@@ -148,6 +149,7 @@ fn run<T, C>(
     dir: &Path,
     create: Sizes,
     durability: Durability,
+    shared: bool,
     ops: &[Op<T>],
     max_payload: u32,
 ) -> Result<(), TestCaseError>
@@ -166,7 +168,7 @@ where
     let mut min_full = limits.min_full(max_frame);
     let mut durability = durability;
     let mut model: VecDeque<T> = VecDeque::new();
-    let mut q = DQue::<T, C>::create_with(&path, &options(durability, create))?;
+    let mut q = DQue::<T, C>::create_with(&path, &options(durability, create, shared))?;
     check_state(&q, &model, &path, true, min_full)?;
 
     for (step, op) in ops.iter().enumerate() {
@@ -204,7 +206,7 @@ where
                     prop_assert_eq!(q.len(), 0);
                     drop(q);
                 }
-                q = DQue::<T, C>::open_with(&path, &options(durability, *sizes))?;
+                q = DQue::<T, C>::open_with(&path, &options(durability, *sizes, shared))?;
                 prop_assert!(
                     q.open_report().is_clean(),
                     "open after a clean close mended something: {:?}",
@@ -309,11 +311,12 @@ proptest! {
     fn typed_queue_matches_vecdeque_with_tiny_item_segments(
         items in 1u32..=5,
         durability in durability(),
+        shared in any::<bool>(),
         ops in ops(job(), item_sizes(), 200),
     ) {
         let dir = tempfile::tempdir()?;
         let create = Sizes { items: Some(items), bytes: None };
-        run::<Job, dque::Bincode>(dir.path(), create, durability, &ops, MAX_JOB_PAYLOAD)?;
+        run::<Job, dque::Bincode>(dir.path(), create, durability, shared, &ops, MAX_JOB_PAYLOAD)?;
     }
 }
 
@@ -323,6 +326,7 @@ proptest! {
     #[test]
     fn raw_queue_matches_vecdeque_with_4k_byte_segments(
         durability in durability(),
+        shared in any::<bool>(),
         ops in ops(
             proptest::collection::vec(any::<u8>(), 0..=MAX_RAW_PAYLOAD as usize),
             byte_sizes(),
@@ -331,7 +335,7 @@ proptest! {
     ) {
         let dir = tempfile::tempdir()?;
         let create = Sizes { items: None, bytes: Some(4096) };
-        run::<Vec<u8>, Raw>(dir.path(), create, durability, &ops, MAX_RAW_PAYLOAD)?;
+        run::<Vec<u8>, Raw>(dir.path(), create, durability, shared, &ops, MAX_RAW_PAYLOAD)?;
     }
 }
 
@@ -368,11 +372,12 @@ proptest! {
     #[test]
     fn raw_queue_matches_vecdeque_with_segments_that_grow(
         durability in durability(),
+        shared in any::<bool>(),
         ops in ops(large_payload(), large_sizes(), 150),
     ) {
         let dir = tempfile::tempdir()?;
         let create = Sizes { items: Some(60), bytes: None };
-        run::<Vec<u8>, Raw>(dir.path(), create, durability, &ops, MAX_LARGE_PAYLOAD)?;
+        run::<Vec<u8>, Raw>(dir.path(), create, durability, shared, &ops, MAX_LARGE_PAYLOAD)?;
     }
 }
 

@@ -264,3 +264,40 @@ fn scribble_after_last_frame(path: &std::path::Path) {
     bytes[end..end + 6].copy_from_slice(&[64, 0, 0, 0x80, 0x5A, 0xA5]);
     std::fs::write(tail, bytes).unwrap();
 }
+
+// Shared mode: a failed fsync in one handle stops the writes of every
+// handle (they share the page cache whose state is now unknown), until the
+// queue is opened again by a handle alone.
+#[test]
+fn a_failed_fsync_refuses_writes_in_every_handle_until_reopened_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let a: DQue<u32> = options().create(&path).unwrap();
+    let b: DQue<u32> = options().open(&path).unwrap();
+    a.enqueue(&1).unwrap();
+    let plan = FaultPlan::install(&path);
+    plan.fail_nth(FaultOp::Sync, 1, std::io::ErrorKind::Other);
+    let failed = a.enqueue(&2).unwrap_err();
+    assert!(
+        !matches!(failed, dque::Error::WritesRefused { .. }),
+        "{failed}"
+    );
+    for queue in [&a, &b] {
+        let refused = queue.enqueue(&3).unwrap_err();
+        assert!(
+            matches!(refused, dque::Error::WritesRefused { .. }),
+            "{refused}"
+        );
+        let refused = queue.dequeue().unwrap_err();
+        assert!(
+            matches!(refused, dque::Error::WritesRefused { .. }),
+            "{refused}"
+        );
+    }
+    drop(plan);
+    a.close().unwrap_err();
+    drop(b);
+    let alone: DQue<u32> = options().open(&path).unwrap();
+    alone.enqueue(&4).unwrap();
+    assert_eq!(alone.dequeue().unwrap(), Some(1));
+}
