@@ -434,6 +434,7 @@ impl Engine {
     /// Counts a frame written into segment `number`: a ticket for group
     /// commit (in shared mode, one of every process's, and the segment is
     /// marked for the next shared fsync).
+    #[inline]
     fn wrote(&mut self, number: u64) {
         self.written += 1;
         if let Some(link) = &self.link {

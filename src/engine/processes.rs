@@ -74,11 +74,16 @@ impl Engine {
     /// write), reading only the whole frames others published.
     ///
     /// On error the mutex is released again and nothing is published.
+    #[inline]
     pub fn enter(&mut self, writes: bool) -> Result<()> {
-        let Some(link) = &self.link else {
+        if self.link.is_none() {
             return Ok(());
-        };
-        let locked = link.lock()?;
+        }
+        self.enter_shared(writes)
+    }
+
+    fn enter_shared(&mut self, writes: bool) -> Result<()> {
+        let locked = self.link.as_ref().expect("shared").lock()?;
         self.held = true;
         let result = self.settle_in(locked, writes);
         if result.is_err() {
@@ -125,7 +130,15 @@ impl Engine {
 
     /// After a call: publishes what it changed, wakes blocked callers of
     /// every process if anything did, and releases the mutex.
+    #[inline]
     pub fn leave(&mut self) {
+        if self.link.is_none() {
+            return;
+        }
+        self.leave_shared();
+    }
+
+    fn leave_shared(&mut self) {
         if let Some(dead) = &mut self.dead {
             dead.leave();
         }
@@ -288,10 +301,16 @@ impl Engine {
     /// attempts count: one on its last attempt goes to the dead letters)
     /// and frees their slots. Checked at most every [`REAP_INTERVAL`]
     /// unless `now`, and only while leases are held.
+    #[inline]
     pub(super) fn reap_dead_workers(&mut self, when: Reap) -> Result<usize> {
-        let Some(link) = &self.link else {
+        if self.link.is_none() {
             return Ok(0);
-        };
+        }
+        self.reap_dead_workers_shared(when)
+    }
+
+    fn reap_dead_workers_shared(&mut self, when: Reap) -> Result<usize> {
+        let link = self.link.as_ref().expect("shared");
         let due = match when {
             Reap::Always => true,
             Reap::BeforeNone => self.deliveries.leased_count() > 0,
