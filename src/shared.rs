@@ -267,6 +267,8 @@ impl Shared {
     /// Makes everything written so far durable, in any mode.
     pub fn sync(&self) -> Result<()> {
         if let Some(commit) = &self.shared_commit {
+            // A handle that refused writes cannot call anything durable.
+            self.read(|engine| engine.check_refused())?;
             // Every process's writes so far, and this handle's dead letters.
             commit.make_durable(commit.written())?;
             return self.write(Engine::sync_dead_letters);

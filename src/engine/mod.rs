@@ -438,7 +438,8 @@ impl Engine {
     fn wrote(&mut self, number: u64) {
         self.written += 1;
         if let Some(link) = &self.link {
-            self.shared_ticket = crate::processes::note_write(link.state(), number);
+            let is_tail = number == self.tail().header.number;
+            self.shared_ticket = crate::processes::note_write(link.state(), number, is_tail);
         }
     }
 

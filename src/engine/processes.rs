@@ -325,8 +325,31 @@ impl Engine {
             return Ok(0);
         }
         self.last_reap = Some(Instant::now());
+        let dead = if when == Reap::Always {
+            link.dead_slots()?
+        } else {
+            // Only the holders of leases matter here: one system call per
+            // process holding some, not per process.
+            let mut holders: Vec<(usize, u64)> = self
+                .deliveries
+                .holders()
+                .into_iter()
+                .filter_map(|(_, holder)| holder)
+                .filter(|&(slot, _)| slot != link.slot())
+                .collect();
+            holders.sort_unstable();
+            holders.dedup();
+            let mut dead = Vec::new();
+            for (slot, generation) in holders {
+                // A live slot in a later life is not the holder either.
+                if link.slot_generation(slot) != generation || !link.is_alive(slot)? {
+                    dead.push((slot, generation));
+                }
+            }
+            dead
+        };
         let mut given_back = 0;
-        for (slot, generation) in link.dead_slots()? {
+        for (slot, generation) in dead {
             given_back += self.give_back_leases_of(slot, generation)?;
             self.link
                 .as_ref()
@@ -415,7 +438,14 @@ pub(super) fn mend(dir: &QueueDir, state: &State) -> Result<()> {
     while dir.segment_path(tail + 1).exists() {
         tail += 1;
     }
-    let tail_end = cut_torn_tail(dir, tail)?;
+    let tail_end = match cut_torn_tail(dir, tail) {
+        Ok(end) => end,
+        Err(e) => {
+            // Its bytes may be in no state a later fsync could vouch for.
+            state.refused.store(1, Relaxed);
+            return Err(e);
+        }
+    };
     let mut head = state.head.load(Relaxed);
     while head < tail && !dir.segment_path(head).exists() {
         head += 1;
@@ -434,6 +464,8 @@ pub(super) fn mend(dir: &QueueDir, state: &State) -> Result<()> {
     state
         .front_end
         .store(state.front_end.load(Relaxed).max(head), Relaxed);
+    // What it wrote may not be among the segments a sync would cover.
+    crate::processes::all_dirty(state, head, tail);
     // The dead process may have written and not counted leases.
     state.lease_count.store(u64::MAX / 2, Relaxed);
     state.lease_floor.store(0, Relaxed);

@@ -14,7 +14,7 @@ use std::cell::UnsafeCell;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed, Ordering::SeqCst};
 
 use memmap2::MmapRaw;
 
@@ -80,14 +80,32 @@ impl RobustMutex {
         }
     }
 
-    /// Blocks until the mutex is held by this thread. After `OwnerDied` the
-    /// mutex is already marked consistent again: the caller mends the state
-    /// (and must record first that it is doing so, in case it dies too).
-    pub fn lock(&self) -> io::Result<Locked> {
+    /// Blocks until the mutex is held by this thread. If its holder died
+    /// holding it, `died` is set to 1 before the mutex is marked consistent
+    /// again (so that a death of this thread in between still leaves the
+    /// mark), and `OwnerDied` is returned: the caller mends the state and
+    /// then clears `died`.
+    pub fn lock(&self, died: &AtomicU32) -> io::Result<Locked> {
         // SAFETY: an initialized process-shared mutex in a live mapping.
-        match unsafe { libc::pthread_mutex_lock(self.inner.get()) } {
+        let status = unsafe { libc::pthread_mutex_lock(self.inner.get()) };
+        self.locked(status, died)
+    }
+
+    /// Takes the mutex if it is free now; `None` if another thread holds
+    /// it. `died` as for [`lock`](Self::lock).
+    pub fn try_lock(&self, died: &AtomicU32) -> io::Result<Option<Locked>> {
+        // SAFETY: an initialized process-shared mutex in a live mapping.
+        match unsafe { libc::pthread_mutex_trylock(self.inner.get()) } {
+            libc::EBUSY => Ok(None),
+            status => self.locked(status, died).map(Some),
+        }
+    }
+
+    fn locked(&self, status: libc::c_int, died: &AtomicU32) -> io::Result<Locked> {
+        match status {
             0 => Ok(Locked::Clean),
             libc::EOWNERDEAD => {
+                died.store(1, SeqCst);
                 // SAFETY: this thread holds the mutex (EOWNERDEAD locks it).
                 check(unsafe { libc::pthread_mutex_consistent(self.inner.get()) })?;
                 Ok(Locked::OwnerDied)
@@ -96,31 +114,16 @@ impl RobustMutex {
         }
     }
 
-    /// Takes the mutex if it is free now; `None` if another thread holds it.
-    pub fn try_lock(&self) -> io::Result<Option<Locked>> {
-        // SAFETY: an initialized process-shared mutex in a live mapping.
-        match unsafe { libc::pthread_mutex_trylock(self.inner.get()) } {
-            0 => Ok(Some(Locked::Clean)),
-            libc::EBUSY => Ok(None),
-            libc::EOWNERDEAD => {
-                // SAFETY: this thread holds the mutex (EOWNERDEAD locks it).
-                check(unsafe { libc::pthread_mutex_consistent(self.inner.get()) })?;
-                Ok(Some(Locked::OwnerDied))
-            }
-            error => Err(io::Error::from_raw_os_error(error)),
-        }
-    }
-
     /// Takes the mutex, spinning a little first: it is held for a few
     /// microseconds at a time, less than a sleep and a wake-up cost.
-    pub fn lock_spinning(&self) -> io::Result<Locked> {
+    pub fn lock_spinning(&self, died: &AtomicU32) -> io::Result<Locked> {
         for _ in 0..SPINS {
-            if let Some(locked) = self.try_lock()? {
+            if let Some(locked) = self.try_lock(died)? {
                 return Ok(locked);
             }
             std::hint::spin_loop();
         }
-        self.lock()
+        self.lock(died)
     }
 
     /// Releases the mutex, which this thread holds.
@@ -181,8 +184,6 @@ pub struct State {
     /// next leader covers it again if that sync's process died.
     pub syncing_low: AtomicU64,
     pub syncing_high: AtomicU64,
-    /// The ticket the sync in progress covers.
-    pub syncing_ticket: AtomicU64,
     /// Wakes blocked callers of every process: bumped when items may have
     /// become available or room may have been made (a futex word, changed
     /// without the mutex).
@@ -192,13 +193,24 @@ pub struct State {
     /// Set when an fsync failed: no process may write until the queue is
     /// opened again by a process alone.
     pub refused: AtomicU32,
-    /// Set while a process mends what a dead mutex holder left.
+    /// Set while what a dead mutex holder left is not mended yet.
     pub mending: AtomicU32,
+    /// Set while the dirty ranges a dead sync leader took are not merged
+    /// back yet (under the queue mutex).
+    pub sync_mending: AtomicU32,
     /// Bumped when `synced` moves: callers waiting for durability sleep on
     /// it (a futex word, changed without the mutex).
     pub synced_wake: AtomicU32,
     /// Callers sleeping on `synced_wake`.
     pub sync_sleepers: AtomicU32,
+    /// Segment numbers of the tail written since the last sync began
+    /// (`low > high`: none), apart from `dirty_low..=dirty_high`, which
+    /// holds the others (markers in the front run): two tight ranges, not
+    /// one from the head to the tail.
+    pub dirty_tail_low: AtomicU64,
+    pub dirty_tail_high: AtomicU64,
+    pub syncing_tail_low: AtomicU64,
+    pub syncing_tail_high: AtomicU64,
     /// Leases in the table.
     pub lease_count: AtomicU64,
     /// Removed entries (tombstones) in the table.
@@ -297,6 +309,8 @@ impl ControlFile {
         header.sync_mutex.init().map_err(io)?;
         let state = &header.state;
         state.dirty_low.store(u64::MAX, Relaxed);
+        state.dirty_tail_low.store(u64::MAX, Relaxed);
+        state.syncing_tail_low.store(u64::MAX, Relaxed);
         state.lease_floor.store(u64::MAX, Relaxed);
         state.syncing_low.store(u64::MAX, Relaxed);
         header.version.store(LAYOUT_VERSION, Relaxed);
@@ -343,11 +357,12 @@ impl ControlFile {
         &self.path
     }
 
-    /// Takes the queue's cross-process mutex (see [`RobustMutex::lock`]).
+    /// Takes the queue's cross-process mutex (see [`RobustMutex::lock`]);
+    /// a dead holder is recorded in `mending`.
     pub fn lock(&self) -> Result<Locked> {
         self.header()
             .mutex
-            .lock_spinning()
+            .lock_spinning(&self.state().mending)
             .map_err(|e| Error::io(&self.path, e))
     }
 
@@ -407,9 +422,9 @@ mod tests {
         let second = ControlFile::attach(dir.path()).unwrap();
         first.state().tail.store(7, Relaxed);
         assert_eq!(second.state().tail.load(Relaxed), 7);
-        assert_eq!(first.header().mutex.lock().unwrap(), Locked::Clean);
+        assert_eq!(first.lock().unwrap(), Locked::Clean);
         first.header().mutex.unlock();
-        assert_eq!(second.header().mutex.lock().unwrap(), Locked::Clean);
+        assert_eq!(second.lock().unwrap(), Locked::Clean);
         second.header().mutex.unlock();
     }
 

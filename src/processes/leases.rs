@@ -5,7 +5,7 @@
 //! tables take turns: tombstones are swept by copying the live entries
 //! into the idle table and switching with one store.
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -105,9 +105,7 @@ impl LeaseTable {
             .find(|&at| matches!(table[at].key.load(Relaxed), EMPTY | REMOVED))
             .expect("the table is never more than three quarters used");
         let entry = &table[at];
-        if entry.key.load(Relaxed) == REMOVED {
-            state.lease_removed.fetch_sub(1, Relaxed);
-        }
+        let reuses_removed = entry.key.load(Relaxed) == REMOVED;
         entry.expires.store(expires, Relaxed);
         entry.attempt.store(u32::from(attempt), Relaxed);
         entry.slot.store(self.slot, Relaxed);
@@ -116,7 +114,13 @@ impl LeaseTable {
         // an upper and a lower bound, which a scan puts right.
         state.lease_count.fetch_add(1, Relaxed);
         state.lease_floor.fetch_min(expires, Relaxed);
-        entry.key.store(id + 1, Relaxed);
+        // Release: the fields above are stored before the key that makes
+        // the entry live, also as far as the compiler is concerned.
+        entry.key.store(id + 1, Release);
+        if reuses_removed {
+            // After the key: a count left high only sweeps sooner.
+            state.lease_removed.fetch_sub(1, Relaxed);
+        }
     }
 
     pub fn set_expiry(&self, id: u64, expires: u64) {
@@ -188,7 +192,7 @@ impl LeaseTable {
             entry.attempt.store(u32::from(lease.attempt), Relaxed);
             entry.slot.store(lease.slot, Relaxed);
             entry.generation.store(lease.generation, Relaxed);
-            entry.key.store(lease.id + 1, Relaxed);
+            entry.key.store(lease.id + 1, Release);
         }
         let state = self.control.state();
         state.lease_table.fetch_add(1, Relaxed);

@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-pub use commit::{note_write, SharedCommit};
+pub use commit::{all_dirty, note_write, SharedCommit};
 pub use control::{ControlFile, Locked, State, CONTROL_FILE, CONTROL_TEMP, MAX_SLOTS};
 pub use leases::{from_monotonic, to_monotonic, LeaseTable, SharedLease};
 
@@ -235,6 +235,11 @@ impl ProcessLink {
         }
         locks::is_locked_elsewhere(&self.lock_file, SLOT_BYTES + slot as u64)
             .map_err(|e| Error::io(&self.lock_path, e))
+    }
+
+    /// The life of `slot` now (odd while taken).
+    pub fn slot_generation(&self, slot: usize) -> u64 {
+        self.control.slots()[slot].generation.load(Relaxed)
     }
 
     /// The slot entries marked taken whose holders are gone (they died
