@@ -19,6 +19,9 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Several processes (producers and workers started and killed at will)
+//! can share one queue directory, with no daemon: [`Options::shared`].
+//!
 //! For tools and operators: [`QueueFiles`] reads a queue without taking
 //! its lock (counts, records, a full check), [`repair()`] mends a queue that
 //! no longer opens, and [`salvage()`] reads what is left in a damaged

@@ -244,3 +244,68 @@ pub fn from_monotonic(nanos: u64) -> Instant {
             .unwrap_or(now)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> (tempfile::TempDir, LeaseTable) {
+        let dir = tempfile::tempdir().unwrap();
+        let control = Arc::new(ControlFile::create(dir.path()).unwrap());
+        (dir, LeaseTable::new(control, 3, 7))
+    }
+
+    #[test]
+    fn entries_stay_found_across_many_sweeps() {
+        let (_dir, table) = table();
+        // Ten times the tombstones that trigger a sweep, with a few leases
+        // held all along.
+        for id in 0..5u64 {
+            table.insert(id, 1, 1_000 + id);
+        }
+        for id in 5..(5 + 10 * LEASE_CAPACITY as u64 / 4) {
+            table.insert(id, 2, 50);
+            assert_eq!(table.get(id).map(|l| l.expires), Some(50));
+            assert_eq!(table.remove(id).map(|l| l.id), Some(id));
+            assert_eq!(table.get(id), None);
+        }
+        for id in 0..5u64 {
+            let lease = table.get(id).expect("held all along");
+            assert_eq!(
+                (lease.attempt, lease.expires, lease.slot, lease.generation),
+                (1, 1_000 + id, 3, 7)
+            );
+        }
+        assert_eq!(table.count(), 5);
+        let mut all: Vec<u64> = table.all().iter().map(|l| l.id).collect();
+        all.sort_unstable();
+        assert_eq!(all, vec![0, 1, 2, 3, 4]);
+        assert_eq!(table.floor(), 1_000);
+    }
+
+    #[test]
+    fn a_full_table_refuses_more_and_says_why() {
+        let (_dir, table) = table();
+        for id in 0..MAX_LEASES as u64 {
+            table.room().unwrap();
+            table.insert(id, 1, id);
+        }
+        let err = table.room().unwrap_err();
+        assert!(err.to_string().contains("32768 leases"), "{err}");
+        table.remove(0);
+        table.room().unwrap();
+    }
+
+    #[test]
+    fn monotonic_times_round_trip() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(90);
+        let back = from_monotonic(to_monotonic(later));
+        let off = back.max(later) - back.min(later);
+        // Two clock reads apart: a wrong unit would be off by far more.
+        assert!(off < Duration::from_secs(5), "{off:?}");
+        // Far futures saturate rather than overflow.
+        let far = saturating_after(now, Duration::MAX);
+        assert!(from_monotonic(to_monotonic(far)) > later);
+    }
+}
