@@ -270,6 +270,9 @@ fn scribble_after_last_frame(path: &std::path::Path) {
 // queue is opened again by a handle alone.
 #[test]
 fn a_failed_fsync_refuses_writes_in_every_handle_until_reopened_alone() {
+    // No child may be forked meanwhile: until it execs it holds copies of
+    // this test's lock file, and the reopen below would not be alone.
+    let _no_spawns = child::one_spawner_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
     let a: DQue<u32> = options().create(&path).unwrap();

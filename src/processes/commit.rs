@@ -90,7 +90,14 @@ impl SharedCommit {
             let led = self.lead(locked, ticket);
             header.sync_mutex.unlock();
             state.synced_wake.fetch_add(1, SeqCst);
-            if state.sync_sleepers.load(SeqCst) > 0 {
+            let sleepers = state.sync_sleepers.load(SeqCst);
+            // The callers woken now (and this one) write again soon: the
+            // next leader waits a moment for their writes (`lead`).
+            state.woken_writers.store(sleepers + 1, SeqCst);
+            state
+                .written_at_wake
+                .store(state.written.load(SeqCst), SeqCst);
+            if sleepers > 0 {
                 let _ = futex::wake(&state.synced_wake, futex::Flags::empty(), WAKE_ALL);
             }
             led?;
@@ -119,6 +126,7 @@ impl SharedCommit {
             // Covered by the fsync this caller waited behind.
             return Ok(());
         }
+        self.collect_writers();
         let (ranges, target) = {
             self.control.lock()?;
             if state.sync_mending.load(SeqCst) != 0 {
@@ -177,6 +185,29 @@ impl SharedCommit {
     }
 }
 
+impl SharedCommit {
+    /// Before a leader takes the dirty ranges: if the last sync woke other
+    /// callers, each of which writes again at once, waits (at most
+    /// [`COLLECT`]) until as many writes as callers it woke came in, so
+    /// that this fsync takes them too. Without it, two groups of producers
+    /// leapfrog and each fsync covers about half of them. A lone writer
+    /// (no one woken but itself) never waits.
+    fn collect_writers(&self) {
+        let state = self.control.state();
+        let expected = u64::from(state.woken_writers.load(SeqCst));
+        if expected <= 1 {
+            return;
+        }
+        let since = state.written_at_wake.load(SeqCst);
+        let deadline = std::time::Instant::now() + COLLECT;
+        while state.written.load(SeqCst).saturating_sub(since) < expected
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::yield_now();
+        }
+    }
+}
+
 type Range<'a> = (&'a AtomicU64, &'a AtomicU64);
 
 /// The two ranges a sync takes, each as (syncing, dirty).
@@ -192,6 +223,9 @@ fn syncing_to_dirty(state: &State) -> [(Range<'_>, Range<'_>); 2] {
         ),
     ]
 }
+
+/// The longest a leader waits for the writers the last sync woke.
+const COLLECT: Duration = Duration::from_micros(100);
 
 /// How long a caller waiting for durability sleeps before it looks whether
 /// the leader died (a robust mutex tells the next locker, not a sleeper).

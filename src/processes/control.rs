@@ -46,7 +46,7 @@ pub struct RobustMutex {
 const _: () = assert!(std::mem::size_of::<RobustMutex>() == 64);
 
 /// Tries of [`RobustMutex::lock_spinning`] before it sleeps.
-const SPINS: usize = 200;
+const SPINS: usize = 40;
 
 /// Whether a lock came clean, or from a holder that died holding it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,6 +203,9 @@ pub struct State {
     pub synced_wake: AtomicU32,
     /// Callers sleeping on `synced_wake`.
     pub sync_sleepers: AtomicU32,
+    /// Callers the last sync woke, its leader included: they write again
+    /// soon, and the next leader waits a moment for them.
+    pub woken_writers: AtomicU32,
     /// Segment numbers of the tail written since the last sync began
     /// (`low > high`: none), apart from `dirty_low..=dirty_high`, which
     /// holds the others (markers in the front run): two tight ranges, not
@@ -217,6 +220,8 @@ pub struct State {
     pub lease_removed: AtomicU64,
     /// No lease in the table ends before this (monotonic nanoseconds).
     pub lease_floor: AtomicU64,
+    /// `written` when the last sync woke its callers.
+    pub written_at_wake: AtomicU64,
     /// Which of the two lease tables is in use (its lowest bit).
     pub lease_table: AtomicU64,
 }
