@@ -5,10 +5,13 @@
 //! Expiry is forced through the `fault-injection` seam, so nothing here
 //! depends on timing. Runs with `cargo test --all-features`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use dque::{DQue, Durability, Error, Leased, Options};
 use proptest::prelude::*;
+
+mod delivery_model;
+use delivery_model::Model;
 
 const MAX_ATTEMPTS: u16 = 3;
 
@@ -26,34 +29,6 @@ enum Op {
     Dequeue,
     Cancel(usize),
     Reopen,
-}
-
-#[derive(Debug, Default)]
-struct Model {
-    /// Pending items by id: value and attempts so far.
-    pending: BTreeMap<u64, (u32, u16)>,
-    /// Leased ids and the attempt each lease is.
-    leased: BTreeMap<u64, u16>,
-    dead: usize,
-    next_id: u64,
-}
-
-impl Model {
-    fn next_available(&self) -> Option<u64> {
-        self.pending
-            .keys()
-            .copied()
-            .find(|id| !self.leased.contains_key(id))
-    }
-
-    /// What a nack (or expiry) does to the lease of `id`.
-    fn hand_back(&mut self, id: u64) {
-        let attempt = self.leased.remove(&id).expect("leased");
-        if attempt >= MAX_ATTEMPTS {
-            self.pending.remove(&id);
-            self.dead += 1;
-        }
-    }
 }
 
 /// One held guard, and whether the model says its lease still holds.
@@ -89,24 +64,10 @@ fn run_epoch(q: &DQue<u32>, model: &mut Model, ops: &[Op]) -> Result<usize, Test
             }
             Op::Enqueue(v) => {
                 q.enqueue(v)?;
-                model.pending.insert(model.next_id, (*v, 0));
-                model.next_id += 1;
+                model.enqueue(*v);
             }
             Op::Lease => {
-                let want = loop {
-                    let Some(id) = model.next_available() else {
-                        break None;
-                    };
-                    let (value, attempts) = model.pending[&id];
-                    if attempts >= MAX_ATTEMPTS {
-                        model.pending.remove(&id);
-                        model.dead += 1;
-                        continue;
-                    }
-                    model.pending.insert(id, (value, attempts + 1));
-                    model.leased.insert(id, attempts + 1);
-                    break Some((id, value, attempts + 1));
-                };
+                let want = model.lease();
                 let got = q.lease()?;
                 let got_summary = got.as_ref().map(|g| (g.id(), **g, g.attempt()));
                 prop_assert_eq!(got_summary, want, "step {}: lease", step);
@@ -239,7 +200,7 @@ fn op() -> impl Strategy<Value = Op> {
 fn run(ops: &[Op], shared: bool) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
-    let mut model = Model::default();
+    let mut model = Model::new(MAX_ATTEMPTS);
     let mut rest = ops;
     loop {
         let q: DQue<u32> = DQue::open_or_create_with(&path, &options(shared))?;

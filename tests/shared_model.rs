@@ -7,10 +7,13 @@
 //! Expiry is forced through the `fault-injection` seam, so nothing here
 //! depends on timing. Runs with `cargo test --all-features`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use dque::{DQue, Durability, Error, Leased, Options};
 use proptest::prelude::*;
+
+mod delivery_model;
+use delivery_model::Model;
 
 const MAX_ATTEMPTS: u16 = 3;
 const HANDLES: usize = 3;
@@ -31,56 +34,6 @@ enum Op {
     Peek(usize),
     Cancel(usize, usize),
     Reopen(usize),
-}
-
-#[derive(Debug, Default)]
-struct Model {
-    /// Pending items by id: value and attempts so far.
-    pending: BTreeMap<u64, (u32, u16)>,
-    /// Leased ids and the attempt each lease is.
-    leased: BTreeMap<u64, u16>,
-    dead: usize,
-    next_id: u64,
-}
-
-impl Model {
-    fn next_available(&self) -> Option<u64> {
-        self.pending
-            .keys()
-            .copied()
-            .find(|id| !self.leased.contains_key(id))
-    }
-
-    fn enqueue(&mut self, value: u32) {
-        self.pending.insert(self.next_id, (value, 0));
-        self.next_id += 1;
-    }
-
-    /// What a nack, an expiry or a closing holder does to the lease of `id`.
-    fn hand_back(&mut self, id: u64) {
-        let attempt = self.leased.remove(&id).expect("leased");
-        if attempt >= MAX_ATTEMPTS {
-            self.pending.remove(&id);
-            self.dead += 1;
-        }
-    }
-
-    /// What a lease finds: the next available item, dead-lettering those
-    /// out of attempts on the way.
-    fn lease(&mut self) -> Option<(u64, u32, u16)> {
-        loop {
-            let id = self.next_available()?;
-            let (value, attempts) = self.pending[&id];
-            if attempts >= MAX_ATTEMPTS {
-                self.pending.remove(&id);
-                self.dead += 1;
-                continue;
-            }
-            self.pending.insert(id, (value, attempts + 1));
-            self.leased.insert(id, attempts + 1);
-            return Some((id, value, attempts + 1));
-        }
-    }
 }
 
 /// One held guard, and whether the model says its lease still holds.
@@ -282,7 +235,7 @@ fn check(handles: &[Handle], model: &Model, at: usize, op: &Op) -> Result<(), Te
 fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
-    let mut model = Model::default();
+    let mut model = Model::new(MAX_ATTEMPTS);
     let mut handles: Vec<Handle> = (0..HANDLES)
         .map(|_| {
             Ok(Handle {
