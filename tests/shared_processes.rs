@@ -26,6 +26,7 @@ type Item = (u32, u32, u32);
 fn options(mode: &str) -> Options {
     let durability = match mode {
         "safe" => Durability::Safe,
+        "periodic" => Durability::Periodic(Duration::from_millis(2)),
         _ => Durability::Turbo,
     };
     // Small segments: rollovers and retirements all the time.
@@ -36,8 +37,8 @@ fn options(mode: &str) -> Options {
         .visibility_timeout(Duration::from_secs(3600))
 }
 
-/// A child's body (each line it says starts with `@@ `): a producer (`enq SEQ` once each enqueue returned) or a
-/// worker (`got P L S ATTEMPT` when a lease returned, `ack P L S` when its
+/// A child's body (each line it says starts with `@@ `): a producer
+/// (`enq SEQ` once each enqueue returned) or a worker (`got P L S ATTEMPT` when a lease returned, `ack P L S` when its
 /// ack returned).
 fn shared_child() {
     let path = std::env::var(QUEUE).unwrap();
@@ -310,6 +311,20 @@ fn safe_producers_and_workers_killed_at_random() {
     kill_at_random(
         "safe_producers_and_workers_killed_at_random",
         "safe",
+        child::kills(50),
+    );
+}
+
+// Periodic: every process runs a flusher thread that syncs through the
+// group commit shared by all of them while others are killed.
+#[test]
+fn periodic_producers_and_workers_killed_at_random() {
+    if child::run_as_child(shared_child) {
+        return;
+    }
+    kill_at_random(
+        "periodic_producers_and_workers_killed_at_random",
+        "periodic",
         child::kills(50),
     );
 }
