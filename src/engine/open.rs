@@ -13,7 +13,7 @@ use crate::format::Config;
 use crate::layout::QueueDir;
 use crate::lock::DirLock;
 use crate::options::{Options, DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ITEMS};
-use crate::processes::{Joining, Locked};
+use crate::processes::Joining;
 use crate::recovery::OpenReport;
 use crate::segment::Segment;
 use std::sync::atomic::Ordering::Relaxed;
@@ -65,10 +65,10 @@ impl Engine {
         let joining = Joining::start(&path)?;
         let alone = joining.alone();
         let control = joining.control(&path)?;
-        let locked = control.lock()?;
+        // A dead holder is recorded in `mending` by the lock itself.
+        control.lock()?;
         let opened = (|| {
-            if !alone && (locked == Locked::OwnerDied || control.state().mending.load(Relaxed) != 0)
-            {
+            if !alone && control.state().mending.load(Relaxed) != 0 {
                 mend(&dir, control.state())?;
             }
             Engine::open_locked(dir, options, codec_id, mode, None, alone)

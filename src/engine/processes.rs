@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::{sealed_records, Engine};
 use crate::error::{Error, Result};
 use crate::layout::QueueDir;
-use crate::processes::{Locked, ProcessLink, SharedCommit, State, Waker};
+use crate::processes::{ProcessLink, SharedCommit, State, Waker};
 use crate::recovery::{nonzero_len, replay};
 use crate::segment::Segment;
 use crate::workers::Worker;
@@ -33,10 +33,6 @@ pub(super) enum Reap {
 }
 /// How often a blocked caller wakes to do so while leases are held.
 const WATCH_INTERVAL: Duration = Duration::from_millis(100);
-
-fn link_slot(link: &Option<ProcessLink>) -> usize {
-    link.as_ref().expect("shared").slot()
-}
 
 impl Engine {
     /// Shared mode: the group commit shared with every process.
@@ -83,20 +79,18 @@ impl Engine {
     }
 
     fn enter_shared(&mut self, writes: bool) -> Result<()> {
-        let locked = self.link.as_ref().expect("shared").lock()?;
+        // A dead holder is recorded in `mending` by the lock itself.
+        self.link.as_ref().expect("shared").lock()?;
         self.held = true;
-        let result = self.settle_in(locked, writes);
+        let result = self.settle_in(writes);
         if result.is_err() {
             self.unlock_unpublished();
         }
         result
     }
 
-    fn settle_in(&mut self, locked: Locked, writes: bool) -> Result<()> {
+    fn settle_in(&mut self, writes: bool) -> Result<()> {
         let state = self.link.as_ref().expect("shared").state();
-        if locked == Locked::OwnerDied {
-            state.mending.store(1, Relaxed);
-        }
         if writes && state.mending.load(Relaxed) != 0 {
             mend(&self.dir, state)?;
         }
@@ -292,7 +286,8 @@ impl Engine {
         let earlier_life = link.register();
         self.deliveries.share(link.lease_table());
         if let Some(generation) = earlier_life {
-            self.give_back_leases_of(link_slot(&self.link), generation)?;
+            let slot = self.link.as_ref().expect("shared").slot();
+            self.give_back_leases_of(slot, generation)?;
         }
         self.reap_dead_workers(Reap::Always).map(drop)
     }

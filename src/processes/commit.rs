@@ -14,7 +14,7 @@ use std::time::Duration;
 use rustix::thread::futex;
 use std::sync::Arc;
 
-use super::control::{ControlFile, Locked, State};
+use super::control::{ControlFile, State};
 use super::WAKE_ALL;
 use crate::error::{Error, Result};
 use crate::faults::{self, Durable, FaultOp};
@@ -81,13 +81,13 @@ impl SharedCommit {
                 .sync_mutex
                 .try_lock(&state.sync_mending)
                 .map_err(|e| Error::io(self.control.path(), e))?;
-            let Some(locked) = locked else {
+            if locked.is_none() {
                 if state.synced.load(SeqCst) < ticket {
                     sleep(state, seen);
                 }
                 continue;
-            };
-            let led = self.lead(locked, ticket);
+            }
+            let led = self.lead(ticket);
             header.sync_mutex.unlock();
             state.synced_wake.fetch_add(1, SeqCst);
             let sleepers = state.sync_sleepers.load(SeqCst);
@@ -117,12 +117,10 @@ impl SharedCommit {
     }
 
     /// Under the sync mutex: syncs what is dirty unless `ticket` is covered.
-    fn lead(&self, locked: Locked, ticket: u64) -> Result<()> {
+    fn lead(&self, ticket: u64) -> Result<()> {
         let state = self.control.state();
-        if locked == Locked::Clean
-            && state.sync_mending.load(SeqCst) == 0
-            && state.synced.load(SeqCst) >= ticket
-        {
+        // A dead leader is recorded in `sync_mending` by the lock itself.
+        if state.sync_mending.load(SeqCst) == 0 && state.synced.load(SeqCst) >= ticket {
             // Covered by the fsync this caller waited behind.
             return Ok(());
         }

@@ -280,7 +280,20 @@ impl ProcessLink {
 
     /// Wakes every blocked caller of every process.
     pub fn wake_all(&self) {
-        self.waker().wake_all();
+        wake_all(self.state());
+    }
+}
+
+/// Moves the wake-up word and wakes its sleepers, if any (a futex system
+/// call only then).
+fn wake_all(state: &State) {
+    state.wake.fetch_add(1, SeqCst);
+    if state.sleepers.load(SeqCst) > 0 {
+        let _ = rustix::thread::futex::wake(
+            &state.wake,
+            rustix::thread::futex::Flags::empty(),
+            WAKE_ALL,
+        );
     }
 }
 
@@ -300,15 +313,7 @@ impl Waker {
 
     /// Wakes every blocked caller of every process.
     pub fn wake_all(&self) {
-        let state = self.state();
-        state.wake.fetch_add(1, SeqCst);
-        if state.sleepers.load(SeqCst) > 0 {
-            let _ = rustix::thread::futex::wake(
-                &state.wake,
-                rustix::thread::futex::Flags::empty(),
-                WAKE_ALL,
-            );
-        }
+        wake_all(self.state());
     }
 
     /// Sleeps until the wake-up word moves from `seen` (or it already has),
