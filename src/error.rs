@@ -153,6 +153,23 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A job given to a job queue breaks a rule (an id or header name it
+    /// cannot hold, a priority or delay a plain FIFO queue cannot keep, a
+    /// lease from another queue); nothing was written.
+    InvalidJob {
+        /// What is wrong, and what to do instead.
+        reason: String,
+    },
+    /// No job with this id is waiting (ready or scheduled) in the queue.
+    NoSuchJob {
+        /// The id asked for.
+        id: String,
+    },
+    /// The job is leased by a worker now, so it cannot be changed or cancelled.
+    JobLeased {
+        /// The job's id.
+        id: String,
+    },
 }
 
 impl Error {
@@ -299,6 +316,16 @@ impl fmt::Display for Error {
                  exclusive mode, or for workers on several hosts use a database-backed \
                  queue (the PostgreSQL and Redis backends)",
                 path.display()
+            ),
+            Error::InvalidJob { reason } => write!(f, "invalid job: {reason}"),
+            Error::NoSuchJob { id } => write!(
+                f,
+                "no job {id:?} is waiting in the queue; it ran, was cancelled, or never was \
+                 (see the dead letters)"
+            ),
+            Error::JobLeased { id } => write!(
+                f,
+                "job {id:?} is leased by a worker now; wait until it is acked or handed back"
             ),
         }
     }

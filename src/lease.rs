@@ -197,6 +197,16 @@ impl<T> Leased<T> {
         (self.id, self.attempt)
     }
 
+    /// The item, its id and attempt, with the guard spent: the caller
+    /// settles the lease itself, through the queue's [`Lessor`].
+    pub(crate) fn into_parts(mut self) -> (T, u64, u16)
+    where
+        T: Default,
+    {
+        self.settled = true;
+        (std::mem::take(&mut self.item), self.id, self.attempt)
+    }
+
     /// Spends the guard without handing the item back: it was acked.
     pub(crate) fn spend(mut self) {
         self.settled = true;

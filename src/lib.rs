@@ -45,6 +45,7 @@ mod flusher;
 mod format;
 mod inspect;
 mod iter;
+pub mod jobs;
 mod layout;
 mod lease;
 mod lock;

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use crate::codec::{Bincode, Codec, Raw};
 use crate::dead::DeadLetter;
 use crate::deadline::deadline_after;
-use crate::engine::{Engine, OpenMode, PendingRecord};
+use crate::engine::{ById, Engine, OpenMode, PendingRecord};
 use crate::error::{Error, Result};
 use crate::flusher::Flusher;
 use crate::iter::Iter;
@@ -556,7 +556,72 @@ impl<T, C: Codec<T>> DQue<T, C> {
         result
     }
 
-    fn lessor(&self) -> Lessor {
+    /// Leases pending item `id` out of order (see `Engine::lease_id`).
+    pub(crate) fn lease_id(&self, id: u64) -> Result<ById<Leased<T>>> {
+        let found = self.shared.write(|engine| {
+            engine.lease_id(id, self.visibility_timeout, |bytes| self.decode(id, bytes))
+        })?;
+        Ok(match found {
+            ById::Leased(item, lease) => {
+                ById::Leased(Leased::new(self.lessor(), item, id, lease.attempt), lease)
+            }
+            ById::Busy => ById::Busy,
+            ById::Gone => ById::Gone,
+        })
+    }
+
+    /// Appends `items`, each already encoded with the queue's codec, all
+    /// or none (one fsync in Safe); returns the id of the first.
+    pub(crate) fn enqueue_encoded_batch(&self, items: &[Vec<u8>]) -> Result<u64> {
+        let last = self.shared.write_item(|engine| {
+            engine.append_many(items.len(), |i, out| {
+                out.extend_from_slice(&items[i]);
+                Ok(())
+            })
+        })?;
+        Ok(last + 1 - items.len() as u64)
+    }
+
+    /// Appends `bytes`, already encoded with the queue's codec, as one
+    /// item; returns its id.
+    pub(crate) fn enqueue_encoded(&self, bytes: &[u8]) -> Result<u64> {
+        self.shared.write_item(|engine| {
+            engine.append_with(|out| {
+                out.extend_from_slice(bytes);
+                Ok(())
+            })
+        })
+    }
+
+    /// Whether item `id` is in the queue, pending or leased. A read.
+    pub(crate) fn is_unsettled(&self, id: u64) -> Result<bool> {
+        self.shared.read(|engine| Ok(engine.is_unsettled(id)))
+    }
+
+    /// The id the next enqueued item gets. A read.
+    pub(crate) fn end_id(&self) -> Result<u64> {
+        self.shared.read(|engine| Ok(engine.end_id()))
+    }
+
+    /// Puts dead letter `id` back as [`requeue_dead`](Self::requeue_dead)
+    /// does, with its bytes as `rewrite` makes them; returns the new id.
+    pub(crate) fn requeue_dead_with(
+        &self,
+        id: u64,
+        rewrite: impl FnOnce(Vec<u8>) -> Vec<u8>,
+    ) -> Result<u64> {
+        let new_id = self
+            .shared
+            .write_item(|engine| engine.requeue_dead_with(id, rewrite))?;
+        Ok(new_id)
+    }
+
+    /// Shared mode: the futex word every write of every process moves.
+    pub(crate) fn waker(&self) -> Option<crate::processes::Waker> {
+        self.shared.waker()
+    }
+
+    pub(crate) fn lessor(&self) -> Lessor {
         Lessor {
             shared: Arc::clone(&self.shared),
             visibility_timeout: self.visibility_timeout,
@@ -1005,13 +1070,7 @@ impl DQue<Vec<u8>, Raw> {
     ///
     /// As [`enqueue`](Self::enqueue).
     pub fn enqueue_bytes(&self, bytes: &[u8]) -> Result<()> {
-        self.shared.write_item(|engine| {
-            engine.append_with(|out| {
-                out.extend_from_slice(bytes);
-                Ok(())
-            })
-        })?;
-        Ok(())
+        self.enqueue_encoded(bytes).map(drop)
     }
 }
 

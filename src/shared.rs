@@ -256,6 +256,11 @@ impl Shared {
         )
     }
 
+    /// Shared mode: the futex word every write of every process moves.
+    pub fn waker(&self) -> Option<Waker> {
+        self.waker.clone()
+    }
+
     /// Wakes one blocked caller: an item became available without an enqueue.
     pub fn notify_available(&self) {
         self.changed.notify_one();

@@ -26,6 +26,16 @@ impl Engine {
     /// Puts dead letter `id` back at the end of the queue (attempts start
     /// over); returns the item's new id.
     pub fn requeue_dead(&mut self, id: u64) -> Result<u64> {
+        self.requeue_dead_with(id, |payload| payload)
+    }
+
+    /// [`requeue_dead`](Self::requeue_dead), putting back what `rewrite`
+    /// makes of the item's bytes (the jobs layer resets a job's attempts).
+    pub fn requeue_dead_with(
+        &mut self,
+        id: u64,
+        rewrite: impl FnOnce(Vec<u8>) -> Vec<u8>,
+    ) -> Result<u64> {
         let dead = self
             .existing_dead_letters()?
             .ok_or(Error::NotPending { id })?;
@@ -37,7 +47,7 @@ impl Engine {
             }
             ControlFlow::Continue(())
         })?;
-        let payload = payload.ok_or(Error::NotPending { id })??;
+        let payload = rewrite(payload.ok_or(Error::NotPending { id })??);
         dead.check_writable()?;
         // Durable in the queue before the letter is removed, in every mode:
         // a power loss in between leaves the item in both places, never in

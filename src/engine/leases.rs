@@ -8,6 +8,17 @@ use crate::delivery::Lease;
 use crate::error::{Error, Result};
 use crate::format::MarkerType;
 
+/// What [`Engine::lease_id`] found.
+#[derive(Debug)]
+pub enum ById<R> {
+    /// Leased now: what `read` gave, and the lease.
+    Leased(R, Lease),
+    /// Leased by someone else: it may come back.
+    Busy,
+    /// Settled, or never in the queue.
+    Gone,
+}
+
 impl Engine {
     /// Leases the next available record for `timeout`: calls `read` on it,
     /// and if that succeeds counts the attempt on disk; returns what `read`
@@ -115,6 +126,70 @@ impl Engine {
         Ok(())
     }
 
+    /// Leases pending record `id`, out of order, for `timeout`: calls
+    /// `read` on it and returns what it gave with the lease. Unlike
+    /// [`lease_with`](Self::lease_with) it never dead-letters: the caller
+    /// chose the record and decides what its attempts mean.
+    pub fn lease_id<R>(
+        &mut self,
+        id: u64,
+        timeout: Duration,
+        read: impl FnOnce(&[u8]) -> Result<R>,
+    ) -> Result<ById<R>> {
+        self.check_writable()?;
+        self.deliveries.room_for_lease()?;
+        self.expire_leases()?;
+        if self.deliveries.is_leased(id) {
+            return Ok(ById::Busy);
+        }
+        if !self.reach(id)? {
+            return Ok(ById::Gone);
+        }
+        let (segment, index) = self.find(id).expect("reached");
+        if segment.is_settled(index) {
+            return Ok(ById::Gone);
+        }
+        let attempt = segment.attempts(index).saturating_add(1);
+        let item = read(segment.payload(index))?;
+        self.mark(id, MarkerType::Lease)?;
+        let lease = Lease {
+            attempt,
+            expires: saturating_after(Instant::now(), timeout),
+        };
+        self.deliveries.start_lease(id, lease);
+        Ok(ById::Leased(item, lease))
+    }
+
+    /// Whether record `id` is in the queue and not settled (leased counts
+    /// as not settled). A read: segments between the front run and the tail
+    /// hold no markers, so a record there is unsettled without reading it.
+    pub fn is_unsettled(&self, id: u64) -> bool {
+        if id < self.head().header.first_id || id >= self.tail().end_id() {
+            return false;
+        }
+        self.find(id)
+            .is_none_or(|(segment, index)| !segment.is_settled(index))
+    }
+
+    /// The id the next appended record gets.
+    pub fn end_id(&self) -> u64 {
+        self.tail().end_id()
+    }
+
+    /// Maps segments up to the one holding `id`; false if `id` is before
+    /// the head or after the tail.
+    fn reach(&mut self, id: u64) -> Result<bool> {
+        if id < self.head().header.first_id || id >= self.tail().end_id() {
+            return Ok(false);
+        }
+        while self.find(id).is_none() {
+            if !self.extend_front()? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Settles pending record `id`, which no one holds.
     pub fn cancel(&mut self, id: u64) -> Result<()> {
         self.check_writable()?;
@@ -122,11 +197,7 @@ impl Engine {
         if self.deliveries.is_leased(id) {
             return Err(Error::Leased { id });
         }
-        while self.find(id).is_none() && id < self.tail().end_id() {
-            if id < self.head().header.first_id || !self.extend_front()? {
-                break;
-            }
-        }
+        self.reach(id)?;
         match self.find(id) {
             Some((segment, index)) if !segment.is_settled(index) => {}
             _ => return Err(Error::NotPending { id }),

@@ -9,6 +9,7 @@ mod open;
 mod processes;
 
 pub(crate) use browse::PendingRecord;
+pub(crate) use leases::ById;
 pub(crate) use open::prepare_directory;
 use processes::Reap;
 

@@ -1,0 +1,219 @@
+//! A job as one record of a jobs queue: a small header (version, flags,
+//! priority, times, attempts, id, headers) before the body, so the headers
+//! are read without touching the body. Byte table in FORMAT.md, "Jobs".
+
+use crate::codec::Codec;
+use crate::error::CodecError;
+use crate::jobs::clock::{from_unix_ms, unix_ms};
+use crate::jobs::job::Job;
+
+/// The codec id in the config of every queue that holds job envelopes
+/// (the root lane, the other lanes, the schedule): "jobs" in ASCII.
+pub const JOB_CODEC_ID: u32 = u32::from_le_bytes(*b"jobs");
+
+const VERSION: u8 = 1;
+const CALLER_ID: u8 = 1;
+/// Version, flags, priority, enqueued, due, attempts before, id length.
+const FIXED: usize = 1 + 1 + 4 + 8 + 8 + 4 + 1;
+
+/// The codec of job queues: records are envelopes, passed through as
+/// bytes; its id keeps plain `DQue<T>` handles from reading them as items.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct JobRecords;
+
+impl Codec<Vec<u8>> for JobRecords {
+    const ID: u32 = JOB_CODEC_ID;
+
+    fn encode(&self, item: &Vec<u8>, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        out.extend_from_slice(item);
+        Ok(())
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
+        Ok(bytes.to_vec())
+    }
+}
+
+/// A job as stored: the job, when it falls due, and the attempts it had
+/// in records before this one (a job moved by a delayed retry or a
+/// priority change starts a new record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    pub job: Job,
+    /// Unix milliseconds; 0 when it was ready at enqueue.
+    pub due_ms: u64,
+    pub attempts_before: u32,
+}
+
+impl Envelope {
+    /// When the job became (or becomes) ready, in Unix milliseconds.
+    pub fn ready_ms(&self) -> u64 {
+        if self.due_ms == 0 {
+            unix_ms(self.job.enqueued_at)
+        } else {
+            self.due_ms
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let job = &self.job;
+        let headers: usize = job.headers.iter().map(|(n, v)| 5 + n.len() + v.len()).sum();
+        let mut out = Vec::with_capacity(FIXED + job.id.len() + 2 + headers + job.body.len());
+        out.push(VERSION);
+        out.push(if job.caller_id { CALLER_ID } else { 0 });
+        out.extend_from_slice(&job.priority.to_le_bytes());
+        out.extend_from_slice(&unix_ms(job.enqueued_at).to_le_bytes());
+        out.extend_from_slice(&self.due_ms.to_le_bytes());
+        out.extend_from_slice(&self.attempts_before.to_le_bytes());
+        // Lengths were checked when the job was made (ids ≤ 100 bytes,
+        // names ≤ 255); made-up ids are short.
+        out.push(job.id.len() as u8);
+        out.extend_from_slice(job.id.as_bytes());
+        out.extend_from_slice(&(job.headers.len() as u16).to_le_bytes());
+        for (name, value) in &job.headers {
+            out.push(name.len() as u8);
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+            out.extend_from_slice(value.as_bytes());
+        }
+        out.extend_from_slice(&job.body);
+        out
+    }
+
+    /// Reads an envelope; `attempt` of the job is `attempts_before`.
+    pub fn decode(bytes: &[u8]) -> Result<Envelope, CodecError> {
+        let mut r = Reader { bytes, at: 0 };
+        let version = r.u8()?;
+        if version != VERSION {
+            return Err(
+                format!("job envelope version {version}, this build reads {VERSION}").into(),
+            );
+        }
+        let flags = r.u8()?;
+        let priority = i32::from_le_bytes(r.array()?);
+        let enqueued = u64::from_le_bytes(r.array()?);
+        let due_ms = u64::from_le_bytes(r.array()?);
+        let attempts_before = u32::from_le_bytes(r.array()?);
+        let id_len = r.u8()? as usize;
+        let id = r.text(id_len)?;
+        let count = u16::from_le_bytes(r.array()?);
+        let mut headers = Vec::with_capacity(usize::from(count).min(64));
+        for _ in 0..count {
+            let name_len = r.u8()? as usize;
+            let name = r.text(name_len)?;
+            let value_len = u32::from_le_bytes(r.array()?) as usize;
+            headers.push((name, r.text(value_len)?));
+        }
+        let body = bytes[r.at..].to_vec();
+        Ok(Envelope {
+            job: Job {
+                id,
+                body,
+                priority,
+                headers,
+                attempt: attempts_before,
+                enqueued_at: from_unix_ms(enqueued),
+                caller_id: flags & CALLER_ID != 0,
+            },
+            due_ms,
+            attempts_before,
+        })
+    }
+
+    /// The due time alone, read from the fixed part.
+    pub fn due_ms_of(bytes: &[u8]) -> Result<u64, CodecError> {
+        if bytes.len() < FIXED || bytes[0] != VERSION {
+            return Err("not a job envelope".into());
+        }
+        Ok(u64::from_le_bytes(
+            bytes[14..22].try_into().expect("8 bytes"),
+        ))
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], CodecError> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&end| end <= self.bytes.len());
+        let end = end.ok_or_else(|| CodecError::from("job envelope cut short"))?;
+        let taken = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(taken)
+    }
+
+    fn u8(&mut self) -> Result<u8, CodecError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], CodecError> {
+        Ok(self.take(N)?.try_into().expect("N bytes"))
+    }
+
+    fn text(&mut self, n: usize) -> Result<String, CodecError> {
+        String::from_utf8(self.take(n)?.to_vec())
+            .map_err(|_| CodecError::from("job envelope text is not UTF-8"))
+    }
+}
+
+/// Reads a record of a jobs queue as the job it holds (`attempt`: the
+/// attempts of earlier records), for tools that show records.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// use dque::jobs::{job_from_record, EmbeddedJobs, JobQueue, NewJob};
+/// let dir = tempfile::tempdir().unwrap();
+/// let q = EmbeddedJobs::create(dir.path().join("q"))?;
+/// q.enqueue(NewJob::new("body").header("owner", "ops"))?;
+/// q.close()?;
+/// // The queue's root is a queue directory of job records:
+/// let raw = dque::RawQueue::open_encoded_with(dir.path().join("q"), &dque::Options::new())?;
+/// let job = job_from_record(&raw.peek_raw()?.expect("a record"))?;
+/// assert_eq!((job.header("owner"), &job.body[..]), (Some("ops"), &b"body"[..]));
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// A message saying what is wrong with the bytes.
+pub fn job_from_record(bytes: &[u8]) -> Result<Job, CodecError> {
+    Envelope::decode(bytes).map(|envelope| envelope.job)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn an_envelope_reads_back_as_written_and_cut_ones_are_refused() {
+        let envelope = Envelope {
+            job: Job {
+                id: "photo-1".into(),
+                body: b"\x00body\xff".to_vec(),
+                priority: -7,
+                headers: vec![
+                    ("owner".into(), "ops".into()),
+                    ("a_b".into(), String::new()),
+                ],
+                attempt: 2,
+                enqueued_at: UNIX_EPOCH + Duration::from_millis(1_700_000_000_123),
+                caller_id: true,
+            },
+            due_ms: 1_700_000_005_000,
+            attempts_before: 2,
+        };
+        let bytes = envelope.encode();
+        assert_eq!(Envelope::decode(&bytes).unwrap(), envelope);
+        assert_eq!(Envelope::due_ms_of(&bytes).unwrap(), 1_700_000_005_000);
+        for cut in 0..bytes.len() - envelope.job.body.len() {
+            assert!(Envelope::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+}

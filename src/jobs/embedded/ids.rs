@@ -1,0 +1,217 @@
+//! Caller-chosen job ids: one small file per id in `jobs/ids/`, named by
+//! the id in hex, saying where the job's record is. Memory does not grow
+//! with the jobs, every process sees the same files, and creating a file
+//! that must not exist is the one atomic claim between producers.
+//!
+//! A file is only a pointer: an id counts as queued while the record it
+//! names is unsettled, so a file left behind by a crash (the job acked, the
+//! file not yet removed) stands for nothing. A claim, written before the
+//! record exists, names its process: it holds while that process lives.
+
+use std::fs;
+use std::io::{ErrorKind, Write as _};
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+use crate::layout::QueueDir;
+
+/// Where a job's record is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    /// In the lane of this priority, record id.
+    Lane(i32, u64),
+    /// In the schedule, record id.
+    Scheduled(u64),
+}
+
+impl Location {
+    /// The record's id in its queue.
+    pub fn record(self) -> u64 {
+        match self {
+            Location::Lane(_, record) | Location::Scheduled(record) => record,
+        }
+    }
+}
+
+/// What an id file says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Entry {
+    /// A producer is enqueueing it: process id and its start time.
+    Claim(u32, u64),
+    At(Location),
+}
+
+/// The outcome of [`Ids::claim`].
+#[derive(Debug)]
+pub enum Claim {
+    /// This caller holds the id: enqueue, then [`Ids::point`].
+    Mine,
+    /// The id is queued (or being enqueued by another process).
+    Taken,
+}
+
+#[derive(Debug)]
+pub struct Ids {
+    dir: QueueDir,
+    /// Safe durability: id files and the directory are fsynced.
+    sync: bool,
+}
+
+impl Ids {
+    pub fn new(path: PathBuf, sync: bool) -> Self {
+        Ids {
+            dir: QueueDir::new(path),
+            sync,
+        }
+    }
+
+    fn path_of(&self, id: &str) -> PathBuf {
+        let mut name = String::with_capacity(id.len() * 2);
+        for byte in id.bytes() {
+            name.push_str(&format!("{byte:02x}"));
+        }
+        self.dir.path().join(name)
+    }
+
+    /// Claims `id` for an enqueue; `live` says whether a record is unsettled.
+    pub fn claim(&self, id: &str, live: impl Fn(Location) -> Result<bool>) -> Result<Claim> {
+        let path = self.path_of(id);
+        let me = Entry::Claim(std::process::id(), process_start(std::process::id()));
+        loop {
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(mut file) => {
+                    file.write_all(render(me).as_bytes())
+                        .map_err(|e| Error::io(&path, e))?;
+                    return Ok(Claim::Mine);
+                }
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+            let held = match self.read(&path)? {
+                None => continue, // removed in between: try again
+                Some(Entry::At(location)) => live(location)?,
+                Some(Entry::Claim(pid, started)) => process_start(pid) == started && started != 0,
+            };
+            if held {
+                return Ok(Claim::Taken);
+            }
+            // Stale: its job is gone, or its producer died before enqueueing.
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        }
+    }
+
+    /// Gives up a claim (the enqueue failed).
+    pub fn unclaim(&self, id: &str) {
+        let _ = fs::remove_file(self.path_of(id));
+    }
+
+    /// Points `id` at `location` (after the record is written there).
+    pub fn point(&self, id: &str, location: Location) -> Result<()> {
+        let path = self.path_of(id);
+        let temp = path.with_extension("tmp");
+        let write = || -> std::io::Result<()> {
+            let mut file = fs::File::create(&temp)?;
+            file.write_all(render(Entry::At(location)).as_bytes())?;
+            if self.sync {
+                file.sync_data()?;
+            }
+            fs::rename(&temp, &path)
+        };
+        write().map_err(|e| Error::io(&path, e))?;
+        if self.sync {
+            self.dir.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Where `id` points, if its file names a record.
+    pub fn find(&self, id: &str) -> Result<Option<Location>> {
+        Ok(match self.read(&self.path_of(id))? {
+            Some(Entry::At(location)) => Some(location),
+            _ => None,
+        })
+    }
+
+    /// Removes `id`'s file if it still points at `location` (a job that
+    /// ran, died or was cancelled). Best effort: a file left behind is stale.
+    pub fn forget(&self, id: &str, location: Location) {
+        let path = self.path_of(id);
+        if let Ok(Some(Entry::At(at))) = self.read(&path) {
+            if at == location {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+
+    fn read(&self, path: &std::path::Path) -> Result<Option<Entry>> {
+        match fs::read_to_string(path) {
+            Ok(text) => Ok(Some(parse(&text).unwrap_or(Entry::Claim(0, 0)))),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(path, e)),
+        }
+    }
+}
+
+fn render(entry: Entry) -> String {
+    match entry {
+        Entry::Claim(pid, started) => format!("claim {pid} {started}\n"),
+        Entry::At(Location::Lane(priority, record)) => format!("lane {priority} {record}\n"),
+        Entry::At(Location::Scheduled(record)) => format!("scheduled {record}\n"),
+    }
+}
+
+/// Reads an entry; a torn or empty file (a crash while claiming) reads as
+/// `None`, which the caller takes for a dead claim.
+fn parse(text: &str) -> Option<Entry> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    match words.as_slice() {
+        ["claim", pid, started] => Some(Entry::Claim(pid.parse().ok()?, started.parse().ok()?)),
+        ["lane", priority, record] => Some(Entry::At(Location::Lane(
+            priority.parse().ok()?,
+            record.parse().ok()?,
+        ))),
+        ["scheduled", record] => Some(Entry::At(Location::Scheduled(record.parse().ok()?))),
+        _ => None,
+    }
+}
+
+/// When process `pid` started (clock ticks after boot, from
+/// `/proc/PID/stat`), or 0 if there is no such process: a pid reused by
+/// another process has another start time.
+fn process_start(pid: u32) -> u64 {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // The command name may hold spaces: fields are counted after its ')'.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
+        .and_then(|field| field.parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_read_back_and_this_process_has_a_start_time() {
+        for entry in [
+            Entry::Claim(12, 34),
+            Entry::At(Location::Lane(-3, 9)),
+            Entry::At(Location::Scheduled(u64::MAX)),
+        ] {
+            assert_eq!(parse(&render(entry)), Some(entry));
+        }
+        assert_eq!(parse("lane 1"), None);
+        assert_ne!(process_start(std::process::id()), 0);
+        assert_eq!(process_start(u32::MAX), 0);
+    }
+}

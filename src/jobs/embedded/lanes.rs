@@ -1,0 +1,175 @@
+//! Priority lanes: one queue of job records per priority in use. The
+//! root queue directory is the lane of priority 0; the others are made in
+//! `jobs/lanes/` when a job first needs them (and stay). Leasing looks at
+//! the lanes from the smallest priority up, so memory never holds the
+//! ready jobs, only two mapped segments per lane.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use parking_lot::RwLock;
+
+use super::envelope::{JobRecords, JOB_CODEC_ID};
+use crate::error::{Error, Result};
+use crate::options::Options;
+use crate::queue::RawQueue;
+
+/// The lanes open in this handle, and when their directory was listed.
+#[derive(Debug)]
+pub struct Lanes {
+    /// `jobs/lanes/`; `None` for a plain FIFO queue (its root is its only lane).
+    dir: Option<PathBuf>,
+    options: Options,
+    state: RwLock<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    open: BTreeMap<i32, Arc<RawQueue>>,
+    /// The modification time of `dir` when it was last listed: a lane made
+    /// by another process changes it.
+    listed: Option<SystemTime>,
+}
+
+/// The directory name of a lane: sign and ten digits, so that listings sort.
+fn lane_name(priority: i32) -> String {
+    format!("{priority:+011}")
+}
+
+impl Lanes {
+    pub fn new(root: Arc<RawQueue>, dir: Option<PathBuf>, options: Options) -> Self {
+        Lanes {
+            dir,
+            options,
+            state: RwLock::new(State {
+                open: BTreeMap::from([(0, root)]),
+                listed: None,
+            }),
+        }
+    }
+
+    /// The lanes, smallest priority first, after opening any lane another
+    /// process made since the last look.
+    pub fn all(&self) -> Result<Vec<(i32, Arc<RawQueue>)>> {
+        self.refresh()?;
+        Ok(self.known())
+    }
+
+    /// The lanes this handle has open, without looking for new ones.
+    pub fn known(&self) -> Vec<(i32, Arc<RawQueue>)> {
+        let state = self.state.read();
+        state
+            .open
+            .iter()
+            .map(|(&p, q)| (p, Arc::clone(q)))
+            .collect()
+    }
+
+    /// The lane of `priority` if it exists (opened if another process made it).
+    pub fn get(&self, priority: i32) -> Result<Option<Arc<RawQueue>>> {
+        if let Some(lane) = self.state.read().open.get(&priority) {
+            return Ok(Some(Arc::clone(lane)));
+        }
+        self.refresh()?;
+        Ok(self.state.read().open.get(&priority).cloned())
+    }
+
+    /// The lane of `priority`, made if no job had that priority before.
+    pub fn get_or_make(&self, priority: i32) -> Result<Arc<RawQueue>> {
+        if let Some(lane) = self.get(priority)? {
+            return Ok(lane);
+        }
+        let Some(dir) = &self.dir else {
+            return Err(plain_refusal("a priority other than 0"));
+        };
+        let path = dir.join(lane_name(priority));
+        let mut state = self.state.write();
+        if let Some(lane) = state.open.get(&priority) {
+            return Ok(Arc::clone(lane));
+        }
+        let lane = Arc::new(make_part(&path, &self.options)?);
+        state.open.insert(priority, Arc::clone(&lane));
+        Ok(lane)
+    }
+
+    fn refresh(&self) -> Result<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let modified = fs::metadata(dir)
+            .and_then(|m| m.modified())
+            .map_err(|e| Error::io(dir, e))?;
+        if self.state.read().listed == Some(modified) {
+            return Ok(());
+        }
+        let mut found = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+            let entry = entry.map_err(|e| Error::io(dir, e))?;
+            let name = entry.file_name();
+            let Some(priority) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            if priority != 0 && lane_name(priority) == name.to_string_lossy() {
+                found.push(priority);
+            }
+        }
+        let mut state = self.state.write();
+        for priority in found {
+            if let std::collections::btree_map::Entry::Vacant(slot) = state.open.entry(priority) {
+                let lane = open_part(&dir.join(lane_name(priority)), &self.options)?;
+                slot.insert(Arc::new(lane));
+            }
+        }
+        state.listed = Some(modified);
+        Ok(())
+    }
+
+    /// Closes every lane; the first error is returned.
+    pub fn close(&self) -> Result<()> {
+        let mut first = Ok(());
+        for (_, lane) in self.known() {
+            let closed = lane.close();
+            if first.is_ok() {
+                first = closed;
+            }
+        }
+        first
+    }
+}
+
+/// Opens a part of a jobs queue (a lane, the schedule), checking it holds jobs.
+pub fn open_part(path: &Path, options: &Options) -> Result<RawQueue> {
+    let queue = RawQueue::open_encoded_with(path, options)?;
+    if queue.codec_id() != JOB_CODEC_ID {
+        return Err(Error::CodecMismatch {
+            path: path.join(crate::layout::CONFIG_FILE),
+            expected: JOB_CODEC_ID,
+            found: queue.codec_id(),
+        });
+    }
+    Ok(queue)
+}
+
+/// Opens a part of a jobs queue, made first if it does not exist.
+pub fn make_part(path: &Path, options: &Options) -> Result<RawQueue> {
+    match options.create::<Vec<u8>, JobRecords>(path) {
+        Ok(made) => made.close()?,
+        Err(Error::AlreadyExists { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    open_part(path, options)
+}
+
+/// The error for a job a plain FIFO queue cannot hold.
+pub fn plain_refusal(what: &str) -> Error {
+    Error::InvalidJob {
+        reason: format!(
+            "{what} needs a jobs queue, and this is a plain FIFO queue (its records are \
+             bodies only); make a jobs queue in a new directory (EmbeddedJobs::create, or \
+             `dque push --create`) and move the items with `dque pop | dque push`"
+        ),
+    }
+}

@@ -1,0 +1,1047 @@
+//! The Jobs API over queue directories: [`EmbeddedJobs`].
+//!
+//! A jobs queue is a queue directory whose records are job envelopes
+//! (codec [`JOB_CODEC_ID`]): the directory itself is the lane of
+//! priority 0, so `dque verify`, `dump`, `repair` and `salvage` work on it
+//! as on any queue. Beside the segments, `jobs/` holds the rest:
+//!
+//! ```text
+//! QUEUE/               the lane of priority 0 (segments, config, dead/)
+//! QUEUE/jobs/lanes/+0000000005/   the lane of priority 5, made on first use
+//! QUEUE/jobs/scheduled/           jobs waiting for their time
+//! QUEUE/jobs/ids/                 one file per caller-chosen id
+//! QUEUE/jobs/stats/days           the statistics
+//! ```
+//!
+//! Every lane and the schedule is a queue with the handle's options
+//! (durability, shared mode, lease time), so each job operation keeps the
+//! guarantees of the queue it writes to. A job that moves (falls due, is
+//! retried later, changes priority) is written to its new place before it
+//! leaves the old one: a crash in between runs it twice at worst, never
+//! loses it.
+//!
+//! A plain FIFO queue directory (records that are bodies only) opens too:
+//! it serves bodies as jobs of priority 0 with the record id as job id,
+//! and refuses what it cannot keep (priorities, delays, headers, ids).
+
+mod envelope;
+mod ids;
+mod lanes;
+mod schedule;
+mod signal;
+mod stats_file;
+
+use std::collections::BinaryHeap;
+use std::hash::{BuildHasher, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use parking_lot::Mutex;
+
+pub use envelope::{job_from_record, JOB_CODEC_ID};
+
+use self::envelope::{Envelope, JobRecords};
+use self::ids::{Claim, Ids, Location};
+use self::lanes::{make_part, plain_refusal, Lanes};
+use self::schedule::{Due, Schedule};
+use self::signal::Signal;
+use self::stats_file::StatsBook;
+use super::clock::{from_unix_ms, unix_ms, Clock, SystemClock};
+use super::job::{
+    DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, RunAt, WaitState, Waiting,
+};
+use super::stats::{Counts, QueueStats};
+use super::{Backoff, JobQueue};
+use crate::engine::ById;
+use crate::error::{Error, Result};
+use crate::options::Options;
+use crate::queue::RawQueue;
+
+/// Segment size of lanes and the schedule when the options name none:
+/// smaller than a root queue's, as a queue may have many lanes.
+const PART_SEGMENT_BYTES: u32 = 8 << 20;
+
+/// How often a blocked lease looks again at the lanes on its own (a lease
+/// that ended in another lane, say, wakes no one).
+const LEASE_POLL: Duration = Duration::from_millis(100);
+
+/// Options of an [`EmbeddedJobs`]: the queue options of its lanes, and
+/// what only jobs have.
+///
+/// ```
+/// use std::time::Duration;
+/// use dque::jobs::{Backoff, EmbeddedJobs, JobOptions};
+/// use dque::{Durability, Options};
+/// # fn main() -> Result<(), dque::Error> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let queue: EmbeddedJobs = JobOptions::new()
+///     .queue(
+///         Options::new()
+///             .durability(Durability::Safe)
+///             .shared(true)
+///             .visibility_timeout(Duration::from_secs(60))
+///             .max_attempts(3),
+///     )
+///     .backoff(Backoff::new(Duration::from_secs(2), 3.0, Duration::from_secs(600)))
+///     .open_or_create(dir.path().join("mail"))?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct JobOptions {
+    queue: Options,
+    backoff: Backoff,
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for JobOptions {
+    fn default() -> Self {
+        JobOptions {
+            queue: Options::new(),
+            backoff: Backoff::default(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl JobOptions {
+    /// Default options: those of [`Options::new`], [`Backoff::default`],
+    /// the system clock.
+    pub fn new() -> Self {
+        JobOptions::default()
+    }
+
+    /// The options of every queue the jobs are kept in: durability, shared
+    /// mode, segment sizes; the lease time is
+    /// [`Options::visibility_timeout`], and a job's attempts
+    /// [`Options::max_attempts`].
+    #[must_use]
+    pub fn queue(mut self, options: Options) -> Self {
+        self.queue = options;
+        self
+    }
+
+    /// How long a nacked job waits ([`Retry::Backoff`]); default [`Backoff::default`].
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Where due times and statistics read the time (default the system
+    /// clock; a [`ManualClock`](super::ManualClock) in tests).
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Makes a new jobs queue at `path`.
+    ///
+    /// # Errors
+    ///
+    /// As [`DQue::create`](crate::DQue::create).
+    pub fn create(&self, path: impl AsRef<Path>) -> Result<EmbeddedJobs> {
+        let path = path.as_ref();
+        self.queue
+            .create::<Vec<u8>, JobRecords>(path)
+            .and_then(|made| made.close())?;
+        EmbeddedJobs::start(path, self)
+    }
+
+    /// Opens the queue at `path`: a jobs queue, or a plain FIFO queue of
+    /// bodies (see the [module](self) documentation).
+    ///
+    /// # Errors
+    ///
+    /// As [`DQue::open`](crate::DQue::open); `CodecMismatch` for a lane
+    /// that does not hold jobs.
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<EmbeddedJobs> {
+        EmbeddedJobs::start(path.as_ref(), self)
+    }
+
+    /// Opens the queue at `path`, made as a jobs queue if there is none.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open) and [`create`](Self::create).
+    pub fn open_or_create(&self, path: impl AsRef<Path>) -> Result<EmbeddedJobs> {
+        let path = path.as_ref();
+        match self.create(path) {
+            Err(Error::AlreadyExists { .. }) => self.open(path),
+            other => other,
+        }
+    }
+}
+
+/// Which handles exist, so a lease cannot be settled through another one.
+static HANDLES: AtomicUsize = AtomicUsize::new(1);
+
+/// A job queue in a directory: the [`JobQueue`] contract, embedded.
+/// Shared by threads (it is `Sync`), and by processes with
+/// [`Options::shared`].
+///
+/// ```
+/// use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
+/// # fn main() -> Result<(), dque::Error> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+/// queue.enqueue(NewJob::new("a").id("order-1"))?;
+/// assert!(!queue.enqueue(NewJob::new("a").id("order-1"))?.is_added());
+/// let lease = queue.lease()?.expect("a job");
+/// assert_eq!((lease.id.as_str(), lease.attempt), ("order-1", 1));
+/// queue.ack(lease)?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct EmbeddedJobs {
+    name: String,
+    path: PathBuf,
+    handle: usize,
+    lanes: Lanes,
+    /// `None` for a plain FIFO queue, which holds neither.
+    schedule: Option<Schedule>,
+    ids: Option<Ids>,
+    stats: Option<Mutex<StatsBook>>,
+    max_attempts: u32,
+    lease_time: Duration,
+    backoff: Backoff,
+    clock: Arc<dyn Clock>,
+    signal: Signal,
+}
+
+impl EmbeddedJobs {
+    /// Makes a new jobs queue at `path` with default [`JobOptions`].
+    ///
+    /// # Errors
+    ///
+    /// As [`JobOptions::create`].
+    pub fn create(path: impl AsRef<Path>) -> Result<Self> {
+        JobOptions::new().create(path)
+    }
+
+    /// Opens the queue at `path` with default [`JobOptions`].
+    ///
+    /// # Errors
+    ///
+    /// As [`JobOptions::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        JobOptions::new().open(path)
+    }
+
+    /// The queue directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether this is a plain FIFO queue of bodies (no priorities,
+    /// delays, headers or ids).
+    pub fn is_plain(&self) -> bool {
+        self.schedule.is_none()
+    }
+
+    fn start(path: &Path, options: &JobOptions) -> Result<Self> {
+        let root = RawQueue::open_encoded_with(path, &options.queue)?;
+        let plain = root.codec_id() != JOB_CODEC_ID;
+        let signal = Signal::new(root.waker());
+        let root = Arc::new(root);
+        // Lanes and the schedule settle their own leases: the jobs layer
+        // counts a job's attempts across the records it moves through.
+        let mut parts = options.queue.max_attempts(u16::MAX);
+        if parts.segment_bytes.is_none() {
+            parts = parts.segment_bytes(PART_SEGMENT_BYTES);
+        }
+        let jobs = path.join("jobs");
+        let (schedule, ids, stats, lanes_dir) = if plain {
+            (None, None, None, None)
+        } else {
+            let make = |dir: PathBuf| {
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| Error::io(&dir, e))
+                    .map(|()| dir)
+            };
+            let lanes_dir = make(jobs.join("lanes"))?;
+            let ids_dir = make(jobs.join("ids"))?;
+            let stats_dir = make(jobs.join("stats"))?;
+            let schedule = Schedule::new(make_part(&jobs.join("scheduled"), &parts)?);
+            let sync = options.queue.durability == crate::Durability::Safe;
+            (
+                Some(schedule),
+                Some(Ids::new(ids_dir, sync)),
+                Some(Mutex::new(StatsBook::new(stats_dir))),
+                Some(lanes_dir),
+            )
+        };
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        Ok(EmbeddedJobs {
+            name,
+            path: path.to_path_buf(),
+            handle: HANDLES.fetch_add(1, Ordering::Relaxed),
+            lanes: Lanes::new(root, lanes_dir, parts),
+            schedule,
+            ids,
+            stats,
+            max_attempts: u32::from(options.queue.max_attempts.max(1)),
+            lease_time: options.queue.visibility_timeout,
+            backoff: options.backoff,
+            clock: Arc::clone(&options.clock),
+            signal,
+        })
+    }
+
+    fn now(&self) -> SystemTime {
+        self.clock.now()
+    }
+
+    /// Adds to today's statistics (nothing for a plain queue).
+    fn record_stats(&self, now: SystemTime, add: impl FnOnce(&mut super::DayStats)) {
+        if let Some(stats) = &self.stats {
+            let mut book = stats.lock();
+            add(book.day(now));
+            // Statistics never fail a job call; a write that fails is
+            // tried again at the next flush.
+            let _ = book.flush_if_due();
+        }
+    }
+
+    /// Moves every scheduled job due now into its lane.
+    fn promote_due(&self, now: SystemTime) -> Result<()> {
+        let Some(schedule) = &self.schedule else {
+            return Ok(());
+        };
+        schedule.catch_up()?;
+        let now_ms = unix_ms(now);
+        let retry_ms = u64::try_from(self.lease_time.as_millis()).unwrap_or(u64::MAX);
+        let mut moved = false;
+        while let Due::Taken(leased) = schedule.take_due(now_ms, retry_ms)? {
+            let (bytes, record, attempt) = leased.into_parts();
+            let lessor = schedule.queue.lessor();
+            let envelope = match Envelope::decode(&bytes) {
+                Ok(envelope) => envelope,
+                Err(e) => {
+                    lessor.fail(record, attempt, &format!("not a job envelope: {e}"))?;
+                    continue;
+                }
+            };
+            let priority = envelope.job.priority;
+            let placed = self
+                .lanes
+                .get_or_make(priority)
+                .and_then(|lane| lane.enqueue_encoded(&bytes));
+            let lane_record = match placed {
+                Ok(lane_record) => lane_record,
+                Err(e) => {
+                    let _ = lessor.release(record, attempt);
+                    schedule.note(envelope.due_ms, record);
+                    return Err(e);
+                }
+            };
+            self.point(&envelope.job, Location::Lane(priority, lane_record));
+            lessor.ack(record, attempt)?;
+            moved = true;
+        }
+        if moved {
+            self.signal.notify();
+        }
+        Ok(())
+    }
+
+    /// Points a caller-chosen id at its job's new place (best effort: a
+    /// pointer that fails to move leaves the old one, which stands for
+    /// nothing once that record is settled).
+    fn point(&self, job: &Job, location: Location) {
+        if let (true, Some(ids)) = (job.caller_id, &self.ids) {
+            let _ = ids.point(&job.id, location);
+        }
+    }
+
+    fn forget(&self, job: &Job, location: Location) {
+        if let (true, Some(ids)) = (job.caller_id, &self.ids) {
+            ids.forget(&job.id, location);
+        }
+    }
+
+    /// Whether the record at `location` is unsettled.
+    fn is_live(&self, location: Location) -> Result<bool> {
+        match location {
+            Location::Lane(priority, record) => match self.lanes.get(priority)? {
+                Some(lane) => lane.is_unsettled(record),
+                None => Ok(false),
+            },
+            Location::Scheduled(record) => match &self.schedule {
+                Some(schedule) => schedule.queue.is_unsettled(record),
+                None => Ok(false),
+            },
+        }
+    }
+
+    /// The job a lane record holds, for a lease of attempt `lane_attempt`.
+    fn job_of(&self, bytes: Vec<u8>, record: u64, lane_attempt: u16) -> Result<Envelope> {
+        if self.is_plain() {
+            return Ok(Envelope {
+                job: Job {
+                    id: record.to_string(),
+                    body: bytes,
+                    priority: 0,
+                    headers: Vec::new(),
+                    attempt: u32::from(lane_attempt),
+                    enqueued_at: SystemTime::UNIX_EPOCH,
+                    caller_id: false,
+                },
+                due_ms: 0,
+                attempts_before: 0,
+            });
+        }
+        let mut envelope =
+            Envelope::decode(&bytes).map_err(|source| Error::Decode { id: record, source })?;
+        envelope.job.attempt = envelope.attempts_before + u32::from(lane_attempt);
+        Ok(envelope)
+    }
+
+    /// Leases the first ready job, without waiting.
+    fn lease_now(&self) -> Result<Option<JobLease>> {
+        let now = self.now();
+        self.promote_due(now)?;
+        for (priority, lane) in self.lanes.all()? {
+            while let Some(leased) = lane.lease()? {
+                let (bytes, record, lane_attempt) = leased.into_parts();
+                let lessor = lane.lessor();
+                let envelope = match self.job_of(bytes, record, lane_attempt) {
+                    Ok(envelope) => envelope,
+                    Err(e) => {
+                        let reason = format!("not a job envelope: {e}");
+                        lessor.fail(record, lane_attempt, &reason)?;
+                        self.record_stats(now, |day| day.record_failure(&reason));
+                        continue;
+                    }
+                };
+                let job = envelope.job.clone();
+                if job.attempt > self.max_attempts {
+                    // Leased that often by workers that never came back.
+                    let reason = format!(
+                        "attempts used up: {} attempts, the last ones never ended",
+                        job.attempt - 1
+                    );
+                    lessor.fail(record, lane_attempt, &reason)?;
+                    self.record_stats(now, |day| day.record_failure(&reason));
+                    self.forget(&job, Location::Lane(priority, record));
+                    continue;
+                }
+                if job.attempt == 1 && !self.is_plain() {
+                    let waited = now
+                        .duration_since(from_unix_ms(envelope.ready_ms()))
+                        .unwrap_or_default();
+                    self.record_stats(now, |day| day.wait.record(waited));
+                }
+                return Ok(Some(JobLease {
+                    job,
+                    token: LeaseToken {
+                        part: i64::from(priority),
+                        record,
+                        attempt: u32::from(lane_attempt),
+                        queue: self.handle,
+                        leased_ms: unix_ms(now),
+                    },
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The lane a lease was taken from, checking the lease is this handle's.
+    fn lane_of(&self, lease: &JobLease) -> Result<(i32, Arc<RawQueue>)> {
+        let token = &lease.token;
+        let priority = i32::try_from(token.part).ok();
+        let lane = match priority {
+            Some(priority) if token.queue == self.handle => self.lanes.get(priority)?,
+            _ => None,
+        };
+        match (priority, lane) {
+            (Some(priority), Some(lane)) => Ok((priority, lane)),
+            _ => Err(Error::InvalidJob {
+                reason: format!(
+                    "the lease of job {:?} was taken from another queue handle; settle it there",
+                    lease.job.id
+                ),
+            }),
+        }
+    }
+
+    fn lane_attempt(lease: &JobLease) -> u16 {
+        u16::try_from(lease.token.attempt).unwrap_or(u16::MAX)
+    }
+
+    /// Dead-letters a leased job with `reason`.
+    fn fail_lease(&self, lease: JobLease, reason: &str) -> Result<()> {
+        let (priority, lane) = self.lane_of(&lease)?;
+        let record = lease.token.record;
+        lane.lessor()
+            .fail(record, Self::lane_attempt(&lease), reason)?;
+        self.record_stats(self.now(), |day| day.record_failure(reason));
+        self.forget(&lease.job, Location::Lane(priority, record));
+        Ok(())
+    }
+
+    /// Where waiting job `id` is.
+    fn locate(&self, id: &str) -> Result<Location> {
+        if self.is_plain() {
+            let record = id.parse().map_err(|_| no_such_job(id))?;
+            return match self.is_live(Location::Lane(0, record))? {
+                true => Ok(Location::Lane(0, record)),
+                false => Err(no_such_job(id)),
+            };
+        }
+        if let Some(location) = self
+            .ids
+            .as_ref()
+            .map(|ids| ids.find(id))
+            .transpose()?
+            .flatten()
+        {
+            if self.is_live(location)? {
+                return Ok(location);
+            }
+        }
+        // A made-up id has no file: look through the jobs.
+        for (priority, lane) in self.lanes.all()? {
+            for pending in lane.iter() {
+                let pending = pending?;
+                if Envelope::decode(&pending.item).is_ok_and(|e| e.job.id == id) {
+                    return Ok(Location::Lane(priority, pending.id));
+                }
+            }
+        }
+        if let Some(schedule) = &self.schedule {
+            for pending in schedule.queue.iter() {
+                let pending = pending?;
+                if Envelope::decode(&pending.item).is_ok_and(|e| e.job.id == id) {
+                    return Ok(Location::Scheduled(pending.id));
+                }
+            }
+        }
+        Err(no_such_job(id))
+    }
+
+    /// The queue holding `location`.
+    fn part(&self, location: Location) -> Result<Option<Arc<RawQueue>>> {
+        Ok(match location {
+            Location::Lane(priority, _) => self.lanes.get(priority)?,
+            Location::Scheduled(_) => self.schedule.as_ref().map(|s| Arc::clone(&s.queue)),
+        })
+    }
+
+    /// Leases the waiting record of job `id` at `location`, to move it:
+    /// the queue, the envelope, the record and the lease's attempt.
+    fn take_waiting(&self, id: &str, location: Location) -> Result<Taken> {
+        let queue = self.part(location)?.ok_or_else(|| no_such_job(id))?;
+        let record = location.record();
+        match queue.lease_id(record)? {
+            ById::Leased(leased, _) => {
+                let (bytes, _, attempt) = leased.into_parts();
+                match Envelope::decode(&bytes) {
+                    Ok(mut envelope) => {
+                        // The lease taken to move it is not an attempt.
+                        envelope.attempts_before += u32::from(attempt - 1);
+                        Ok(Taken {
+                            queue,
+                            envelope,
+                            record,
+                            attempt,
+                        })
+                    }
+                    Err(source) => {
+                        let _ = queue.lessor().release(record, attempt);
+                        Err(Error::Decode { id: record, source })
+                    }
+                }
+            }
+            ById::Busy => Err(Error::JobLeased { id: id.to_owned() }),
+            ById::Gone => Err(no_such_job(id)),
+        }
+    }
+
+    /// Writes `envelope` where it belongs now (its lane, or the schedule
+    /// if `due_ms` is set); returns where.
+    fn place(&self, envelope: &Envelope) -> Result<Location> {
+        let bytes = envelope.encode();
+        if envelope.due_ms > 0 && envelope.due_ms > unix_ms(self.now()) {
+            let schedule = self
+                .schedule
+                .as_ref()
+                .ok_or_else(|| plain_refusal("a delay"))?;
+            let record = schedule.queue.enqueue_encoded(&bytes)?;
+            schedule.note(envelope.due_ms, record);
+            return Ok(Location::Scheduled(record));
+        }
+        let priority = envelope.job.priority;
+        let record = self.lanes.get_or_make(priority)?.enqueue_encoded(&bytes)?;
+        Ok(Location::Lane(priority, record))
+    }
+
+    /// Moves a taken job to where `envelope` (changed) says, then ends its
+    /// old record; on failure it stays where it was.
+    fn move_taken(&self, taken: Taken, envelope: &Envelope) -> Result<()> {
+        let lessor = taken.queue.lessor();
+        let location = match self.place(envelope) {
+            Ok(location) => location,
+            Err(e) => {
+                let _ = lessor.release(taken.record, taken.attempt);
+                return Err(e);
+            }
+        };
+        self.point(&envelope.job, location);
+        lessor.ack(taken.record, taken.attempt)?;
+        self.signal.notify();
+        Ok(())
+    }
+
+    fn make_id() -> String {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let mut id = String::with_capacity(32);
+        for _ in 0..2 {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_usize(COUNTER.fetch_add(1, Ordering::Relaxed));
+            hasher.write_u32(std::process::id());
+            hasher.write_u128(
+                SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos()),
+            );
+            id.push_str(&format!("{:016x}", hasher.finish()));
+        }
+        id
+    }
+}
+
+/// A waiting job leased to be moved.
+struct Taken {
+    queue: Arc<RawQueue>,
+    envelope: Envelope,
+    record: u64,
+    attempt: u16,
+}
+
+fn no_such_job(id: &str) -> Error {
+    Error::NoSuchJob { id: id.to_owned() }
+}
+
+impl EmbeddedJobs {
+    /// Checks a new job against what this queue can keep.
+    fn check_new(&self, job: &NewJob) -> Result<()> {
+        job.check()?;
+        if self.is_plain() {
+            let refused = if job.priority != 0 {
+                Some("a priority other than 0")
+            } else if job.run_at != RunAt::Now {
+                Some("a delay")
+            } else if !job.headers.is_empty() {
+                Some("a header")
+            } else if job.id.is_some() {
+                Some("a caller-chosen id")
+            } else {
+                None
+            };
+            if let Some(what) = refused {
+                return Err(plain_refusal(what));
+            }
+        }
+        Ok(())
+    }
+
+    /// The envelope of a new job enqueued at `now`.
+    fn envelope_of(job: NewJob, now: SystemTime) -> Envelope {
+        let ready_at = job.ready_at(now);
+        let caller_id = job.id.is_some();
+        Envelope {
+            job: Job {
+                id: job.id.unwrap_or_else(Self::make_id),
+                body: job.body,
+                priority: job.priority,
+                headers: job.headers,
+                attempt: 0,
+                enqueued_at: now,
+                caller_id,
+            },
+            due_ms: if ready_at > now { unix_ms(ready_at) } else { 0 },
+            attempts_before: 0,
+        }
+    }
+
+    /// Enqueues one checked job.
+    fn enqueue_one(&self, job: NewJob, now: SystemTime) -> Result<Enqueued> {
+        if self.is_plain() {
+            let root = self.lanes.get(0)?.expect("the root lane");
+            let record = root.enqueue_encoded(&job.body)?;
+            return Ok(Enqueued::Added(record.to_string()));
+        }
+        let envelope = Self::envelope_of(job, now);
+        let id = envelope.job.id.clone();
+        let ids = self.ids.as_ref().expect("a jobs queue keeps ids");
+        if envelope.job.caller_id {
+            if let Claim::Taken = ids.claim(&id, |at| self.is_live(at))? {
+                return Ok(Enqueued::AlreadyQueued(id));
+            }
+        }
+        match self.place(&envelope) {
+            Ok(location) => {
+                self.point(&envelope.job, location);
+                Ok(Enqueued::Added(id))
+            }
+            Err(e) => {
+                if envelope.job.caller_id {
+                    ids.unclaim(&id);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Enqueues checked jobs without caller ids, each group of one lane
+    /// (or of the schedule) with one write.
+    fn enqueue_grouped(&self, jobs: Vec<NewJob>, now: SystemTime) -> Result<Vec<Enqueued>> {
+        let envelopes: Vec<Envelope> = jobs
+            .into_iter()
+            .map(|job| Self::envelope_of(job, now))
+            .collect();
+        let mut groups: std::collections::BTreeMap<Option<i32>, Vec<usize>> = Default::default();
+        for (at, envelope) in envelopes.iter().enumerate() {
+            let lane = (envelope.due_ms == 0).then_some(envelope.job.priority);
+            groups.entry(lane).or_default().push(at);
+        }
+        for (lane, members) in groups {
+            let bytes: Vec<Vec<u8>> = members.iter().map(|&at| envelopes[at].encode()).collect();
+            match lane {
+                Some(priority) => {
+                    self.lanes
+                        .get_or_make(priority)?
+                        .enqueue_encoded_batch(&bytes)?;
+                }
+                None => {
+                    let schedule = self.schedule.as_ref().expect("checked: a jobs queue");
+                    let first = schedule.queue.enqueue_encoded_batch(&bytes)?;
+                    for (offset, &at) in members.iter().enumerate() {
+                        schedule.note(envelopes[at].due_ms, first + offset as u64);
+                    }
+                }
+            }
+        }
+        Ok(envelopes
+            .into_iter()
+            .map(|envelope| Enqueued::Added(envelope.job.id))
+            .collect())
+    }
+}
+
+impl JobQueue for EmbeddedJobs {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn enqueue(&self, job: NewJob) -> Result<Enqueued> {
+        self.check_new(&job)?;
+        let now = self.now();
+        // Due jobs first, so that equal priorities keep the order in
+        // which jobs became ready.
+        self.promote_due(now)?;
+        let enqueued = self.enqueue_one(job, now)?;
+        self.signal.notify();
+        Ok(enqueued)
+    }
+
+    fn enqueue_batch(&self, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        for job in &jobs {
+            self.check_new(job)?;
+        }
+        let now = self.now();
+        self.promote_due(now)?;
+        let enqueued = if self.is_plain() || jobs.iter().any(|job| job.id.is_some()) {
+            jobs.into_iter()
+                .map(|job| self.enqueue_one(job, now))
+                .collect::<Result<_>>()?
+        } else {
+            self.enqueue_grouped(jobs, now)?
+        };
+        self.signal.notify();
+        Ok(enqueued)
+    }
+
+    fn lease(&self) -> Result<Option<JobLease>> {
+        self.lease_now()
+    }
+
+    fn lease_timeout(&self, wait: Duration) -> Result<Option<JobLease>> {
+        let deadline = Instant::now().checked_add(wait);
+        loop {
+            let seen = self.signal.observe();
+            if let Some(lease) = self.lease_now()? {
+                return Ok(Some(lease));
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            let mut until = now + LEASE_POLL;
+            if let Some(d) = deadline {
+                until = until.min(d);
+            }
+            if let Some(due) = self.schedule.as_ref().and_then(Schedule::next_due) {
+                let left = due.saturating_sub(unix_ms(self.now()));
+                until = until.min(now + Duration::from_millis(left));
+            }
+            self.signal.wait(seen, until);
+        }
+    }
+
+    fn ack(&self, lease: JobLease) -> Result<()> {
+        let (priority, lane) = self.lane_of(&lease)?;
+        let record = lease.token.record;
+        lane.lessor().ack(record, Self::lane_attempt(&lease))?;
+        let now = self.now();
+        let ran = now
+            .duration_since(from_unix_ms(lease.token.leased_ms))
+            .unwrap_or_default();
+        self.record_stats(now, |day| day.run.record(ran));
+        self.forget(&lease.job, Location::Lane(priority, record));
+        Ok(())
+    }
+
+    fn nack(&self, lease: JobLease, retry: Retry, reason: &str) -> Result<Nacked> {
+        let (_, lane) = self.lane_of(&lease)?;
+        if lease.job.attempt >= self.max_attempts {
+            let attempts = lease.job.attempt;
+            self.fail_lease(lease, &format!("{reason} (attempts used up: {attempts})"))?;
+            return Ok(Nacked::Dead);
+        }
+        let delay = match retry {
+            Retry::Backoff => self.backoff.delay(lease.job.attempt),
+            Retry::After(delay) => delay,
+        };
+        let now = self.now();
+        let lessor = lane.lessor();
+        let (record, attempt) = (lease.token.record, Self::lane_attempt(&lease));
+        if delay.is_zero() || self.is_plain() {
+            // Back at its place in its lane, this attempt counted.
+            lessor.nack(record, attempt)?;
+            self.record_stats(now, |day| day.retries += 1);
+            self.signal.notify();
+            return Ok(Nacked::Retrying { at: now });
+        }
+        // Still held (else another worker may have it): then moved to the
+        // schedule before its record here is ended.
+        lessor.touch(record, attempt)?;
+        let at = now.checked_add(delay).unwrap_or(now);
+        let envelope = Envelope {
+            attempts_before: lease.job.attempt,
+            due_ms: unix_ms(at).max(1),
+            job: lease.job,
+        };
+        let location = self.place(&envelope)?;
+        self.point(&envelope.job, location);
+        lessor.ack(record, attempt)?;
+        self.record_stats(now, |day| day.retries += 1);
+        self.signal.notify();
+        Ok(Nacked::Retrying { at })
+    }
+
+    fn release(&self, lease: JobLease) -> Result<()> {
+        let (_, lane) = self.lane_of(&lease)?;
+        lane.lessor()
+            .release(lease.token.record, Self::lane_attempt(&lease))?;
+        self.signal.notify();
+        Ok(())
+    }
+
+    fn touch(&self, lease: &JobLease) -> Result<()> {
+        let (_, lane) = self.lane_of(lease)?;
+        lane.lessor()
+            .touch(lease.token.record, Self::lane_attempt(lease))
+    }
+
+    fn fail(&self, lease: JobLease, reason: &str) -> Result<()> {
+        self.fail_lease(lease, reason)
+    }
+
+    fn set_priority(&self, id: &str, priority: i32) -> Result<()> {
+        if self.is_plain() {
+            return Err(plain_refusal("a priority other than 0"));
+        }
+        self.promote_due(self.now())?;
+        let location = self.locate(id)?;
+        if matches!(location, Location::Lane(p, _) if p == priority) {
+            return Ok(());
+        }
+        let taken = self.take_waiting(id, location)?;
+        let mut envelope = taken.envelope.clone();
+        envelope.job.priority = priority;
+        self.move_taken(taken, &envelope)
+    }
+
+    fn cancel(&self, id: &str) -> Result<()> {
+        self.promote_due(self.now())?;
+        let location = self.locate(id)?;
+        let queue = self.part(location)?.ok_or_else(|| no_such_job(id))?;
+        match queue.cancel(location.record()) {
+            Ok(()) => {}
+            Err(Error::Leased { .. }) => return Err(Error::JobLeased { id: id.to_owned() }),
+            Err(Error::NotPending { .. }) => return Err(no_such_job(id)),
+            Err(e) => return Err(e),
+        }
+        if let Some(ids) = &self.ids {
+            ids.forget(id, location);
+        }
+        Ok(())
+    }
+
+    fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
+        let mut found = Vec::new();
+        for (_, lane) in self.lanes.all()? {
+            for pending in lane.iter() {
+                if found.len() >= max {
+                    return Ok(found);
+                }
+                let pending = pending?;
+                let mut envelope = self.job_of(pending.item, pending.id, pending.attempts)?;
+                envelope.job.attempt = envelope.attempts_before + u32::from(pending.attempts);
+                let state = if pending.leased {
+                    WaitState::Leased
+                } else {
+                    WaitState::Ready
+                };
+                found.push(Waiting {
+                    job: envelope.job,
+                    state,
+                });
+            }
+        }
+        let Some(schedule) = &self.schedule else {
+            return Ok(found);
+        };
+        // The `room` soonest due, kept in a heap of that size.
+        let room = max - found.len();
+        let mut soonest: BinaryHeap<(u64, u64, Vec<u8>)> = BinaryHeap::new();
+        for pending in schedule.queue.iter() {
+            let pending = pending?;
+            let due = Envelope::due_ms_of(&pending.item).unwrap_or(0);
+            if room > 0
+                && (soonest.len() < room
+                    || soonest
+                        .peek()
+                        .is_some_and(|top| (due, pending.id) < (top.0, top.1)))
+            {
+                soonest.push((due, pending.id, pending.item));
+                if soonest.len() > room {
+                    soonest.pop();
+                }
+            }
+        }
+        for (due, record, bytes) in soonest.into_sorted_vec() {
+            let envelope =
+                Envelope::decode(&bytes).map_err(|source| Error::Decode { id: record, source })?;
+            found.push(Waiting {
+                job: envelope.job,
+                state: WaitState::Scheduled(from_unix_ms(due)),
+            });
+        }
+        Ok(found)
+    }
+
+    fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {
+        let mut found = Vec::new();
+        for (_, lane) in self.lanes.all()? {
+            for letter in lane.dead_letters()? {
+                if found.len() >= max {
+                    return Ok(found);
+                }
+                let envelope = self.job_of(letter.payload, letter.original_id, letter.attempts)?;
+                found.push(DeadJob {
+                    job: envelope.job,
+                    reason: letter.reason,
+                });
+            }
+        }
+        Ok(found)
+    }
+
+    fn requeue_dead(&self, id: &str) -> Result<()> {
+        for (priority, lane) in self.lanes.all()? {
+            for letter in lane.dead_letters()? {
+                let envelope =
+                    self.job_of(letter.payload.clone(), letter.original_id, letter.attempts)?;
+                if envelope.job.id != id {
+                    continue;
+                }
+                if envelope.job.caller_id {
+                    let ids = self.ids.as_ref().expect("a jobs queue keeps ids");
+                    if let Claim::Taken = ids.claim(id, |at| self.is_live(at))? {
+                        return Err(Error::InvalidJob {
+                            reason: format!("a job with id {id:?} is queued again already"),
+                        });
+                    }
+                }
+                let plain = self.is_plain();
+                let record = lane.requeue_dead_with(letter.id, |bytes| {
+                    if plain {
+                        return bytes;
+                    }
+                    // Its attempts start over.
+                    Envelope::decode(&bytes).map_or(bytes, |mut envelope| {
+                        envelope.attempts_before = 0;
+                        envelope.encode()
+                    })
+                })?;
+                self.point(&envelope.job, Location::Lane(priority, record));
+                self.signal.notify();
+                return Ok(());
+            }
+        }
+        Err(no_such_job(id))
+    }
+
+    fn counts(&self) -> Result<Counts> {
+        let mut counts = Counts::default();
+        for (_, lane) in self.lanes.all()? {
+            let leased = lane.leased_len() as u64;
+            counts.leased += leased;
+            counts.ready += (lane.len() as u64).saturating_sub(leased);
+            counts.dead += lane.dead_letters()?.len() as u64;
+        }
+        if let Some(schedule) = &self.schedule {
+            counts.scheduled = schedule.queue.len() as u64;
+        }
+        Ok(counts)
+    }
+
+    fn stats(&self) -> Result<QueueStats> {
+        let days = match &self.stats {
+            Some(stats) => stats.lock().days()?,
+            None => Vec::new(),
+        };
+        Ok(QueueStats {
+            queue: self.name.clone(),
+            counts: self.counts()?,
+            days,
+        })
+    }
+
+    fn close(&self) -> Result<()> {
+        let flushed = match &self.stats {
+            Some(stats) => stats.lock().flush(),
+            None => Ok(()),
+        };
+        let lanes = self.lanes.close();
+        let schedule = self.schedule.as_ref().map_or(Ok(()), |s| s.queue.close());
+        lanes.and(schedule).and(flushed)
+    }
+}
+
+impl Drop for EmbeddedJobs {
+    fn drop(&mut self) {
+        if let Some(stats) = &self.stats {
+            let _ = stats.lock().flush();
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Scheduled jobs: a queue of job records in `jobs/scheduled/`, in the
+//! order they were scheduled, and in memory an index of (due time, record)
+//! for every one of them (about 40 bytes a job). Each handle indexes the
+//! records other processes add as it sees them. A job falling due is
+//! moved to its lane under a lease on its schedule record, so two
+//! processes never both move it and a crash in between leaves it where it
+//! was (moved again, at worst: at least once).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::envelope::Envelope;
+use crate::engine::ById;
+use crate::error::Result;
+use crate::lease::Leased;
+use crate::queue::RawQueue;
+
+#[derive(Debug)]
+pub struct Schedule {
+    pub queue: Arc<RawQueue>,
+    index: Mutex<Index>,
+}
+
+#[derive(Debug, Default)]
+struct Index {
+    /// (due, record) of every scheduled record this handle knows of.
+    due: BTreeSet<(u64, u64)>,
+    /// Records from this id on are not indexed yet.
+    seen_to: u64,
+}
+
+/// What [`Schedule::take_due`] found.
+pub enum Due {
+    /// Nothing due now.
+    None,
+    /// A due record, leased to this caller: move it, then ack the lease.
+    Taken(Leased<Vec<u8>>),
+}
+
+impl Schedule {
+    pub fn new(queue: RawQueue) -> Self {
+        Schedule {
+            queue: Arc::new(queue),
+            index: Mutex::new(Index::default()),
+        }
+    }
+
+    /// Adds record `record`, due at `due_ms`, to the index.
+    pub fn note(&self, due_ms: u64, record: u64) {
+        self.index.lock().due.insert((due_ms, record));
+    }
+
+    /// When the next indexed record falls due.
+    pub fn next_due(&self) -> Option<u64> {
+        self.index.lock().due.first().map(|&(due, _)| due)
+    }
+
+    /// Indexes the records added since the last look (by any process).
+    pub fn catch_up(&self) -> Result<()> {
+        let end = self.queue.end_id()?;
+        let mut index = self.index.lock();
+        let mut from = index.seen_to;
+        while from < end {
+            let chunk = self.queue.pending_chunk(from)?;
+            let Some(last) = chunk.last() else {
+                break;
+            };
+            from = last.id + 1;
+            for record in chunk {
+                // A record that is not an envelope is left for `waiting`
+                // and `dque verify` to show; it never falls due.
+                if let Ok(due) = Envelope::due_ms_of(&record.payload) {
+                    index.due.insert((due, record.id));
+                }
+            }
+        }
+        index.seen_to = index.seen_to.max(end).max(from);
+        Ok(())
+    }
+
+    /// Leases the first record due at `now_ms`, skipping records that are
+    /// gone; one another caller holds is looked at again `retry_ms` later.
+    pub fn take_due(&self, now_ms: u64, retry_ms: u64) -> Result<Due> {
+        loop {
+            let (due, record) = {
+                let mut index = self.index.lock();
+                match index.due.first().copied() {
+                    Some(first) if first.0 <= now_ms => {
+                        index.due.remove(&first);
+                        first
+                    }
+                    _ => return Ok(Due::None),
+                }
+            };
+            match self.queue.lease_id(record) {
+                Ok(ById::Leased(leased, _)) => return Ok(Due::Taken(leased)),
+                Ok(ById::Busy) => self.note(now_ms.saturating_add(retry_ms), record),
+                Ok(ById::Gone) => {}
+                Err(e) => {
+                    self.note(due, record);
+                    return Err(e);
+                }
+            }
+        }
+    }
+}

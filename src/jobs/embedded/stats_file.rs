@@ -1,0 +1,254 @@
+//! Statistics kept on disk: `jobs/stats/days`, one text file for all days
+//! (the last [`KEPT_DAYS`]). Each handle adds up what it saw in memory
+//! and merges it in under a file lock at most once a second and when it
+//! closes: statistics cost no write per job, and a crash loses at most
+//! the last second's.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::{self, File};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::error::{Error, Result};
+use crate::jobs::clock::unix_ms;
+use crate::jobs::stats::{DayStats, Histogram, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS};
+
+/// Days kept on record.
+pub const KEPT_DAYS: u64 = 30;
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+const FIRST_LINE: &str = "dque-job-stats 1";
+
+/// What this handle saw since it last merged into the file.
+#[derive(Debug)]
+pub struct StatsBook {
+    dir: PathBuf,
+    pending: BTreeMap<u64, DayStats>,
+    flushed_at: Instant,
+}
+
+/// The first second of the UTC day holding `time`.
+pub fn day_of(time: SystemTime) -> u64 {
+    let seconds = unix_ms(time) / 1_000;
+    seconds - seconds % DAY_SECONDS
+}
+
+impl StatsBook {
+    pub fn new(dir: PathBuf) -> Self {
+        StatsBook {
+            dir,
+            pending: BTreeMap::new(),
+            flushed_at: Instant::now(),
+        }
+    }
+
+    /// The record of the day holding `time`, to add to.
+    pub fn day(&mut self, time: SystemTime) -> &mut DayStats {
+        let day = day_of(time);
+        self.pending
+            .entry(day)
+            .or_insert_with(|| DayStats::new(day))
+    }
+
+    /// Merges into the file if a second has passed since the last time.
+    pub fn flush_if_due(&mut self) -> Result<()> {
+        if self.flushed_at.elapsed() >= FLUSH_EVERY {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Merges what this handle saw into the file (under its lock).
+    pub fn flush(&mut self) -> Result<()> {
+        self.flushed_at = Instant::now();
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let lock = lock_file(&self.dir)?;
+        let mut days = read_days(&self.dir)?;
+        for (day, stats) in std::mem::take(&mut self.pending) {
+            days.entry(day)
+                .or_insert_with(|| DayStats::new(day))
+                .merge(&stats);
+        }
+        if let Some(&newest) = days.keys().next_back() {
+            days.retain(|&day, _| day + KEPT_DAYS * DAY_SECONDS > newest);
+        }
+        let written = write_days(&self.dir, &days);
+        drop(lock);
+        written
+    }
+
+    /// The days on record, with what this handle has not merged yet.
+    pub fn days(&mut self) -> Result<Vec<DayStats>> {
+        self.flush()?;
+        Ok(read_days(&self.dir)?.into_values().collect())
+    }
+}
+
+fn lock_file(dir: &Path) -> Result<File> {
+    let path = dir.join("lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    fs4::FileExt::lock(&file).map_err(|e| Error::io(&path, e))?;
+    Ok(file)
+}
+
+fn read_days(dir: &Path) -> Result<BTreeMap<u64, DayStats>> {
+    let path = dir.join("days");
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    parse(&text).ok_or_else(|| {
+        Error::corrupted(
+            &path,
+            0,
+            "the statistics file does not parse; delete it to start counting anew",
+        )
+    })
+}
+
+fn write_days(dir: &Path, days: &BTreeMap<u64, DayStats>) -> Result<()> {
+    let path = dir.join("days");
+    let temp = dir.join("days.tmp");
+    let write = || -> std::io::Result<()> {
+        let mut file = File::create(&temp)?;
+        file.write_all(render(days).as_bytes())?;
+        fs::rename(&temp, &path)
+    };
+    write().map_err(|e| Error::io(&path, e))
+}
+
+/// One block per day:
+/// `day D retries R` / `wait` timing / `run` timing / `fail COUNT GROUP`…
+fn render(days: &BTreeMap<u64, DayStats>) -> String {
+    let mut out = format!("{FIRST_LINE}\n");
+    for stats in days.values() {
+        let _ = writeln!(out, "day {} retries {}", stats.day, stats.retries);
+        for (name, timing) in [("wait", &stats.wait), ("run", &stats.run)] {
+            let _ = write!(
+                out,
+                "{name} {} {} {}",
+                timing.count, timing.mean, timing.sum_squares
+            );
+            for count in &timing.histogram.buckets {
+                let _ = write!(out, " {count}");
+            }
+            out.push('\n');
+        }
+        for (group, count) in &stats.failures {
+            let _ = writeln!(out, "fail {count} {}", group.escape_default());
+        }
+    }
+    out
+}
+
+fn parse(text: &str) -> Option<BTreeMap<u64, DayStats>> {
+    let mut lines = text.lines();
+    if lines.next()? != FIRST_LINE {
+        return None;
+    }
+    let mut days = BTreeMap::new();
+    let mut current: Option<DayStats> = None;
+    for line in lines {
+        let (kind, rest) = line.split_once(' ')?;
+        match kind {
+            "day" => {
+                let mut words = rest.split(' ');
+                let day = words.next()?.parse().ok()?;
+                (words.next()? == "retries").then_some(())?;
+                let mut stats = DayStats::new(day);
+                stats.retries = words.next()?.parse().ok()?;
+                if let Some(done) = current.replace(stats) {
+                    days.insert(done.day, done);
+                }
+            }
+            "wait" | "run" => {
+                let timing = parse_timing(rest)?;
+                let stats = current.as_mut()?;
+                *(if kind == "wait" {
+                    &mut stats.wait
+                } else {
+                    &mut stats.run
+                }) = timing;
+            }
+            "fail" => {
+                let (count, group) = rest.split_once(' ')?;
+                let group = unescape(group)?;
+                current
+                    .as_mut()?
+                    .failures
+                    .insert(group, count.parse().ok()?);
+            }
+            _ => return None,
+        }
+    }
+    if let Some(done) = current {
+        days.insert(done.day, done);
+    }
+    Some(days)
+}
+
+fn parse_timing(rest: &str) -> Option<Timing> {
+    let mut words = rest.split(' ');
+    let count = words.next()?.parse().ok()?;
+    let mean = words.next()?.parse().ok()?;
+    let sum_squares = words.next()?.parse().ok()?;
+    let buckets: Vec<u64> = words.map(|w| w.parse().ok()).collect::<Option<_>>()?;
+    (buckets.len() == HISTOGRAM_BUCKETS).then_some(Timing {
+        count,
+        mean,
+        sum_squares,
+        histogram: Histogram { buckets },
+    })
+}
+
+/// Undoes `str::escape_default` (`\n`, `\t`, `\\`, `\'`, `\"`, `\u{…}`).
+fn unescape(text: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next()? {
+            'n' => out.push('\n'),
+            't' => out.push('\t'),
+            'r' => out.push('\r'),
+            'u' => {
+                (chars.next()? == '{').then_some(())?;
+                let hex: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                out.push(char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?);
+            }
+            other => out.push(other),
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_read_back_as_written() {
+        let mut day = DayStats::new(86_400 * 20_000);
+        day.wait.record(Duration::from_millis(1_500));
+        day.wait.record(Duration::from_secs(4_000));
+        day.run.record(Duration::from_secs(90));
+        day.retries = 3;
+        day.record_failure("exit 3: disk \"full\"\n\u{1}é");
+        day.record_failure("timeout");
+        let days = BTreeMap::from([(day.day, day)]);
+        assert_eq!(parse(&render(&days)), Some(days));
+        assert_eq!(parse("dque-job-stats 1\nwait 1 2 3"), None);
+    }
+}

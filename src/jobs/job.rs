@@ -1,0 +1,299 @@
+//! What a job is: the one to enqueue, the one leased, and the answers of
+//! enqueue and nack. Backend-neutral: plain data.
+
+use std::time::{Duration, SystemTime};
+
+use crate::error::{Error, Result};
+
+/// The longest job id a caller may choose, in bytes.
+pub const MAX_JOB_ID_BYTES: usize = 100;
+
+/// The longest header name, in bytes.
+pub const MAX_HEADER_NAME_BYTES: usize = 255;
+
+/// A job to enqueue: a body, and how and when it should run.
+///
+/// ```
+/// use std::time::Duration;
+/// use dque::jobs::NewJob;
+///
+/// let job = NewJob::new(b"resize photo.jpg".to_vec())
+///     .priority(-5)
+///     .delay(Duration::from_secs(30))
+///     .header("owner", "ops")
+///     .id("photo.jpg");
+/// assert_eq!(job.priority_value(), -5);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewJob {
+    pub(crate) body: Vec<u8>,
+    pub(crate) priority: i32,
+    pub(crate) run_at: RunAt,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) id: Option<String>,
+}
+
+/// When a new job may first run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunAt {
+    Now,
+    After(Duration),
+    At(SystemTime),
+}
+
+impl NewJob {
+    /// A job with `body`, priority 0, ready now, no headers, and an id the
+    /// backend makes up.
+    pub fn new(body: impl Into<Vec<u8>>) -> Self {
+        NewJob {
+            body: body.into(),
+            priority: 0,
+            run_at: RunAt::Now,
+            headers: Vec::new(),
+            id: None,
+        }
+    }
+
+    /// Sets the priority (default 0): of the ready jobs, one with a smaller
+    /// number is leased first; equal priorities keep FIFO order.
+    #[must_use]
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Keeps the job out of sight (scheduled) for `delay` from enqueue.
+    #[must_use]
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.run_at = if delay.is_zero() {
+            RunAt::Now
+        } else {
+            RunAt::After(delay)
+        };
+        self
+    }
+
+    /// Keeps the job out of sight (scheduled) until `time` (ready at once if
+    /// `time` has passed).
+    #[must_use]
+    pub fn at(mut self, time: SystemTime) -> Self {
+        self.run_at = RunAt::At(time);
+        self
+    }
+
+    /// Adds header `name=value` (names are `[A-Za-z0-9_]+`, checked by the
+    /// enqueue). A name given twice keeps the last value.
+    #[must_use]
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let name = name.into();
+        self.headers.retain(|(n, _)| *n != name);
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    /// Chooses the job's id: while a job with this id is ready, scheduled
+    /// or leased, enqueueing it again does nothing (see [`Enqueued`]).
+    #[must_use]
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// The priority this job will have.
+    pub fn priority_value(&self) -> i32 {
+        self.priority
+    }
+
+    /// When the job will be ready, given the time of enqueue.
+    pub(crate) fn ready_at(&self, now: SystemTime) -> SystemTime {
+        match self.run_at {
+            RunAt::Now => now,
+            RunAt::After(delay) => now.checked_add(delay).unwrap_or(now),
+            RunAt::At(time) => time,
+        }
+    }
+
+    /// `InvalidJob` unless the id and headers follow the rules.
+    pub(crate) fn check(&self) -> Result<()> {
+        if let Some(id) = &self.id {
+            check_id(id)?;
+        }
+        for (name, value) in &self.headers {
+            check_header(name, value)?;
+        }
+        Ok(())
+    }
+}
+
+/// `InvalidJob` unless `id` is 1 to [`MAX_JOB_ID_BYTES`] bytes without
+/// control characters.
+pub(crate) fn check_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > MAX_JOB_ID_BYTES || id.chars().any(char::is_control) {
+        return Err(Error::InvalidJob {
+            reason: format!(
+                "job id {id:?}: an id is 1 to {MAX_JOB_ID_BYTES} bytes without control characters"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// `InvalidJob` unless the name is `[A-Za-z0-9_]+` (it becomes part of an
+/// environment variable's name in `dque work`) and the value holds no NUL.
+pub(crate) fn check_header(name: &str, value: &str) -> Result<()> {
+    let name_ok = !name.is_empty()
+        && name.len() <= MAX_HEADER_NAME_BYTES
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !name_ok {
+        return Err(Error::InvalidJob {
+            reason: format!(
+                "header name {name:?}: names are 1 to {MAX_HEADER_NAME_BYTES} of A-Z, a-z, 0-9 and _"
+            ),
+        });
+    }
+    if value.contains('\0') {
+        return Err(Error::InvalidJob {
+            reason: format!("header {name}: a value cannot hold a NUL byte"),
+        });
+    }
+    Ok(())
+}
+
+/// A job as a backend holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// The job's id: the caller's, or one the backend made up.
+    pub id: String,
+    /// The body, as enqueued.
+    pub body: Vec<u8>,
+    /// The priority (smaller runs first).
+    pub priority: i32,
+    /// The headers, in the order given.
+    pub headers: Vec<(String, String)>,
+    /// Leased: the attempt this lease is (1 for the first). Browsed:
+    /// the attempts so far.
+    pub attempt: u32,
+    /// When it was enqueued.
+    pub enqueued_at: SystemTime,
+    /// Whether the id was the caller's choice.
+    pub caller_id: bool,
+}
+
+impl Job {
+    /// The value of header `name`, if the job has it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A leased job: the job, and what its backend needs to settle the lease.
+/// Settle it with the queue it came from ([`JobQueue::ack`](super::JobQueue::ack),
+/// `nack`, `release`, `fail`); a lease never settled ends at its time and
+/// the job runs again.
+#[derive(Debug)]
+pub struct JobLease {
+    /// The job.
+    pub job: Job,
+    /// The queue's name for this lease.
+    pub(crate) token: LeaseToken,
+}
+
+impl std::ops::Deref for JobLease {
+    type Target = Job;
+
+    fn deref(&self) -> &Job {
+        &self.job
+    }
+}
+
+/// Where a lease is held: the backend's own coordinates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LeaseToken {
+    /// A part of the queue (embedded: the priority lane).
+    pub part: i64,
+    /// The record or row leased.
+    pub record: u64,
+    /// The attempt as the part counts it.
+    pub attempt: u32,
+    /// Which queue handle made it (a lease cannot be settled elsewhere).
+    pub queue: usize,
+    /// When it was leased (Unix milliseconds), for the run time.
+    pub leased_ms: u64,
+}
+
+/// What an enqueue did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enqueued {
+    /// The job was added under this id.
+    Added(String),
+    /// A job with this caller-chosen id is ready, scheduled or leased
+    /// already: nothing was added (retrying an enqueue is safe).
+    AlreadyQueued(String),
+}
+
+impl Enqueued {
+    /// The job's id.
+    pub fn id(&self) -> &str {
+        match self {
+            Enqueued::Added(id) | Enqueued::AlreadyQueued(id) => id,
+        }
+    }
+
+    /// Whether the job was added by this call.
+    pub fn is_added(&self) -> bool {
+        matches!(self, Enqueued::Added(_))
+    }
+}
+
+/// When a nacked job runs again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// After the queue's back-off for this attempt ([`Backoff`](super::Backoff)).
+    Backoff,
+    /// After this delay (zero: at once, before newer jobs of its priority).
+    After(Duration),
+}
+
+/// What a nack did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nacked {
+    /// The job runs again: ready at once, or scheduled until this time.
+    Retrying {
+        /// When it is ready again.
+        at: SystemTime,
+    },
+    /// Its attempts were used up: it is a dead letter now.
+    Dead,
+}
+
+/// A job waiting to run, as [`JobQueue::waiting`](super::JobQueue::waiting) shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    /// The job (`attempt`: the attempts so far).
+    pub job: Job,
+    /// Ready (perhaps leased now), or scheduled.
+    pub state: WaitState,
+}
+
+/// Where a waiting job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitState {
+    /// Ready to be leased.
+    Ready,
+    /// Leased by a worker now.
+    Leased,
+    /// Out of sight until this time.
+    Scheduled(SystemTime),
+}
+
+/// A job whose attempts were used up, or that a worker failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadJob {
+    /// The job (`attempt`: the attempts it had).
+    pub job: Job,
+    /// Why it is dead.
+    pub reason: String,
+}

@@ -1,0 +1,218 @@
+//! The Jobs API: a job queue with priorities, delays, headers, caller ids,
+//! retries with back-off, dead letters and statistics, as one contract
+//! ([`JobQueue`]) that every backend keeps: the embedded queue here
+//! ([`EmbeddedJobs`], a queue directory shared by threads or processes),
+//! and servers for workers on many hosts. A worker written against
+//! `dyn JobQueue` runs unchanged on any of them, and so does the `dque`
+//! command.
+//!
+//! ```
+//! use std::time::Duration;
+//! use dque::jobs::{EmbeddedJobs, JobQueue, NewJob, Retry};
+//! # fn main() -> Result<(), dque::Error> {
+//! let dir = tempfile::tempdir().unwrap();
+//! let queue = EmbeddedJobs::create(dir.path().join("jobs"))?;
+//! queue.enqueue(NewJob::new("thumbnail a.jpg"))?;
+//! queue.enqueue(NewJob::new("page the on-call").priority(-10))?;
+//! queue.enqueue(NewJob::new("weekly report").delay(Duration::from_secs(3600)))?;
+//!
+//! // A worker: the urgent job first, then the other; the report is not due.
+//! let worker = |queue: &dyn JobQueue| -> Result<Vec<Vec<u8>>, dque::Error> {
+//!     let mut done = Vec::new();
+//!     while let Some(lease) = queue.lease()? {
+//!         if lease.body.is_empty() {
+//!             queue.nack(lease, Retry::Backoff, "empty body")?;
+//!             continue;
+//!         }
+//!         done.push(lease.body.clone());
+//!         queue.ack(lease)?;
+//!     }
+//!     Ok(done)
+//! };
+//! assert_eq!(worker(&queue)?, [&b"page the on-call"[..], b"thumbnail a.jpg"]);
+//! assert_eq!(queue.counts()?.scheduled, 1);
+//! # Ok(()) }
+//! ```
+//!
+//! The contract, which the shared test suite (`tests/jobs_api/`) checks on
+//! every backend:
+//!
+//! - Of the ready jobs, a lease takes one with the smallest priority
+//!   number; equal priorities go in the order they became ready (enqueue,
+//!   or the due time of a scheduled job), first in, first out.
+//! - A scheduled job (a delay or a time) is invisible until due, then ready.
+//! - A lease holds a job for the lease time ([`Options::visibility_timeout`](crate::Options::visibility_timeout));
+//!   `touch` extends it; a lease not settled in time ends and the job
+//!   runs again (that attempt counted). Delivery is at least once: a crash
+//!   between a job's effect and its ack runs it again.
+//! - `ack` ends a job; `nack` retries it after a back-off (or a given
+//!   delay) until its attempts ([`Options::max_attempts`](crate::Options::max_attempts))
+//!   are used up, then it is a dead letter; `release` gives it back without
+//!   counting the attempt; `fail` makes it a dead letter at once.
+//! - Enqueueing a caller-chosen id that is ready, scheduled or leased adds
+//!   nothing and says so ([`Enqueued::AlreadyQueued`]): not an error, so a
+//!   producer may retry after a crash.
+//! - A call that returns an error had no effect on the job it names.
+
+mod backoff;
+mod clock;
+pub mod embedded;
+mod job;
+mod several;
+mod stats;
+
+use std::time::Duration;
+
+pub use backoff::Backoff;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use embedded::{job_from_record, EmbeddedJobs, JobOptions, JOB_CODEC_ID};
+pub use job::{
+    DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, WaitState, Waiting,
+    MAX_HEADER_NAME_BYTES, MAX_JOB_ID_BYTES,
+};
+pub use several::{Order, QueueSet};
+pub use stats::{
+    failure_group, Counts, DayStats, Histogram, QueueStats, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS,
+};
+
+use crate::error::Result;
+
+/// One job queue, whatever holds it. Object safe: workers and the `dque`
+/// command hold a `Box<dyn JobQueue>` made from an address.
+///
+/// See the [module documentation](self) for the contract and an example.
+pub trait JobQueue: Send + Sync + std::fmt::Debug {
+    /// The queue's name (embedded: its directory's name).
+    fn name(&self) -> &str;
+
+    /// Adds a job: ready now, or scheduled if it has a delay or a time.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidJob` for an id or header the backend cannot hold (nothing
+    /// added); the backend's storage errors (`Io`, `WritesRefused`,
+    /// `Full`, `ItemTooLarge`, `Closed`), after which nothing was added.
+    fn enqueue(&self, job: NewJob) -> Result<Enqueued>;
+
+    /// Adds several jobs, in order; one durable write per part of the
+    /// queue they go to, not one per job.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidJob` for any job: nothing added. A storage error: the jobs
+    /// before the part that failed were added (enqueue with caller ids to
+    /// retry safely).
+    fn enqueue_batch(&self, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>>;
+
+    /// Leases the first ready job, if any.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors (`Io`, `Corrupted`, `WritesRefused`, `Closed`).
+    fn lease(&self) -> Result<Option<JobLease>>;
+
+    /// Leases the first ready job, waiting up to `wait` for one (woken by
+    /// an enqueue, a job falling due, or a job handed back).
+    ///
+    /// # Errors
+    ///
+    /// As [`lease`](Self::lease).
+    fn lease_timeout(&self, wait: Duration) -> Result<Option<JobLease>>;
+
+    /// Ends the job: it ran.
+    ///
+    /// # Errors
+    ///
+    /// `LeaseLost` if the lease ended first (the job may be with another
+    /// worker); `InvalidJob` for a lease of another queue; storage errors.
+    fn ack(&self, lease: JobLease) -> Result<()>;
+
+    /// The job failed this attempt: it runs again after `retry`, or becomes
+    /// a dead letter with `reason` if its attempts are used up.
+    ///
+    /// # Errors
+    ///
+    /// As [`ack`](Self::ack).
+    fn nack(&self, lease: JobLease, retry: Retry, reason: &str) -> Result<Nacked>;
+
+    /// Gives the job back untouched, as if this attempt had not happened
+    /// (a worker shutting down).
+    ///
+    /// # Errors
+    ///
+    /// As [`ack`](Self::ack).
+    fn release(&self, lease: JobLease) -> Result<()>;
+
+    /// Extends the lease by the lease time, from now.
+    ///
+    /// # Errors
+    ///
+    /// As [`ack`](Self::ack).
+    fn touch(&self, lease: &JobLease) -> Result<()>;
+
+    /// Makes the job a dead letter now, with `reason`.
+    ///
+    /// # Errors
+    ///
+    /// As [`ack`](Self::ack).
+    fn fail(&self, lease: JobLease, reason: &str) -> Result<()>;
+
+    /// Changes the priority of waiting job `id` (ready or scheduled).
+    ///
+    /// # Errors
+    ///
+    /// `NoSuchJob` if no job `id` is waiting; `JobLeased` if a worker holds
+    /// it; storage errors.
+    fn set_priority(&self, id: &str, priority: i32) -> Result<()>;
+
+    /// Removes waiting job `id` without running it.
+    ///
+    /// # Errors
+    ///
+    /// As [`set_priority`](Self::set_priority).
+    fn cancel(&self, id: &str) -> Result<()>;
+
+    /// Up to `max` waiting jobs: the ready ones (and leased) in the order
+    /// they will be leased, then the scheduled ones by due time. A read.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    fn waiting(&self, max: usize) -> Result<Vec<Waiting>>;
+
+    /// Up to `max` dead letters, oldest first. A read.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    fn dead(&self, max: usize) -> Result<Vec<DeadJob>>;
+
+    /// Puts dead letter `id` back, ready, with its attempts starting over.
+    ///
+    /// # Errors
+    ///
+    /// `NoSuchJob` if no dead letter has this id; storage errors.
+    fn requeue_dead(&self, id: &str) -> Result<()>;
+
+    /// Jobs by state, now. A read.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    fn counts(&self) -> Result<Counts>;
+
+    /// The counts and the statistics of the days on record.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    fn stats(&self) -> Result<QueueStats>;
+
+    /// Closes the queue: what it wrote is durable as its mode promises,
+    /// later calls fail with `Closed`.
+    ///
+    /// # Errors
+    ///
+    /// The error of a last write or sync.
+    fn close(&self) -> Result<()>;
+}
