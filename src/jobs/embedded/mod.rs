@@ -967,6 +967,8 @@ impl JobQueue for EmbeddedJobs {
     }
 
     fn requeue_dead(&self, id: &str) -> Result<()> {
+        // As every call that adds to a lane: due jobs became ready first.
+        self.promote_due(self.now())?;
         for (priority, lane) in self.lanes.all()? {
             for letter in lane.dead_letters()? {
                 let envelope =
