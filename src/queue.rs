@@ -598,6 +598,11 @@ impl<T, C: Codec<T>> DQue<T, C> {
         self.shared.read(|engine| Ok(engine.is_unsettled(id)))
     }
 
+    /// Whether item `id` is leased now. A read.
+    pub(crate) fn is_held(&self, id: u64) -> Result<bool> {
+        self.shared.read(|engine| Ok(engine.is_held(id)))
+    }
+
     /// The id the next enqueued item gets. A read.
     pub(crate) fn end_id(&self) -> Result<u64> {
         self.shared.read(|engine| Ok(engine.end_id()))

@@ -171,6 +171,11 @@ impl Engine {
             .is_none_or(|(segment, index)| !segment.is_settled(index))
     }
 
+    /// Whether record `id` is leased now (a lease past its time is not). A read.
+    pub fn is_held(&self, id: u64) -> bool {
+        self.deliveries.is_held(id, Instant::now())
+    }
+
     /// The id the next appended record gets.
     pub fn end_id(&self) -> u64 {
         self.tail().end_id()

@@ -871,8 +871,15 @@ impl JobQueue for EmbeddedJobs {
         }
         self.promote_due(self.now())?;
         let location = self.locate(id)?;
-        if matches!(location, Location::Lane(p, _) if p == priority) {
-            return Ok(());
+        if let Location::Lane(p, record) = location {
+            if p == priority {
+                // No change; but a leased job is refused as for any change.
+                let lane = self.lanes.get(p)?.ok_or_else(|| no_such_job(id))?;
+                return match lane.is_held(record)? {
+                    true => Err(Error::JobLeased { id: id.to_owned() }),
+                    false => Ok(()),
+                };
+            }
         }
         let taken = self.take_waiting(id, location)?;
         let mut envelope = taken.envelope.clone();
