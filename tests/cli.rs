@@ -679,7 +679,7 @@ fn push_file_missing_names_the_file() {
 #[test]
 fn push_to_a_missing_dir() {
     // Pins: push to a missing directory is "no queue" (5) and creates
-    // nothing; with --create it makes a raw queue holding the item.
+    // nothing; with --create it makes a jobs queue holding the item.
     let _serial = serial();
     let root = tempfile::tempdir().unwrap();
     let path = root.path().join("new");
@@ -691,8 +691,8 @@ fn push_to_a_missing_dir() {
     assert!(!path.exists(), "push without --create made {path:?}");
     dque(&["push", s(&path), "--create", "x"]).code(OK);
     let v = json(dque(&["stats", s(&path), "--json"]).code(OK).out().trim());
-    assert_eq!(v["codec_id"], 0, "{v}");
-    assert_eq!(drain(&path), vec![b"x".to_vec()]);
+    assert_eq!(v["codec_id"], dque::jobs::JOB_CODEC_ID, "{v}");
+    assert_eq!(dque(&["pop", s(&path)]).code(OK).out(), "x");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! `dque`: inspect, verify, repair, push to, pop from and benchmark a queue
 //! directory from the shell.
 
+mod address;
 mod bench;
 mod fail;
 mod holder;

@@ -1,43 +1,67 @@
-//! `dque push` and `dque pop`: a raw-bytes queue from shell scripts.
+//! `dque push` and `dque pop`: jobs in and out of a queue from shell scripts.
 
 use std::io::{BufRead, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use dque::jobs::{JobLease, JobQueue, NewJob};
 use dque::{Options, RawQueue};
 
+use crate::address::{Address, Make};
 use crate::fail::{Failure, EMPTY};
 
 /// Options of `dque push`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
-  dque push q 'hello'                  one item per argument
-  dque push q --file photo.jpg         a file's bytes as one item
-  seq 1000 | dque push q --lines       each line of stdin as one item
-  tar c dir | dque push q              all of stdin as one item")]
+  dque push q 'hello'                  one job per argument
+  dque push q --file photo.jpg         a file's bytes as one job
+  seq 1000 | dque push q --lines       each line of stdin as one job
+  tar c dir | dque push q              all of stdin as one job
+  dque push q --priority -5 urgent     smaller priorities run first (default 0)
+  dque push q --delay 60 later         ready in 60 seconds
+  dque push q --id order-17 --header owner=ops 'bill order 17'")]
 pub struct PushArgs {
-    /// The queue directory.
-    pub dir: PathBuf,
-    /// Items to add, one per argument; without any (and without --file),
-    /// stdin is read.
+    /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
+    #[arg(value_name = "ADDRESS")]
+    pub address: Address,
+    /// Items to add, one job per argument; without any (and without
+    /// --file), stdin is read.
     pub items: Vec<String>,
-    /// Add the bytes of this file as one item.
+    /// Add the bytes of this file as one job.
     #[arg(long, conflicts_with = "items")]
     pub file: Option<PathBuf>,
-    /// Add each line of stdin (without its newline) as one item.
+    /// Add each line of stdin (without its newline) as one job.
     #[arg(long, conflicts_with_all = ["items", "file"])]
     pub lines: bool,
-    /// Create the queue (for raw bytes) if DIR does not exist.
+    /// Create the queue (a jobs queue) if ADDRESS does not exist.
     #[arg(long)]
     pub create: bool,
     /// Push into a queue of any codec: the items must already be encoded
     /// with it (bytes from `dque pop --encoded` or `dque peek --raw`).
-    #[arg(long, conflicts_with = "create")]
+    #[arg(long, conflicts_with_all = ["create", "priority", "delay", "header", "id"])]
     pub encoded: bool,
     /// With --create: items per segment of a new queue (default 100000).
     #[arg(long, requires = "create", value_name = "N")]
     pub segment_items: Option<u32>,
+    /// The jobs' priority: of the ready jobs, smaller numbers run first.
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        default_value_t = 0
+    )]
+    pub priority: i32,
+    /// Keep the jobs out of sight for this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub delay: Option<f64>,
+    /// A header NAME=VALUE for every job (NAME: letters, digits, _); repeatable.
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub header: Vec<String>,
+    /// The job's id: while a job with this id waits or runs, pushing it
+    /// again adds nothing (one item only).
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
 }
 
 /// Options of `dque pop`.
@@ -47,8 +71,9 @@ pub struct PushArgs {
   dque pop q -n 100 > batch.txt        up to 100 items, a newline after each
   dque pop q --wait 30                 wait up to 30 s for an item")]
 pub struct PopArgs {
-    /// The queue directory.
-    pub dir: PathBuf,
+    /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
+    #[arg(value_name = "ADDRESS")]
+    pub address: Address,
     /// Take up to N items, writing a newline after each; by default one
     /// item is taken and its bytes are written exactly.
     #[arg(short = 'n', long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
@@ -77,7 +102,12 @@ pub fn joining() -> Options {
 }
 
 /// Runs `open` until it does not fail with `Locked`, for [`LOCK_PATIENCE`].
-pub fn patiently(mut open: impl FnMut() -> dque::Result<RawQueue>) -> dque::Result<RawQueue> {
+pub fn patiently(open: impl FnMut() -> dque::Result<RawQueue>) -> dque::Result<RawQueue> {
+    patiently_with(open)
+}
+
+/// [`patiently`] for any handle.
+pub fn patiently_with<Q>(mut open: impl FnMut() -> dque::Result<Q>) -> dque::Result<Q> {
     let deadline = Instant::now() + LOCK_PATIENCE;
     loop {
         match open() {
@@ -102,36 +132,32 @@ pub fn open_raw(dir: &std::path::Path, options: &Options, encoded: bool) -> dque
 const LINES_PER_BATCH: usize = 10_000;
 
 pub fn push(args: &PushArgs) -> Result<ExitCode, Failure> {
-    let fail = |e| Failure::from_queue(&args.dir, e);
+    if args.encoded {
+        return push_encoded(args);
+    }
+    let template = job_template(args)?;
+    if args.id.is_some() && (args.lines || args.items.len() > 1) {
+        return Err(Failure::new(2, "--id names one job: push one item with it"));
+    }
     // Opened before stdin is read: a locked or missing queue consumes nothing.
-    // Any item the format can hold: the library's default cap protects
-    // programs from runaway items, an operator pushes what they mean to.
-    let max = joining().max_item_bytes(MAX_ITEM_BYTES);
-    let queue = patiently(|| {
-        if args.create {
-            let mut options = max;
-            if let Some(n) = args.segment_items {
-                options = options.segment_items(n);
-            }
-            RawQueue::open_or_create_with(&args.dir, &options)
-        } else {
-            open_raw(&args.dir, &max, args.encoded)
-        }
-    })
-    .map_err(|e| match e {
-        dque::Error::NotFound { .. } => Failure::new(
-            crate::fail::NO_QUEUE,
-            format!(
-                "no queue at {}: the path does not exist (push --create makes one)",
-                args.dir.display()
-            ),
-        ),
-        e => fail(e),
-    })?;
+    let make = match args.create {
+        true => Make::IfMissing {
+            segment_items: args.segment_items,
+        },
+        false => Make::No,
+    };
+    let queue = args.address.open(make)?;
+    let fail = |e| args.address.failure(e);
     let mut pushed = 0;
-    let mut push_batch = |items: &[Vec<u8>]| -> Result<(), Failure> {
-        // One write and one fsync per batch: its items are durable together.
-        queue.enqueue_batch(items).map_err(|e| {
+    let mut push_batch = |items: Vec<Vec<u8>>| -> Result<(), Failure> {
+        let count = items.len();
+        let jobs = items
+            .into_iter()
+            .map(|body| template.with_body(body))
+            .collect();
+        // One write and one fsync per batch (per priority lane): its jobs
+        // are durable together.
+        let enqueued = queue.enqueue_batch(jobs).map_err(|e| {
             let failure = fail(e);
             match pushed {
                 0 => failure,
@@ -141,26 +167,112 @@ pub fn push(args: &PushArgs) -> Result<ExitCode, Failure> {
                 ),
             }
         })?;
-        pushed += items.len();
+        for already in enqueued.iter().filter(|e| !e.is_added()) {
+            eprintln!(
+                "dque: job {:?} is queued already (waiting or running): not pushed again",
+                already.id()
+            );
+        }
+        pushed += count;
         Ok(())
     };
     if args.lines {
         let mut batch = Vec::with_capacity(LINES_PER_BATCH);
         for line in std::io::stdin().lock().split(b'\n') {
-            let mut line = line.map_err(Failure::other)?;
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            batch.push(line);
+            batch.push(without_cr(line.map_err(Failure::other)?));
             if batch.len() == LINES_PER_BATCH {
-                push_batch(&batch)?;
-                batch.clear();
+                push_batch(std::mem::take(&mut batch))?;
             }
         }
-        push_batch(&batch)?;
+        push_batch(batch)?;
     } else {
-        push_batch(&read_items(args).map_err(Failure::other)?)?;
+        push_batch(read_items(args).map_err(Failure::other)?)?;
     }
+    queue.close().map_err(fail)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A line of `--lines` without the `\r` of a CRLF ending.
+fn without_cr(mut line: Vec<u8>) -> Vec<u8> {
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    line
+}
+
+/// What every job of one push gets besides its body.
+struct JobTemplate {
+    priority: i32,
+    delay: Option<Duration>,
+    headers: Vec<(String, String)>,
+    id: Option<String>,
+}
+
+impl JobTemplate {
+    fn with_body(&self, body: Vec<u8>) -> NewJob {
+        let mut job = NewJob::new(body).priority(self.priority);
+        if let Some(delay) = self.delay {
+            job = job.delay(delay);
+        }
+        for (name, value) in &self.headers {
+            job = job.header(name.clone(), value.clone());
+        }
+        if let Some(id) = &self.id {
+            job = job.id(id.clone());
+        }
+        job
+    }
+}
+
+fn job_template(args: &PushArgs) -> Result<JobTemplate, Failure> {
+    let delay = args
+        .delay
+        .map(|secs| {
+            Duration::try_from_secs_f64(secs).map_err(|_| {
+                Failure::new(
+                    2,
+                    format!("--delay {secs}: give a number of seconds, 0 or more"),
+                )
+            })
+        })
+        .transpose()?;
+    let headers = args
+        .header
+        .iter()
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                .ok_or_else(|| Failure::new(2, format!("--header {pair:?}: give it as NAME=VALUE")))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(JobTemplate {
+        priority: args.priority,
+        delay,
+        headers,
+        id: args.id.clone(),
+    })
+}
+
+/// `push --encoded`: bytes already in the queue's codec, into a queue
+/// directory of any codec, as records without a job envelope.
+fn push_encoded(args: &PushArgs) -> Result<ExitCode, Failure> {
+    let Address::Dir(dir) = &args.address else {
+        return Err(Failure::new(2, "--encoded works on queue directories"));
+    };
+    let fail = |e| Failure::from_queue(dir, e);
+    let max = joining().max_item_bytes(MAX_ITEM_BYTES);
+    let queue = patiently(|| open_raw(dir, &max, true)).map_err(fail)?;
+    let items = if args.lines {
+        std::io::stdin()
+            .lock()
+            .split(b'\n')
+            .map(|line| line.map(without_cr))
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(Failure::other)?
+    } else {
+        read_items(args).map_err(Failure::other)?
+    };
+    queue.enqueue_batch(&items).map_err(fail)?;
     queue.close().map_err(fail)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -187,7 +299,6 @@ fn read_items(args: &PushArgs) -> std::io::Result<Vec<Vec<u8>>> {
 }
 
 pub fn pop(args: &PopArgs) -> Result<ExitCode, Failure> {
-    let fail = |e| Failure::from_queue(&args.dir, e);
     let deadline = match args.wait {
         Some(secs) => {
             let wait = Duration::try_from_secs_f64(secs).map_err(|_| {
@@ -202,25 +313,87 @@ pub fn pop(args: &PopArgs) -> Result<ExitCode, Failure> {
     };
     let mut out = std::io::stdout().lock();
     // Kept open while it waits: an enqueue by any process wakes it.
-    let queue = patiently(|| open_raw(&args.dir, &joining(), args.encoded)).map_err(fail)?;
-    let taken = take(&queue, args, deadline, &mut out)?;
-    queue.close().map_err(fail)?;
+    let taken = if args.encoded {
+        let Address::Dir(dir) = &args.address else {
+            return Err(Failure::new(2, "--encoded works on queue directories"));
+        };
+        let fail = |e| Failure::from_queue(dir, e);
+        let queue = patiently(|| open_raw(dir, &joining(), true)).map_err(fail)?;
+        let taken = take(&Encoded(&queue), args, deadline, &mut out)?;
+        queue.close().map_err(fail)?;
+        taken
+    } else {
+        let queue = args.address.open(Make::No)?;
+        let taken = take(&Jobs(queue.as_ref()), args, deadline, &mut out)?;
+        queue.close().map_err(|e| args.address.failure(e))?;
+        taken
+    };
     if taken == 0 {
         return Err(Failure::new(EMPTY, "the queue is empty"));
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `pop` takes from: a lease of bytes, then ack or release.
+trait Source {
+    type Lease;
+    fn lease(&self, wait: Duration) -> dque::Result<Option<Self::Lease>>;
+    fn bytes<'a>(&self, lease: &'a Self::Lease) -> &'a [u8];
+    fn ack(&self, lease: Self::Lease) -> dque::Result<()>;
+    fn release(&self, lease: Self::Lease) -> dque::Result<()>;
+}
+
+/// A queue of any codec, its records' bytes as stored.
+struct Encoded<'q>(&'q RawQueue);
+
+impl Source for Encoded<'_> {
+    type Lease = dque::Leased<Vec<u8>>;
+    fn lease(&self, wait: Duration) -> dque::Result<Option<Self::Lease>> {
+        self.0.lease_timeout(wait)
+    }
+    fn bytes<'a>(&self, lease: &'a Self::Lease) -> &'a [u8] {
+        lease.item()
+    }
+    fn ack(&self, lease: Self::Lease) -> dque::Result<()> {
+        lease.ack()
+    }
+    fn release(&self, lease: Self::Lease) -> dque::Result<()> {
+        lease.release()
+    }
+}
+
+/// A job queue, its jobs' bodies.
+struct Jobs<'q>(&'q dyn JobQueue);
+
+impl Source for Jobs<'_> {
+    type Lease = JobLease;
+    fn lease(&self, wait: Duration) -> dque::Result<Option<JobLease>> {
+        match wait.is_zero() {
+            true => self.0.lease(),
+            false => self.0.lease_timeout(wait),
+        }
+    }
+    fn bytes<'a>(&self, lease: &'a JobLease) -> &'a [u8] {
+        &lease.body
+    }
+    fn ack(&self, lease: JobLease) -> dque::Result<()> {
+        self.0.ack(lease)
+    }
+    fn release(&self, lease: JobLease) -> dque::Result<()> {
+        self.0.release(lease)
+    }
+}
+
 /// Writes up to `--count` items (one without it) to `out`, taking each only
 /// once its bytes are written; waits until `deadline` for the first one;
 /// returns how many were taken.
-fn take(
-    queue: &RawQueue,
+fn take<S: Source>(
+    source: &S,
     args: &PopArgs,
     deadline: Option<Instant>,
     out: &mut impl Write,
 ) -> Result<usize, Failure> {
-    let fail = |e| Failure::from_queue(&args.dir, e);
+    let fail = |e| args.address.failure(e);
     let mut taken = 0;
     while taken < args.count.unwrap_or(1) {
         // Leased while its bytes are written: no other process takes it
@@ -232,10 +405,10 @@ fn take(
             Some(deadline) if taken == 0 => deadline.saturating_duration_since(Instant::now()),
             _ => Duration::ZERO,
         };
-        let Some(item) = queue.lease_timeout(wait).map_err(fail)? else {
+        let Some(item) = source.lease(wait).map_err(fail)? else {
             break;
         };
-        let written = out.write_all(&item).and_then(|()| {
+        let written = out.write_all(source.bytes(&item)).and_then(|()| {
             // Exact bytes for scripts; a newline for eyes on a terminal.
             if args.count.is_some() || std::io::stdout().is_terminal() {
                 out.write_all(b"\n")?;
@@ -243,12 +416,12 @@ fn take(
             out.flush()
         });
         if let Err(e) = written {
-            item.release().map_err(fail)?;
+            source.release(item).map_err(fail)?;
             return Err(Failure::other(format!(
                 "cannot write to stdout: {e}; the item stays in the queue"
             )));
         }
-        item.ack().map_err(fail)?;
+        source.ack(item).map_err(fail)?;
         taken += 1;
     }
     Ok(taken)

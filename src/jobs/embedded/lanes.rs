@@ -35,7 +35,7 @@ struct State {
 }
 
 /// The directory name of a lane: sign and ten digits, so that listings sort.
-fn lane_name(priority: i32) -> String {
+pub fn lane_name(priority: i32) -> String {
     format!("{priority:+011}")
 }
 

@@ -25,6 +25,7 @@
 //! and refuses what it cannot keep (priorities, delays, headers, ids).
 
 mod envelope;
+mod files;
 mod ids;
 mod lanes;
 mod schedule;
@@ -41,6 +42,7 @@ use std::time::{Duration, Instant, SystemTime};
 use parking_lot::Mutex;
 
 pub use envelope::{job_from_record, JOB_CODEC_ID};
+pub use files::{job_parts, stats_at, JobPart};
 
 use self::envelope::{Envelope, JobRecords};
 use self::ids::{Claim, Ids, Location};
@@ -54,6 +56,7 @@ use super::job::{
 };
 use super::stats::{Counts, QueueStats};
 use super::{Backoff, JobQueue};
+use crate::codec::{Codec, Raw};
 use crate::engine::ById;
 use crate::error::{Error, Result};
 use crate::options::Options;
@@ -242,6 +245,19 @@ impl EmbeddedJobs {
     }
 
     fn start(path: &Path, options: &JobOptions) -> Result<Self> {
+        // Checked before the queue is opened (and, shared, joined): a
+        // program's typed items are not job bodies a worker can run.
+        crate::engine::prepare_directory(path, crate::engine::OpenMode::Open)?;
+        let codec_id = crate::layout::QueueDir::new(path.to_path_buf())
+            .read_config()?
+            .codec_id;
+        if codec_id != JOB_CODEC_ID && codec_id != <Raw as Codec<Vec<u8>>>::ID {
+            return Err(Error::CodecMismatch {
+                path: path.join(crate::layout::CONFIG_FILE),
+                found: codec_id,
+                expected: JOB_CODEC_ID,
+            });
+        }
         let root = RawQueue::open_encoded_with(path, &options.queue)?;
         let plain = root.codec_id() != JOB_CODEC_ID;
         let signal = Signal::new(root.waker());

@@ -99,7 +99,7 @@ fn lock_file(dir: &Path) -> Result<File> {
     Ok(file)
 }
 
-fn read_days(dir: &Path) -> Result<BTreeMap<u64, DayStats>> {
+pub fn read_days(dir: &Path) -> Result<BTreeMap<u64, DayStats>> {
     let path = dir.join("days");
     let text = match fs::read_to_string(&path) {
         Ok(text) => text,

@@ -1,0 +1,166 @@
+//! ADDRESS: where the jobs commands find a queue. A queue directory, or
+//! `postgres://…#QUEUE` / `postgresql://…#QUEUE` / `redis://…#QUEUE` for
+//! the server backends (the queue's name after `#`). Every jobs command
+//! opens its queue here, as a `dyn JobQueue`, so each works on every
+//! backend this build has.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use dque::jobs::{JobOptions, JobQueue};
+use dque::Options;
+
+use crate::fail::Failure;
+use crate::push_pop::{patiently_with, MAX_ITEM_BYTES};
+
+/// A parsed ADDRESS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Address {
+    /// A queue directory.
+    Dir(PathBuf),
+    /// A queue on a server: the URL without the fragment, and the queue.
+    Server {
+        scheme: String,
+        url: String,
+        queue: String,
+    },
+}
+
+const SCHEMES: [&str; 3] = ["postgres", "postgresql", "redis"];
+
+impl FromStr for Address {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let Some((scheme, _)) = text.split_once("://") else {
+            return Ok(Address::Dir(PathBuf::from(text)));
+        };
+        if !SCHEMES.contains(&scheme) {
+            // `./weird://name` is a directory; a bare unknown scheme is a typo.
+            return Err(format!(
+                "{text:?}: unknown scheme {scheme:?}; an ADDRESS is a queue directory, \
+                 postgres://…#QUEUE or redis://…#QUEUE"
+            ));
+        }
+        let Some((url, queue)) = text.split_once('#') else {
+            return Err(format!(
+                "{text:?}: name the queue after '#', as in {scheme}://host/…#jobs"
+            ));
+        };
+        if queue.is_empty() {
+            return Err(format!("{text:?}: the queue name after '#' is empty"));
+        }
+        Ok(Address::Server {
+            scheme: scheme.to_owned(),
+            url: url.to_owned(),
+            queue: queue.to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Dir(path) => write!(f, "{}", path.display()),
+            Address::Server { url, queue, .. } => write!(f, "{url}#{queue}"),
+        }
+    }
+}
+
+/// Whether a jobs command may make the queue it is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Make {
+    /// The queue must exist.
+    No,
+    /// A missing queue directory is made as a jobs queue.
+    IfMissing {
+        /// Items per segment of a new queue.
+        segment_items: Option<u32>,
+    },
+}
+
+impl Address {
+    /// The directory, for messages and the failure mapping.
+    pub fn path(&self) -> &Path {
+        match self {
+            Address::Dir(path) => path,
+            Address::Server { .. } => Path::new(""),
+        }
+    }
+
+    /// The failure for `error` met on this queue.
+    pub fn failure(&self, error: dque::Error) -> Failure {
+        Failure::from_queue(self.path(), error)
+    }
+
+    /// Opens the job queue at this address (in shared mode for a directory,
+    /// beside programs and other commands).
+    pub fn open(&self, make: Make) -> Result<Arc<dyn JobQueue>, Failure> {
+        let path = match self {
+            Address::Dir(path) => path,
+            Address::Server { scheme, .. } => {
+                return Err(Failure::other(format!(
+                    "{scheme}:// addresses need the {} backend, which this build of dque \
+                     does not have yet; use a queue directory",
+                    if scheme == "redis" {
+                        "Redis"
+                    } else {
+                        "PostgreSQL"
+                    }
+                )))
+            }
+        };
+        // Any item the format can hold: the library's default cap protects
+        // programs from runaway items, an operator pushes what they mean to.
+        let mut queue = Options::new().shared(true).max_item_bytes(MAX_ITEM_BYTES);
+        if let Make::IfMissing {
+            segment_items: Some(n),
+        } = make
+        {
+            queue = queue.segment_items(n);
+        }
+        let options = JobOptions::new().queue(queue);
+        let opened = patiently_with(|| match make {
+            Make::No => options.open(path),
+            Make::IfMissing { .. } => options.open_or_create(path),
+        })
+        .map_err(|e| match e {
+            dque::Error::NotFound { .. } => Failure::new(
+                crate::fail::NO_QUEUE,
+                format!(
+                    "no queue at {}: the path does not exist (push --create makes one)",
+                    path.display()
+                ),
+            ),
+            e => self.failure(e),
+        })?;
+        Ok(Arc::new(opened) as Arc<dyn JobQueue>)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_parse_as_directories_or_servers() {
+        assert_eq!("q".parse(), Ok(Address::Dir("q".into())));
+        assert_eq!("/tmp/a b".parse(), Ok(Address::Dir("/tmp/a b".into())));
+        assert_eq!(
+            "postgres://u@h:5432/db#mail".parse(),
+            Ok(Address::Server {
+                scheme: "postgres".into(),
+                url: "postgres://u@h:5432/db".into(),
+                queue: "mail".into()
+            })
+        );
+        assert!(
+            "redis://h:6379/0".parse::<Address>().is_err(),
+            "no queue name"
+        );
+        assert!("redis://h#".parse::<Address>().is_err(), "empty queue name");
+        assert!("ftp://h#q".parse::<Address>().is_err(), "unknown scheme");
+    }
+}
