@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
-use dque::jobs::{JobOptions, JobQueue};
+use dque::jobs::{Backoff, JobOptions, JobQueue};
 use dque::Options;
 
 use crate::fail::Failure;
@@ -81,6 +81,15 @@ pub enum Make {
     },
 }
 
+/// What a worker may set of how its handle treats jobs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tuning {
+    /// Attempts a job gets (default 5).
+    pub max_attempts: Option<u16>,
+    /// The back-off after a failed attempt.
+    pub backoff: Option<Backoff>,
+}
+
 impl Address {
     /// The directory, for messages and the failure mapping.
     pub fn path(&self) -> &Path {
@@ -98,6 +107,11 @@ impl Address {
     /// Opens the job queue at this address (in shared mode for a directory,
     /// beside programs and other commands).
     pub fn open(&self, make: Make) -> Result<Arc<dyn JobQueue>, Failure> {
+        self.open_tuned(make, &Tuning::default())
+    }
+
+    /// [`open`](Self::open), with a worker's attempts and back-off.
+    pub fn open_tuned(&self, make: Make, tuning: &Tuning) -> Result<Arc<dyn JobQueue>, Failure> {
         let path = match self {
             Address::Dir(path) => path,
             Address::Server { scheme, .. } => {
@@ -121,7 +135,13 @@ impl Address {
         {
             queue = queue.segment_items(n);
         }
-        let options = JobOptions::new().queue(queue);
+        if let Some(attempts) = tuning.max_attempts {
+            queue = queue.max_attempts(attempts);
+        }
+        let mut options = JobOptions::new().queue(queue);
+        if let Some(backoff) = tuning.backoff {
+            options = options.backoff(backoff);
+        }
         let opened = patiently_with(|| match make {
             Make::No => options.open(path),
             Make::IfMissing { .. } => options.open_or_create(path),

@@ -130,6 +130,7 @@ pub fn codec_name(id: u32) -> &'static str {
         0 => "raw bytes",
         1 => "bincode",
         2 => "dead letters",
+        dque::jobs::JOB_CODEC_ID => "jobs",
         _ => "a program's own codec",
     }
 }

@@ -13,6 +13,7 @@ mod requeue;
 mod salvage;
 mod stats;
 mod verify;
+mod work;
 mod workers;
 
 use std::process::ExitCode;
@@ -62,6 +63,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// List the processes sharing the queue and the items each holds leased.
     Workers(workers::WorkersArgs),
+    /// Run a command once per job: body on stdin, job in the environment; exit 0 acks.
+    Work(work::WorkArgs),
 }
 
 fn main() -> ExitCode {
@@ -79,6 +82,7 @@ fn main() -> ExitCode {
         Command::Salvage(args) => salvage::run(args),
         Command::Bench(args) => bench::run(args).map_err(Failure::other),
         Command::Workers(args) => workers::run(args),
+        Command::Work(args) => work::run(args),
     };
     result.unwrap_or_else(|failure| failure.report())
 }

@@ -1,0 +1,303 @@
+//! `dque work`: a shell worker. Leases jobs and runs a command once per
+//! job, N at a time: the body on stdin, the job in the environment. Exit 0
+//! acks; another exit retries the job after a back-off, or makes it a dead
+//! letter (with the exit status and the last line of stderr) once its
+//! attempts are used up. The lease is touched while the command runs. On
+//! SIGTERM or SIGINT it stops leasing, stops the commands it runs and gives
+//! their jobs back without counting the attempt, then exits.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dque::jobs::{Backoff, JobLease, JobQueue, Retry};
+
+use crate::address::{Address, Make, Tuning};
+use crate::fail::Failure;
+
+/// Options of `dque work`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  dque work q -- sh -c 'lpr < /dev/stdin'          print each job's body
+  dque work q --jobs 4 -- ./resize.sh               four jobs at a time
+  dque work q --until-empty -- ./import.py          run what is ready, then exit
+
+The command gets the body on stdin and DQUE_JOB_ID, DQUE_ATTEMPT (1 for the
+first), DQUE_PRIORITY, DQUE_QUEUE and DQUE_HEADER_<NAME> for each header.")]
+pub struct WorkArgs {
+    /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
+    #[arg(value_name = "ADDRESS")]
+    pub address: Address,
+    /// How many jobs run at once.
+    #[arg(long, short = 'j', value_name = "N", default_value_t = 1,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub jobs: usize,
+    /// Exit (0) once no job is ready; scheduled jobs are not waited for.
+    #[arg(long)]
+    pub until_empty: bool,
+    /// Attempts a job gets before it becomes a dead letter.
+    #[arg(long, value_name = "N", default_value_t = 5,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub attempts: u16,
+    /// Seconds to wait before the first retry of a failed job; each retry
+    /// waits twice as long as the one before (at most an hour, ± 10 %).
+    /// 0 retries at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    pub backoff: f64,
+    /// The command to run for each job, and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// How long a lease waits for a job before the worker looks at its flags.
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+/// How often a running job's lease is touched (the lease lasts 30 s).
+const TOUCH_EVERY: Duration = Duration::from_secs(5);
+/// How often a running command is looked at.
+const POLL: Duration = Duration::from_millis(10);
+/// How long the stderr relay may run on after its command exited.
+const RELAY_GRACE: Duration = Duration::from_millis(500);
+/// How long a command stopped by SIGTERM has before SIGKILL.
+const GRACE: Duration = Duration::from_secs(10);
+
+/// What the worker threads share.
+struct Crew<'a> {
+    queue: &'a dyn JobQueue,
+    args: &'a WorkArgs,
+    /// Set by SIGTERM or SIGINT.
+    stop: Arc<AtomicBool>,
+    /// Set when the work is over (empty with --until-empty, or a failure).
+    done: AtomicBool,
+    /// Threads whose last look found no job ready.
+    idle: AtomicUsize,
+    failure: Mutex<Option<Failure>>,
+}
+
+pub fn run(args: &WorkArgs) -> Result<ExitCode, Failure> {
+    let first = Duration::try_from_secs_f64(args.backoff).map_err(|_| {
+        Failure::new(
+            2,
+            format!(
+                "--backoff {}: give a number of seconds, 0 or more",
+                args.backoff
+            ),
+        )
+    })?;
+    let tuning = Tuning {
+        max_attempts: Some(args.attempts),
+        backoff: Some(Backoff::new(first, 2.0, Duration::from_secs(3600))),
+    };
+    let queue = args.address.open_tuned(Make::No, &tuning)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(Failure::other)?;
+    }
+    let crew = Crew {
+        queue: queue.as_ref(),
+        args,
+        stop,
+        done: AtomicBool::new(false),
+        idle: AtomicUsize::new(0),
+        failure: Mutex::new(None),
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..args.jobs {
+            scope.spawn(|| crew.work());
+        }
+    });
+    let failure = crew.failure.lock().expect("not poisoned").take();
+    let closed = queue.close().map_err(|e| args.address.failure(e));
+    if let Some(failure) = failure {
+        return Err(failure);
+    }
+    closed?;
+    if crew.stop.load(Ordering::SeqCst) {
+        eprintln!("dque: work stopped by a signal; jobs that were running were given back");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+impl Crew<'_> {
+    fn over(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) || self.done.load(Ordering::SeqCst)
+    }
+
+    fn give_up(&self, failure: Failure) {
+        self.failure
+            .lock()
+            .expect("not poisoned")
+            .get_or_insert(failure);
+        self.done.store(true, Ordering::SeqCst);
+    }
+
+    /// One worker thread: lease, run, settle, until the work is over.
+    fn work(&self) {
+        let mut idle = false;
+        while !self.over() {
+            let (outcome, found) = match self.queue.lease_timeout(LOOK_EVERY) {
+                Ok(Some(lease)) => {
+                    if idle {
+                        idle = false;
+                        self.idle.fetch_sub(1, Ordering::SeqCst);
+                    }
+                    (self.run_job(lease), true)
+                }
+                Ok(None) => (Ok(()), false),
+                Err(e) => (Err(self.args.address.failure(e)), false),
+            };
+            if let Err(failure) = outcome {
+                self.give_up(failure);
+                break;
+            }
+            if !found && !idle {
+                idle = true;
+                self.idle.fetch_add(1, Ordering::SeqCst);
+            }
+            // Every thread found nothing at its last look, after its last
+            // job (which may have made a job ready again) was settled.
+            if self.args.until_empty && self.idle.load(Ordering::SeqCst) == self.args.jobs {
+                self.done.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Runs the command for one job and settles the job by its exit.
+    fn run_job(&self, lease: JobLease) -> Result<(), Failure> {
+        let fail = |e| self.args.address.failure(e);
+        let mut child = match self.spawn(&lease) {
+            Ok(child) => child,
+            Err(e) => {
+                // The worker is misconfigured, not the job: give it back.
+                self.queue.release(lease).map_err(fail)?;
+                return Err(Failure::other(format!(
+                    "cannot run {:?}: {e}",
+                    self.args.command[0]
+                )));
+            }
+        };
+        let feeder = child.stdin.take().map(|mut stdin| {
+            let body = lease.body.clone();
+            // A command that does not read its stdin closes the pipe: fine.
+            std::thread::spawn(move || drop(stdin.write_all(&body)))
+        });
+        let last_line = Arc::new(Mutex::new(String::new()));
+        let reader = child.stderr.take().map(|stderr| {
+            let last_line = Arc::clone(&last_line);
+            std::thread::spawn(move || relay_stderr(stderr, &last_line))
+        });
+        let status = self.wait(&mut child, &lease);
+        // A process the command left behind may hold its pipes open: the
+        // relays are given a moment, then left to finish on their own.
+        let deadline = Instant::now() + RELAY_GRACE;
+        for relay in [reader, feeder].into_iter().flatten() {
+            while !relay.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(POLL);
+            }
+        }
+        let Some(status) = status.map_err(Failure::other)? else {
+            // Stopped by a signal to this worker: back without an attempt.
+            return self.queue.release(lease).map_err(fail);
+        };
+        if status.success() {
+            return self.queue.ack(lease).map_err(fail);
+        }
+        let last = last_line.lock().expect("not poisoned").clone();
+        let reason = reason(status, &last);
+        self.queue
+            .nack(lease, Retry::Backoff, &reason)
+            .map(drop)
+            .map_err(fail)
+    }
+
+    fn spawn(&self, lease: &JobLease) -> std::io::Result<Child> {
+        let mut command = Command::new(&self.args.command[0]);
+        command
+            .args(&self.args.command[1..])
+            .env("DQUE_JOB_ID", &lease.id)
+            .env("DQUE_ATTEMPT", lease.attempt.to_string())
+            .env("DQUE_PRIORITY", lease.priority.to_string())
+            .env("DQUE_QUEUE", self.queue.name())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::piped())
+            // Its own process group: stopping a job stops what it started.
+            .process_group(0);
+        for (name, value) in &lease.headers {
+            command.env(format!("DQUE_HEADER_{name}"), value);
+        }
+        command.spawn()
+    }
+
+    /// Waits for the command, touching the lease; `None` if the worker was
+    /// told to stop (the command then is stopped too).
+    fn wait(&self, child: &mut Child, lease: &JobLease) -> std::io::Result<Option<ExitStatus>> {
+        let mut touched = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(Some(status));
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                terminate(child)?;
+                return Ok(None);
+            }
+            if touched.elapsed() >= TOUCH_EVERY {
+                // A lease lost meanwhile is found by the settle that follows.
+                let _ = self.queue.touch(lease);
+                touched = Instant::now();
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+/// Sends SIGTERM to the command's process group, then SIGKILL after
+/// [`GRACE`], and reaps the command.
+fn terminate(child: &mut Child) -> std::io::Result<()> {
+    let group = rustix::process::Pid::from_raw(child.id() as i32);
+    let signal_group = |signal| {
+        if let Some(group) = group {
+            let _ = rustix::process::kill_process_group(group, signal);
+        }
+    };
+    signal_group(rustix::process::Signal::TERM);
+    let deadline = Instant::now() + GRACE;
+    while Instant::now() < deadline {
+        if child.try_wait()?.is_some() {
+            signal_group(rustix::process::Signal::KILL);
+            return Ok(());
+        }
+        std::thread::sleep(POLL);
+    }
+    signal_group(rustix::process::Signal::KILL);
+    child.wait().map(drop)
+}
+
+/// Copies the command's stderr to ours, keeping its last non-empty line.
+fn relay_stderr(stderr: impl std::io::Read, last_line: &Mutex<String>) {
+    let mut ours = std::io::stderr();
+    for line in BufReader::new(stderr).split(b'\n') {
+        let Ok(line) = line else { break };
+        let _ = ours.write_all(&line).and_then(|()| ours.write_all(b"\n"));
+        let text = String::from_utf8_lossy(&line).trim().to_owned();
+        if !text.is_empty() {
+            *last_line.lock().expect("not poisoned") = text;
+        }
+    }
+}
+
+/// Why a job failed: `exit N` or `signal N`, then the last line of stderr.
+fn reason(status: ExitStatus, last_line: &str) -> String {
+    let how = match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(signal)) => format!("signal {signal}"),
+        (None, None) => "failed".to_owned(),
+    };
+    match last_line {
+        "" => how,
+        line => format!("{how}: {line}"),
+    }
+}
