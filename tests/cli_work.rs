@@ -213,7 +213,7 @@ fn sigterm_gives_running_jobs_back_without_an_attempt() {
     ok(&["push", s(&q), "long"]);
     let started = root.path().join("started");
     let script = format!("touch {}; sleep 60; echo finished", s(&started));
-    let mut worker = Command::new(env!("CARGO_BIN_EXE_dque"))
+    let worker = Command::new(env!("CARGO_BIN_EXE_dque"))
         .args(["work", s(&q), "--", "sh", "-c", &script])
         .stdout(Stdio::piped())
         .spawn()
