@@ -3,10 +3,10 @@
 use std::time::{Duration, Instant};
 
 use super::Engine;
-use crate::deadline::saturating_after;
-use crate::delivery::Lease;
 use crate::error::{Error, Result};
-use crate::format::MarkerType;
+use crate::log::format::MarkerType;
+use crate::queue::deadline::saturating_after;
+use crate::queue::delivery::Lease;
 
 impl Engine {
     /// Leases the next available record for `timeout`: calls `read` on it,

@@ -4,9 +4,9 @@ use std::ops::ControlFlow;
 use std::time::Instant;
 
 use super::{sealed_records, Engine};
-use crate::delivery::Deliveries;
 use crate::error::Result;
-use crate::segment::{SealedCopy, Segment};
+use crate::log::segment::{SealedCopy, Segment};
+use crate::queue::delivery::Deliveries;
 
 impl Engine {
     /// Calls `visit` on every pending record in order (id, attempts so far,

@@ -23,11 +23,11 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 pub use commit::{all_dirty, note_write, SharedCommit};
-pub use control::{ControlFile, Locked, State, CONTROL_FILE, CONTROL_TEMP, MAX_SLOTS};
+pub use control::{ControlFile, Locked, State, MAX_SLOTS};
 pub use leases::{from_monotonic, to_monotonic, LeaseTable, SharedLease};
 
 use crate::error::{Error, Result};
-use crate::lock::LOCK_FILE;
+use crate::log::lock::LOCK_FILE;
 use locks::{Kind, ALIVE_BYTE, JOIN_BYTE, SLOT_BYTES};
 
 /// A handle on its way into a shared queue: it holds the shared `flock`
@@ -269,7 +269,7 @@ impl ProcessLink {
     }
 
     /// The group commit this handle shares with every process.
-    pub fn commit(&self, dir: &crate::layout::QueueDir) -> SharedCommit {
+    pub fn commit(&self, dir: &crate::log::layout::QueueDir) -> SharedCommit {
         SharedCommit::new(Arc::clone(&self.control), dir.clone())
     }
 

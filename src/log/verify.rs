@@ -11,11 +11,9 @@ use std::fs::{self, File};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::engine::Engine;
-use crate::error::Result;
-use crate::format::{HeaderError, SegmentHeader, SEGMENT_HEADER_LEN};
-use crate::layout::QueueDir;
-use crate::recovery::{self, nonzero_len, short_of_records};
+use crate::log::format::{HeaderError, SegmentHeader, SEGMENT_HEADER_LEN};
+use crate::log::layout::QueueDir;
+use crate::log::recovery::{self, nonzero_len, short_of_records};
 
 /// What [`DQue::verify`](crate::DQue::verify) found: one summary per segment
 /// from head to tail, and every problem.
@@ -163,73 +161,6 @@ pub(crate) struct ScanInput<'a> {
     pub live: bool,
 }
 
-/// Checks every segment of the queue `engine` holds, reading the mapped head
-/// and tail from their mappings and the others from disk, one at a time.
-pub(crate) fn verify(engine: &Engine, queue: &Path, codec_id: u32) -> Result<VerifyReport> {
-    let dir = engine.dir();
-    let mut problems = Vec::new();
-    match dir.read_config() {
-        Ok(config) if config.codec_id != codec_id => problems.push(Problem {
-            segment: dir.config_path(),
-            offset: 16,
-            reason: format!(
-                "codec id is {}, the open handle's is {codec_id}",
-                config.codec_id
-            ),
-        }),
-        Ok(_) => {}
-        Err(e) => problems.push(Problem {
-            segment: dir.config_path(),
-            offset: 0,
-            reason: e.to_string(),
-        }),
-    }
-
-    let numbers = engine.segment_numbers();
-    let listing = dir.list()?;
-    for &number in &listing.segments {
-        if !numbers.contains(&number) {
-            problems.push(Problem {
-                segment: dir.segment_path(number),
-                offset: 0,
-                reason: format!(
-                    "segment file outside the queue's segments {}..={}: \
-                     the next open would take it for part of the queue",
-                    numbers.start(),
-                    numbers.end()
-                ),
-            });
-        }
-    }
-
-    let input = ScanInput {
-        dir,
-        numbers,
-        listed: &listing.segments,
-        live: false,
-    };
-    let read = |number: u64| match engine.mapped_segments().find(|s| s.header.number == number) {
-        Some(segment) => Ok(Cow::Borrowed(segment.bytes())),
-        None => read_bounded(&dir.segment_path(number)).map(Cow::Owned),
-    };
-    let mut report = check_segments(&input, read, |_| {});
-    report.problems.splice(0..0, problems);
-    // Damage found above already explains a count that differs; the count
-    // is compared only for sound segments, where it must be exact.
-    if report.problems.is_empty() && report.items() != engine.len() {
-        report.problems.push(Problem {
-            segment: queue.to_path_buf(),
-            offset: 0,
-            reason: format!(
-                "the segments hold {} items, the open queue counts {}",
-                report.items(),
-                engine.len()
-            ),
-        });
-    }
-    Ok(report)
-}
-
 /// Replays every segment of `input` (bytes from `read`, one at a time) and
 /// checks them against each other; `done` is called with the length of
 /// each segment once it was read.
@@ -372,7 +303,7 @@ fn scan(
                 4,
                 format!(
                     "format version {found}, this dque reads version {}",
-                    crate::format::FORMAT_VERSION
+                    crate::log::format::FORMAT_VERSION
                 ),
             );
             return None;

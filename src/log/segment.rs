@@ -12,12 +12,12 @@ use memmap2::MmapMut;
 
 use crate::error::{Error, Result};
 use crate::faults::{self, Durable, FaultOp};
-use crate::format::{
+use crate::log::format::{
     marker, HeaderError, MarkerType, SegmentHeader, FORMAT_VERSION, RECORD_OVERHEAD,
     SEGMENT_HEADER_LEN,
 };
-use crate::layout::QueueDir;
-use crate::recovery::{
+use crate::log::layout::QueueDir;
+use crate::log::recovery::{
     damage_before_records, damaged_tail, kept_end, nonzero_len, replay, OpenReport, Repair, Replay,
 };
 
@@ -118,7 +118,7 @@ impl Segment {
     /// their mutex): like [`open`](Self::open), but what follows the last
     /// whole frame is neither judged nor cut. Other processes write whole
     /// frames only; anything else there is a dead process's torn write,
-    /// which the next write mends (see `engine::processes`).
+    /// which the next write mends (see `queue::engine::processes`).
     pub fn attach(dir: &QueueDir, number: u64, sealed_records: Option<u64>) -> Result<Segment> {
         Segment::open_judging(dir, number, sealed_records, None)
     }
@@ -164,7 +164,7 @@ impl Segment {
             }
             let cut = replayed.end..garbage_end;
             let copy_end = kept_end(&map, replayed.end, garbage_end);
-            let kept = crate::quarantine::keep_copy(dir, &path, &map[..copy_end], cut.start)?;
+            let kept = crate::log::quarantine::keep_copy(dir, &path, &map[..copy_end], cut.start)?;
             faults::check(FaultOp::Write, &path).map_err(|e| Error::io(&path, e))?;
             map[cut.clone()].fill(0);
             faults::check(FaultOp::Sync, &path)
@@ -277,7 +277,10 @@ impl Segment {
         frame: &[u8],
         payload_len: usize,
     ) -> Result<(usize, Range<usize>)> {
-        debug_assert_eq!(frame.len(), crate::format::record_frame_len(payload_len));
+        debug_assert_eq!(
+            frame.len(),
+            crate::log::format::record_frame_len(payload_len)
+        );
         let range = self.append(frame)?;
         let frames = &mut self.frames;
         frames

@@ -7,15 +7,15 @@ use std::path::Path;
 
 use super::processes::mend;
 use super::{new_header, sealed_records, Engine, OpenMode};
-use crate::delivery::Deliveries;
 use crate::error::{Error, Result};
-use crate::format::Config;
-use crate::layout::QueueDir;
-use crate::lock::DirLock;
+use crate::log::format::Config;
+use crate::log::layout::QueueDir;
+use crate::log::lock::DirLock;
+use crate::log::recovery::OpenReport;
+use crate::log::segment::Segment;
 use crate::options::{Options, DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ITEMS};
-use crate::processes::Joining;
-use crate::recovery::OpenReport;
-use crate::segment::Segment;
+use crate::queue::delivery::Deliveries;
+use crate::queue::processes::Joining;
 use std::sync::atomic::Ordering::Relaxed;
 
 impl Engine {
@@ -147,7 +147,10 @@ impl Engine {
             if !listing.segments.is_empty() {
                 return Err(Error::NotAQueue {
                     path: path.to_path_buf(),
-                    reason: format!("it holds segments but no {}", crate::layout::CONFIG_FILE),
+                    reason: format!(
+                        "it holds segments but no {}",
+                        crate::log::layout::CONFIG_FILE
+                    ),
                 });
             }
             let config = config_for(options, codec_id, None);
@@ -301,7 +304,7 @@ pub(crate) fn prepare_directory(path: &Path, mode: OpenMode) -> Result<()> {
             path: path.to_path_buf(),
             reason: format!(
                 "it has no {} and holds other files, such as {}",
-                crate::layout::CONFIG_FILE,
+                crate::log::layout::CONFIG_FILE,
                 listing.foreign[0]
             ),
         });
@@ -316,7 +319,7 @@ pub(crate) fn prepare_directory(path: &Path, mode: OpenMode) -> Result<()> {
         };
         return Err(Error::NotAQueue {
             path: path.to_path_buf(),
-            reason: format!("it holds {holds}no {}", crate::layout::CONFIG_FILE),
+            reason: format!("it holds {holds}no {}", crate::log::layout::CONFIG_FILE),
         });
     }
     Ok(())

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::shared::Shared;
+use crate::queue::shared::Shared;
 
 /// What a lease needs of its queue: the shared state and the lease length.
 /// Owned, so a [`Leased`] can outlive the borrow it was taken with.

@@ -14,18 +14,18 @@ use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::engine::{Engine, OpenMode};
 use crate::error::{Error, Result};
-use crate::format::{
+use crate::log::format::{
     marker, record_frame_len, record_prefix, Config, MarkerType, SegmentHeader, MAX_SEGMENT_RECORDS,
 };
-use crate::inspect::QueueFiles;
-use crate::layout::QueueDir;
+use crate::log::layout::QueueDir;
+use crate::log::quarantine::QUARANTINE_DIR;
+use crate::log::recovery::{nonzero_len, replay, short_of_records, OpenReport};
+use crate::log::segment::check_header;
+use crate::log::verify::{read_bounded, ReadError};
 use crate::options::Options;
-use crate::quarantine::QUARANTINE_DIR;
-use crate::recovery::{nonzero_len, replay, short_of_records, OpenReport};
-use crate::segment::check_header;
-use crate::verify::{read_bounded, ReadError};
+use crate::queue::engine::{Engine, OpenMode};
+use crate::tools::inspect::QueueFiles;
 
 /// What [`repair`] did, or would do in a dry run, in order.
 ///
@@ -432,8 +432,13 @@ impl Plan {
                     // Bytes are never destroyed: a copy first, for salvage.
                     let content = fs::read(segment).map_err(|e| Error::io(segment, e))?;
                     let (start, cut_end) = (*offset as usize, (offset + bytes) as usize);
-                    let end = crate::recovery::kept_end(&content, start, cut_end);
-                    crate::quarantine::keep_copy(dir, segment, &content[..end], *offset as usize)?;
+                    let end = crate::log::recovery::kept_end(&content, start, cut_end);
+                    crate::log::quarantine::keep_copy(
+                        dir,
+                        segment,
+                        &content[..end],
+                        *offset as usize,
+                    )?;
                     write_synced(segment, *offset, &vec![0; *bytes as usize])?
                 }
                 RepairAction::MarkReached { segment } => {
@@ -694,8 +699,10 @@ fn free_name(dir: &Path, name: &Path) -> PathBuf {
 }
 
 fn number_of(segment: &Path) -> u64 {
-    crate::layout::parse_segment_name(&segment.file_name().unwrap_or_default().to_string_lossy())
-        .expect("planned segment paths are segment names")
+    crate::log::layout::parse_segment_name(
+        &segment.file_name().unwrap_or_default().to_string_lossy(),
+    )
+    .expect("planned segment paths are segment names")
 }
 
 fn cannot(dir: &QueueDir, number: u64, why: &str) -> Error {

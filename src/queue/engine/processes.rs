@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use super::{sealed_records, Engine};
 use crate::error::{Error, Result};
-use crate::layout::QueueDir;
-use crate::processes::{ProcessLink, SharedCommit, State, Waker};
-use crate::recovery::{nonzero_len, replay};
-use crate::segment::Segment;
-use crate::workers::Worker;
+use crate::log::layout::QueueDir;
+use crate::log::recovery::{nonzero_len, replay};
+use crate::log::segment::Segment;
+use crate::queue::processes::{ProcessLink, SharedCommit, State, Waker};
+use crate::queue::workers::Worker;
 
 /// How often a call that finds an item checks whether lease holders died
 /// (one that finds none always does, while leases are held).
@@ -386,7 +386,7 @@ impl Engine {
             leases.sort_unstable();
             return Ok(vec![Worker {
                 pid: std::process::id(),
-                host: crate::processes::host_name(),
+                host: crate::queue::processes::host_name(),
                 started: self.opened_at,
                 leases,
                 this_handle: true,
@@ -460,7 +460,7 @@ pub(super) fn mend(dir: &QueueDir, state: &State) -> Result<()> {
         .front_end
         .store(state.front_end.load(Relaxed).max(head), Relaxed);
     // What it wrote may not be among the segments a sync would cover.
-    crate::processes::all_dirty(state, head, tail);
+    crate::queue::processes::all_dirty(state, head, tail);
     // The dead process may have written and not counted leases.
     state.lease_count.store(u64::MAX / 2, Relaxed);
     state.lease_floor.store(0, Relaxed);
@@ -484,11 +484,11 @@ fn cut_torn_tail(dir: &QueueDir, number: u64) -> Result<usize> {
         .open(&path)
         .map_err(io)?;
     let bytes = std::fs::read(&path).map_err(io)?;
-    let header = crate::segment::check_header(&path, &bytes, number)?;
+    let header = crate::log::segment::check_header(&path, &bytes, number)?;
     let end = replay(&bytes, header.max_records).end;
     let torn = nonzero_len(&bytes[end..]);
     if torn > 0 {
-        crate::quarantine::keep_copy(dir, &path, &bytes[..end + torn], end)?;
+        crate::log::quarantine::keep_copy(dir, &path, &bytes[..end + torn], end)?;
         file.write_all_at(&vec![0; torn], end as u64).map_err(io)?;
         file.sync_data().map_err(io)?;
     }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::control::{ControlFile, LeaseEntry, LEASE_CAPACITY};
-use crate::deadline::saturating_after;
 use crate::error::{Error, Result};
+use crate::queue::deadline::saturating_after;
 
 /// Leases a shared queue holds at once: at most half the table is used.
 pub const MAX_LEASES: usize = LEASE_CAPACITY / 2;

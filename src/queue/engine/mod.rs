@@ -7,6 +7,7 @@ mod dead_letters;
 mod leases;
 mod open;
 mod processes;
+mod verify;
 
 pub(crate) use browse::PendingRecord;
 pub(crate) use open::prepare_directory;
@@ -17,17 +18,17 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::commit::SyncBatch;
-use crate::delivery::Deliveries;
 use crate::error::{CodecError, Error, Result};
-use crate::format::{
+use crate::log::commit::SyncBatch;
+use crate::log::format::{
     record_frame_len, record_prefix, Config, MarkerType, SegmentHeader, RECORD_OVERHEAD,
 };
-use crate::layout::QueueDir;
-use crate::lock::DirLock;
+use crate::log::layout::QueueDir;
+use crate::log::lock::DirLock;
+use crate::log::recovery::OpenReport;
+use crate::log::segment::Segment;
 use crate::options::Durability;
-use crate::recovery::OpenReport;
-use crate::segment::Segment;
+use crate::queue::delivery::Deliveries;
 
 /// Whether an open may create the queue, must create it, or must find it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +83,7 @@ pub struct Engine {
     /// without judging or cutting their ends (see `Segment::attach`).
     attach_segments: bool,
     /// Shared mode: the control file and this handle's slot.
-    link: Option<crate::processes::ProcessLink>,
+    link: Option<crate::queue::processes::ProcessLink>,
     /// Shared mode: whether this handle holds the cross-process mutex now.
     held: bool,
     /// Shared mode: `written` when the mutex was taken, to tell whether
@@ -439,7 +440,7 @@ impl Engine {
         self.written += 1;
         if let Some(link) = &self.link {
             let is_tail = number == self.tail().header.number;
-            self.shared_ticket = crate::processes::note_write(link.state(), number, is_tail);
+            self.shared_ticket = crate::queue::processes::note_write(link.state(), number, is_tail);
         }
     }
 
@@ -575,7 +576,7 @@ impl Engine {
             self.tail().header.number.saturating_add(1),
             self.tail().end_id(),
         );
-        if let Err(crate::format::HeaderError::Invalid(why)) =
+        if let Err(crate::log::format::HeaderError::Invalid(why)) =
             SegmentHeader::decode(&header.encode())
         {
             return Err(Error::corrupted(

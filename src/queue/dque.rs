@@ -11,18 +11,18 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::codec::{Bincode, Codec, Raw};
-use crate::dead::DeadLetter;
-use crate::deadline::deadline_after;
-use crate::engine::{Engine, OpenMode, PendingRecord};
 use crate::error::{Error, Result};
-use crate::flusher::Flusher;
-use crate::iter::Iter;
-use crate::lease::{Leased, Lessor};
+use crate::log::recovery::OpenReport;
+use crate::log::verify::VerifyReport;
 use crate::options::{Durability, Options};
-use crate::recovery::OpenReport;
-use crate::shared::Shared;
-use crate::verify::VerifyReport;
-use crate::workers::Worker;
+use crate::queue::dead::DeadLetter;
+use crate::queue::deadline::deadline_after;
+use crate::queue::engine::{Engine, OpenMode};
+use crate::queue::flusher::Flusher;
+use crate::queue::iter::{Iter, Pending};
+use crate::queue::lease::{Leased, Lessor};
+use crate::queue::shared::Shared;
+use crate::queue::workers::Worker;
 
 /// A durable FIFO queue of `T` items in one directory.
 ///
@@ -683,15 +683,7 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// decode (`Decode`), a segment cannot be read (`Corrupted`, `Io`), or
     /// the queue was closed (`Closed`).
     pub fn iter(&self) -> Iter<'_, T, C> {
-        Iter::new(self)
-    }
-
-    pub(crate) fn pending_chunk(&self, from: u64) -> Result<Vec<PendingRecord>> {
-        self.shared.read(|engine| engine.pending_chunk(from))
-    }
-
-    pub(crate) fn decode_item(&self, id: u64, bytes: &[u8]) -> Result<T> {
-        self.decode(id, bytes)
+        Iter::new(&self.shared, &self.codec)
     }
 
     /// Removes every item no one holds (leased items stay until acked or
@@ -878,7 +870,7 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// report, not an error.
     pub fn verify(&self) -> Result<VerifyReport> {
         self.shared
-            .read(|engine| crate::verify::verify(engine, &self.path, self.codec_id))
+            .read(|engine| engine.verify(&self.path, self.codec_id))
     }
 
     /// Numbers of the segment files from head to tail (names in the directory).
@@ -988,8 +980,8 @@ impl DQue<Vec<u8>, Raw> {
     /// As [`open`](Self::open).
     pub fn open_encoded_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
         let path = path.as_ref();
-        crate::engine::prepare_directory(path, OpenMode::Open)?;
-        let stored = crate::layout::QueueDir::new(path.to_path_buf()).read_config()?;
+        crate::queue::engine::prepare_directory(path, OpenMode::Open)?;
+        let stored = crate::log::layout::QueueDir::new(path.to_path_buf()).read_config()?;
         Self::start(path, options, OpenMode::Open, stored.codec_id)
     }
 
@@ -1069,18 +1061,4 @@ impl<'q, T, C: Codec<T>> IntoIterator for &'q DQue<T, C> {
     fn into_iter(self) -> Iter<'q, T, C> {
         self.iter()
     }
-}
-
-/// A pending item as [`DQue::pending`] shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Pending<T> {
-    /// The item's id (stable; what [`DQue::cancel`] takes).
-    pub id: u64,
-    /// Delivery attempts so far.
-    pub attempts: u16,
-    /// Whether a consumer holds it now.
-    pub leased: bool,
-    /// The item.
-    pub item: T,
 }

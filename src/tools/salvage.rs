@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::format::{read_frame, Frame, SegmentHeader, RECORD_OVERHEAD, SEGMENT_HEADER_LEN};
-use crate::recovery::{nonzero_len, replay};
-use crate::verify::{read_bounded, ReadError};
+use crate::log::format::{read_frame, Frame, SegmentHeader, RECORD_OVERHEAD, SEGMENT_HEADER_LEN};
+use crate::log::recovery::{nonzero_len, replay};
+use crate::log::verify::{read_bounded, ReadError};
 
 /// The records [`salvage`] found in a segment file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::layout::QueueDir;
+use crate::log::layout::QueueDir;
 
 /// The folder inside a queue directory where repairs move damaged segments
 /// and where cuts keep a copy of what they cut.

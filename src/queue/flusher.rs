@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
 
-use crate::shared::Shared;
+use crate::queue::shared::Shared;
 
 /// A running flusher thread; stopped (and joined) by [`stop`](Self::stop) or drop.
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
 use crate::error::Result;
-use crate::processes::{from_monotonic, to_monotonic, LeaseTable, SharedLease};
+use crate::queue::processes::{from_monotonic, to_monotonic, LeaseTable, SharedLease};
 
 /// A record handed to a consumer until acked, nacked or expired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

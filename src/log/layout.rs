@@ -7,13 +7,19 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::faults::{self, Durable, FaultOp};
-use crate::format::{Config, HeaderError};
-use crate::lock::LOCK_FILE;
+use crate::log::format::{Config, HeaderError};
+use crate::log::lock::LOCK_FILE;
 
 /// Name of the config file inside the queue directory.
 pub const CONFIG_FILE: &str = "dque.conf";
 /// The name `create_durably` gives the config while it is written.
 const CONFIG_TEMP: &str = "dque.conf.tmp";
+/// Name of the dead-letter queue's directory inside the queue's.
+pub const DEAD_LETTER_DIR: &str = "dead";
+/// Name of the control file of shared mode inside the queue directory.
+pub const CONTROL_FILE: &str = "dque.shm";
+/// The name the control file is made under.
+pub const CONTROL_TEMP: &str = "dque.shm.tmp";
 const SEGMENT_EXT: &str = "seg";
 const TEMP_EXT: &str = "tmp";
 
@@ -50,7 +56,7 @@ impl QueueDir {
     }
 
     pub fn dead_letter_path(&self) -> PathBuf {
-        self.path.join(crate::dead::DEAD_LETTER_DIR)
+        self.path.join(DEAD_LETTER_DIR)
     }
 
     pub fn config_path(&self) -> PathBuf {
@@ -65,12 +71,12 @@ impl QueueDir {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name == CONFIG_FILE {
                 listing.has_config = true;
-            } else if name == LOCK_FILE || name == crate::processes::CONTROL_FILE {
+            } else if name == LOCK_FILE || name == CONTROL_FILE {
                 // Ours, and says nothing about the queue's state.
             } else if let Some(number) = parse_segment_name(&name) {
                 listing.segments.push(number);
             } else if name == CONFIG_TEMP
-                || name == crate::processes::CONTROL_TEMP
+                || name == CONTROL_TEMP
                 || name.ends_with(&format!(".{SEGMENT_EXT}.{TEMP_EXT}"))
             {
                 listing.temp_files.push(entry.path());
@@ -100,7 +106,7 @@ impl QueueDir {
             HeaderError::Version(found) => Error::UnsupportedVersion {
                 path,
                 found,
-                supported: crate::format::FORMAT_VERSION,
+                supported: crate::log::format::FORMAT_VERSION,
             },
             HeaderError::Invalid(reason) => Error::NotAQueue {
                 path,

@@ -3,11 +3,11 @@
 use std::ops::ControlFlow;
 
 use super::{Engine, OpenMode};
-use crate::dead::{DeadLetter, DEAD_LETTER_CODEC};
 use crate::error::{Error, Result};
-use crate::format::MarkerType;
+use crate::log::format::MarkerType;
+use crate::log::recovery::OpenReport;
 use crate::options::{Durability, Options};
-use crate::recovery::OpenReport;
+use crate::queue::dead::{DeadLetter, DEAD_LETTER_CODEC};
 
 impl Engine {
     /// The dead letters, oldest first (none if no item ever failed).
@@ -114,7 +114,7 @@ impl Engine {
         if self.dead.is_none() {
             let options = Options::new()
                 .durability(self.durability)
-                .max_item_bytes(crate::format::MAX_RECORD_PAYLOAD)
+                .max_item_bytes(crate::log::format::MAX_RECORD_PAYLOAD)
                 .shared(self.shared);
             let path = self.dir.dead_letter_path();
             let (mut dead, opened) =

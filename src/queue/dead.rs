@@ -9,8 +9,6 @@ use crate::error::{Error, Result};
 
 /// Codec id of the dead-letter queue's records.
 pub const DEAD_LETTER_CODEC: u32 = 2;
-/// Name of the dead-letter queue's directory inside the queue's.
-pub const DEAD_LETTER_DIR: &str = "dead";
 
 const FIXED: usize = 12;
 

@@ -19,11 +19,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed, Order
 use memmap2::MmapRaw;
 
 use crate::error::{Error, Result};
-
-/// Name of the control file inside the queue directory.
-pub const CONTROL_FILE: &str = "dque.shm";
-/// The name it is made under.
-pub const CONTROL_TEMP: &str = "dque.shm.tmp";
+use crate::log::layout::{CONTROL_FILE, CONTROL_TEMP};
 /// `DQSH`, then the layout version.
 const MAGIC: u32 = u32::from_le_bytes(*b"DQSH");
 const LAYOUT_VERSION: u32 = 1;

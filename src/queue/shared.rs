@@ -5,10 +5,10 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::commit::GroupCommit;
-use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::processes::{SharedCommit, Waker};
+use crate::log::commit::GroupCommit;
+use crate::queue::engine::Engine;
+use crate::queue::processes::{SharedCommit, Waker};
 
 /// The state behind every [`DQue`](crate::DQue) handle and its flusher.
 #[derive(Debug)]

@@ -10,15 +10,15 @@ use std::borrow::Cow;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use crate::dead::DeadLetter;
-use crate::engine::{prepare_directory, OpenMode};
 use crate::error::{Error, Result};
-use crate::format::{Config, SegmentHeader, FORMAT_VERSION, RECORD_OVERHEAD};
-use crate::layout::QueueDir;
-use crate::lock::DirLock;
-use crate::recovery::{replay, Replay};
-use crate::segment::Segment;
-use crate::verify::{self, read_bounded, ReadError, ScanInput, VerifyReport};
+use crate::log::format::{Config, SegmentHeader, FORMAT_VERSION, RECORD_OVERHEAD};
+use crate::log::layout::QueueDir;
+use crate::log::lock::DirLock;
+use crate::log::recovery::{replay, Replay};
+use crate::log::segment::Segment;
+use crate::log::verify::{self, read_bounded, ReadError, ScanInput, VerifyReport};
+use crate::queue::dead::DeadLetter;
+use crate::queue::engine::{prepare_directory, OpenMode};
 
 /// Listings [`QueueFiles::stats`] reads before it gives up on a queue whose
 /// head segments are retired under it.
@@ -251,7 +251,7 @@ impl QueueFiles {
     /// item was moved there; `None` before.
     pub fn dead_letter_queue(&self) -> Result<Option<QueueFiles>> {
         let dead = self.dir.dead_letter_path();
-        if !dead.join(crate::layout::CONFIG_FILE).exists() {
+        if !dead.join(crate::log::layout::CONFIG_FILE).exists() {
             return Ok(None);
         }
         QueueFiles::new(&dead, false).map(Some)
@@ -414,7 +414,7 @@ impl QueueFiles {
             ReadError::Gone => Error::MissingSegment { path: path.clone() },
             ReadError::Other(reason) => Error::io(&path, std::io::Error::other(reason)),
         })?;
-        let header = crate::segment::check_header(&path, &bytes, number)?;
+        let header = crate::log::segment::check_header(&path, &bytes, number)?;
         let replayed = replay(&bytes, header.max_records);
         Ok((header, replayed, bytes))
     }

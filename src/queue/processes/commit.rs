@@ -18,7 +18,7 @@ use super::control::{ControlFile, State};
 use super::WAKE_ALL;
 use crate::error::{Error, Result};
 use crate::faults::{self, Durable, FaultOp};
-use crate::layout::QueueDir;
+use crate::log::layout::QueueDir;
 
 /// Under the queue mutex, after a frame was written into segment `number`
 /// (the tail, or a segment of the front run): returns its ticket.

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-use crate::format::{
+use crate::log::format::{
     claimed_frame_len, read_frame, read_frame_checking, Frame, FrameError, MarkerType, FRAME_ALIGN,
     SEGMENT_HEADER_LEN,
 };
@@ -300,7 +300,7 @@ pub fn nonzero_len(bytes: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{marker, record_frame_len, record_prefix, MarkerType};
+    use crate::log::format::{marker, record_frame_len, record_prefix, MarkerType};
 
     fn segment(frames: &[&[u8]]) -> Vec<u8> {
         let mut bytes = vec![0u8; SEGMENT_HEADER_LEN];
