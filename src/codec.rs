@@ -54,7 +54,7 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned> Codec<T> for Bincode {
     fn decode(&self, bytes: &[u8]) -> Result<T, CodecError> {
         // The limit keeps a hostile length prefix from sizing a huge allocation.
         let config = bincode::config::standard()
-            .with_limit::<{ crate::format::MAX_RECORD_PAYLOAD as usize }>();
+            .with_limit::<{ crate::log::format::MAX_RECORD_PAYLOAD as usize }>();
         let (item, used) = bincode::serde::decode_from_slice(bytes, config)?;
         if used != bytes.len() {
             return Err(format!("{} trailing bytes after the item", bytes.len() - used).into());

@@ -78,7 +78,7 @@ mod plan {
     use parking_lot::Mutex;
 
     use super::{Durable, FaultOp};
-    use crate::lock::LOCK_FILE;
+    use crate::log::lock::LOCK_FILE;
 
     /// Disk sectors are written whole or not at all; anything larger may tear.
     const SECTOR: usize = 512;

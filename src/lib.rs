@@ -31,51 +31,33 @@
 #![deny(missing_docs)]
 
 mod codec;
-mod commit;
-mod dead;
-mod deadline;
-mod delivery;
-mod engine;
 mod error;
 #[cfg(feature = "fault-injection")]
 pub mod faults;
 #[cfg(not(feature = "fault-injection"))]
 mod faults;
-mod flusher;
-mod format;
-mod inspect;
-mod iter;
 pub mod jobs;
-mod layout;
-mod lease;
-mod lock;
+mod log;
 mod options;
-mod processes;
-mod quarantine;
 mod queue;
-mod recovery;
-mod repair;
-mod salvage;
-mod segment;
-mod shared;
-mod verify;
-mod workers;
+mod tools;
 
 pub use codec::{Bincode, Codec, Raw};
-pub use dead::DeadLetter;
 pub use error::{CodecError, Error, Result};
-pub use format::FORMAT_VERSION;
-pub use inspect::{QueueFiles, Stats, StoredRecord};
-pub use iter::Iter;
-pub use lease::Leased;
+pub use log::format::FORMAT_VERSION;
+pub use log::quarantine::QUARANTINE_DIR;
+pub use log::recovery::{OpenReport, Repair};
+pub use log::verify::{Problem, SegmentSummary, VerifyReport};
 pub use options::{Durability, Options};
-pub use quarantine::QUARANTINE_DIR;
-pub use queue::{DQue, Pending, RawQueue};
-pub use recovery::{OpenReport, Repair};
-pub use repair::{repair, RepairAction, RepairReport};
-pub use salvage::{salvage, Salvage, SalvagedRecord};
-pub use verify::{Problem, SegmentSummary, VerifyReport};
-pub use workers::Worker;
+pub use queue::dead::DeadLetter;
+pub use queue::dque::{DQue, RawQueue};
+pub use queue::iter::{Iter, Pending};
+pub use queue::lease::Leased;
+pub use queue::workers::Worker;
+pub use tools::inspect::{QueueFiles, Stats, StoredRecord};
+pub use tools::job_files::{job_parts, job_stats, JobPart};
+pub use tools::repair::{repair, RepairAction, RepairReport};
+pub use tools::salvage::{salvage, Salvage, SalvagedRecord};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

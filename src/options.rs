@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::format::{MAX_RECORD_PAYLOAD, MAX_SEGMENT_RECORDS};
+use crate::log::format::{MAX_RECORD_PAYLOAD, MAX_SEGMENT_RECORDS};
 
 /// What survives a power loss. Any mode survives a killed process.
 ///

@@ -1,7 +1,7 @@
 //! The fuzz targets' saved corpus (`fuzz/corpus/open`, `fuzz/corpus/repair`,
 //! `fuzz/corpus/ops`),
 //! run on stable through the very checks the fuzzers run
-//! (`fuzz/src/checks.rs`), so every input a fuzzer once found interesting,
+//! (`fuzz/src/checks/`), so every input a fuzzer once found interesting,
 //! and every bug reproducer kept there, stays a test. A failure names the
 //! corpus file; `cargo fuzz run <target> <file>` replays it under the fuzzer.
 //!
@@ -10,7 +10,7 @@
 //! `repair` check also asks it (`counting::ALLOCATIONS`) for the largest allocation
 //! of reading the files with `QueueFiles`, which it bounds by their sizes.
 
-#[path = "../fuzz/src/checks.rs"]
+#[path = "../fuzz/src/checks/mod.rs"]
 mod checks;
 #[path = "../fuzz/src/counting.rs"]
 mod counting;

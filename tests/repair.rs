@@ -1401,7 +1401,7 @@ fn check_damaged_records_before_a_lost_header(index: usize, delete: bool) {
 
 #[test]
 fn repair_damaged_records_before_a_lost_header_first_record() {
-    // Pins: judge_sealed (src/repair.rs) only checks a segment against the
+    // Pins: judge_sealed (src/tools/repair.rs) only checks a segment against the
     // header of the very next file; when that one is missing or its header
     // is unreadable, a segment with a bad first record stays "sound" with 0
     // records, and Plan::make then refuses the whole repair.

@@ -56,7 +56,7 @@
 
 mod backoff;
 mod clock;
-pub mod embedded;
+pub(crate) mod embedded;
 mod job;
 mod several;
 mod stats;
@@ -65,14 +65,12 @@ use std::time::Duration;
 
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use embedded::{
-    job_from_record, job_parts, stats_at, EmbeddedJobs, JobOptions, JobPart, JOB_CODEC_ID,
-};
+pub use embedded::{job_from_record, EmbeddedJobs, JobOptions, JOB_CODEC_ID};
 pub use job::{
     DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, WaitState, Waiting,
     MAX_HEADER_NAME_BYTES, MAX_JOB_ID_BYTES,
 };
-pub use several::{Order, QueueSet};
+pub use several::{Order, QueueSet, SET_POLL};
 pub use stats::{
     failure_group, Counts, DayStats, Histogram, QueueStats, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS,
 };

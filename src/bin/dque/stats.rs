@@ -36,7 +36,7 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode, Failure> {
     };
     let files = QueueFiles::open(dir).map_err(fail)?;
     let stats = files.stats().map_err(fail)?;
-    let jobs = dque::jobs::stats_at(dir).map_err(fail)?;
+    let jobs = dque::job_stats(dir).map_err(fail)?;
     let holder = crate::holder::lock_holder(dir);
     if args.json {
         let mut value = json(dir, &stats, holder);
@@ -208,16 +208,6 @@ fn json(dir: &std::path::Path, s: &Stats, holder: Option<u32>) -> serde_json::Va
     })
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn dates_are_utc_calendar_days() {
-        assert_eq!(super::date(0), "1970-01-01");
-        assert_eq!(super::date(951_782_400), "2000-02-29");
-        assert_eq!(super::date(1_795_478_399), "2026-11-23");
-    }
-}
-
 /// A byte count in B, KiB, MiB or GiB.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
@@ -231,5 +221,15 @@ pub fn bytes(n: u64) -> String {
         format!("{n} B")
     } else {
         format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dates_are_utc_calendar_days() {
+        assert_eq!(super::date(0), "1970-01-01");
+        assert_eq!(super::date(951_782_400), "2000-02-29");
+        assert_eq!(super::date(1_795_478_399), "2026-11-23");
     }
 }

@@ -13,7 +13,7 @@ use std::io::{ErrorKind, Write as _};
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
-use crate::layout::QueueDir;
+use crate::log::layout::QueueDir;
 
 /// Where a job's record is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use parking_lot::RwLock;
 use super::envelope::{JobRecords, JOB_CODEC_ID};
 use crate::error::{Error, Result};
 use crate::options::Options;
-use crate::queue::RawQueue;
+use crate::queue::dque::RawQueue;
 
 /// The lanes open in this handle, and when their directory was listed.
 #[derive(Debug)]
@@ -145,7 +145,7 @@ pub fn open_part(path: &Path, options: &Options) -> Result<RawQueue> {
     let queue = RawQueue::open_encoded_with(path, options)?;
     if queue.codec_id() != JOB_CODEC_ID {
         return Err(Error::CodecMismatch {
-            path: path.join(crate::layout::CONFIG_FILE),
+            path: path.join(crate::log::layout::CONFIG_FILE),
             expected: JOB_CODEC_ID,
             found: queue.codec_id(),
         });

@@ -1,31 +1,6 @@
 //! The Jobs API over queue directories: [`EmbeddedJobs`].
-//!
-//! A jobs queue is a queue directory whose records are job envelopes
-//! (codec [`JOB_CODEC_ID`]): the directory itself is the lane of
-//! priority 0, so `dque verify`, `dump`, `repair` and `salvage` work on it
-//! as on any queue. Beside the segments, `jobs/` holds the rest:
-//!
-//! ```text
-//! QUEUE/               the lane of priority 0 (segments, config, dead/)
-//! QUEUE/jobs/lanes/+0000000005/   the lane of priority 5, made on first use
-//! QUEUE/jobs/scheduled/           jobs waiting for their time
-//! QUEUE/jobs/ids/                 one file per caller-chosen id
-//! QUEUE/jobs/stats/days           the statistics
-//! ```
-//!
-//! Every lane and the schedule is a queue with the handle's options
-//! (durability, shared mode, lease time), so each job operation keeps the
-//! guarantees of the queue it writes to. A job that moves (falls due, is
-//! retried later, changes priority) is written to its new place before it
-//! leaves the old one: a crash in between runs it twice at worst, never
-//! loses it.
-//!
-//! A plain FIFO queue directory (records that are bodies only) opens too:
-//! it serves bodies as jobs of priority 0 with the record id as job id,
-//! and refuses what it cannot keep (priorities, delays, headers, ids).
 
 mod envelope;
-mod files;
 mod ids;
 mod lanes;
 mod schedule;
@@ -42,7 +17,8 @@ use std::time::{Duration, Instant, SystemTime};
 use parking_lot::Mutex;
 
 pub use envelope::{job_from_record, JOB_CODEC_ID};
-pub use files::{job_parts, stats_at, JobPart};
+pub(crate) use lanes::lane_name;
+pub(crate) use stats_file::read_days;
 
 use self::envelope::{Envelope, JobRecords};
 use self::ids::{Claim, Ids, Location};
@@ -57,10 +33,10 @@ use super::job::{
 use super::stats::{Counts, QueueStats};
 use super::{Backoff, JobQueue};
 use crate::codec::{Codec, Raw};
-use crate::engine::ById;
 use crate::error::{Error, Result};
 use crate::options::Options;
-use crate::queue::RawQueue;
+use crate::queue::dque::RawQueue;
+use crate::queue::engine::ById;
 
 /// Segment size of lanes and the schedule when the options name none:
 /// smaller than a root queue's, as a queue may have many lanes.
@@ -154,7 +130,7 @@ impl JobOptions {
     }
 
     /// Opens the queue at `path`: a jobs queue, or a plain FIFO queue of
-    /// bodies (see the [module](self) documentation).
+    /// bodies (see [`EmbeddedJobs`]).
     ///
     /// # Errors
     ///
@@ -184,6 +160,30 @@ static HANDLES: AtomicUsize = AtomicUsize::new(1);
 /// A job queue in a directory: the [`JobQueue`] contract, embedded.
 /// Shared by threads (it is `Sync`), and by processes with
 /// [`Options::shared`].
+///
+/// A jobs queue is a queue directory whose records are job envelopes
+/// (codec [`JOB_CODEC_ID`]): the directory itself is the lane of
+/// priority 0, so `dque verify`, `dump`, `repair` and `salvage` work on it
+/// as on any queue. Beside the segments, `jobs/` holds the rest:
+///
+/// ```text
+/// QUEUE/               the lane of priority 0 (segments, config, dead/)
+/// QUEUE/jobs/lanes/+0000000005/   the lane of priority 5, made on first use
+/// QUEUE/jobs/scheduled/           jobs waiting for their time
+/// QUEUE/jobs/ids/                 one file per caller-chosen id
+/// QUEUE/jobs/stats/days           the statistics
+/// ```
+///
+/// Every lane and the schedule is a queue with the handle's options
+/// (durability, shared mode, lease time), so each job operation keeps the
+/// guarantees of the queue it writes to. A job that moves (falls due, is
+/// retried later, changes priority) is written to its new place before it
+/// leaves the old one: a crash in between runs it twice at worst, never
+/// loses it.
+///
+/// A plain FIFO queue directory (records that are bodies only) opens too:
+/// it serves bodies as jobs of priority 0 with the record id as job id,
+/// and refuses what it cannot keep (priorities, delays, headers, ids).
 ///
 /// ```
 /// use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
@@ -247,13 +247,13 @@ impl EmbeddedJobs {
     fn start(path: &Path, options: &JobOptions) -> Result<Self> {
         // Checked before the queue is opened (and, shared, joined): a
         // program's typed items are not job bodies a worker can run.
-        crate::engine::prepare_directory(path, crate::engine::OpenMode::Open)?;
-        let codec_id = crate::layout::QueueDir::new(path.to_path_buf())
+        crate::queue::engine::prepare_directory(path, crate::queue::engine::OpenMode::Open)?;
+        let codec_id = crate::log::layout::QueueDir::new(path.to_path_buf())
             .read_config()?
             .codec_id;
         if codec_id != JOB_CODEC_ID && codec_id != <Raw as Codec<Vec<u8>>>::ID {
             return Err(Error::CodecMismatch {
-                path: path.join(crate::layout::CONFIG_FILE),
+                path: path.join(crate::log::layout::CONFIG_FILE),
                 found: codec_id,
                 expected: JOB_CODEC_ID,
             });

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::envelope::Envelope;
-use crate::engine::ById;
 use crate::error::Result;
-use crate::lease::Leased;
-use crate::queue::RawQueue;
+use crate::queue::dque::RawQueue;
+use crate::queue::engine::ById;
+use crate::queue::lease::Leased;
 
 #[derive(Debug)]
 pub struct Schedule {

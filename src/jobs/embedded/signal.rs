@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::processes::Waker;
+use crate::queue::processes::Waker;
 
 /// What a waiter saw before it looked for a job.
 #[derive(Debug, Clone, Copy)]

@@ -1,0 +1,507 @@
+//! One segment file, open and mapped: append frames, read records, settle them.
+//!
+//! This is the only module with `unsafe`: memmap2's mapping calls.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memmap2::MmapMut;
+
+use crate::error::{Error, Result};
+use crate::faults::{self, Durable, FaultOp};
+use crate::log::format::{
+    marker, HeaderError, MarkerType, SegmentHeader, FORMAT_VERSION, RECORD_OVERHEAD,
+    SEGMENT_HEADER_LEN,
+};
+use crate::log::layout::QueueDir;
+use crate::log::recovery::{
+    damage_before_records, damaged_tail, kept_end, nonzero_len, replay, OpenReport, Repair, Replay,
+};
+
+/// A new segment's file starts this large (beyond its header) and doubles as
+/// it fills; the bytes past the last frame are zeros, the clean end.
+const INITIAL_CAPACITY: usize = 1 << 20;
+/// Room a new segment starts with per record it may hold (a small record
+/// and its markers), when that is less than [`INITIAL_CAPACITY`].
+const BYTES_PER_RECORD_GUESS: usize = 256;
+const PAGE: usize = 4096;
+
+/// An open, mapped segment and the state of its records.
+#[derive(Debug)]
+pub struct Segment {
+    pub header: SegmentHeader,
+    path: PathBuf,
+    /// Shared with group-commit leaders, who fsync it outside the queue's lock.
+    file: Arc<File>,
+    map: MmapMut,
+    /// The frames so far: each record's offset and payload length (checked
+    /// when it was replayed or written; a record's index is its position),
+    /// which are settled, their delivery attempts, whether any marker was
+    /// read or written (segments with markers form a run from the head,
+    /// which open replays), and `end`, where the next frame goes.
+    frames: Replay,
+    /// Written to since it was last handed to a sync: a group commit syncs
+    /// only such segments (an fsync of a clean file costs as much here).
+    dirty: bool,
+}
+
+impl Segment {
+    /// Creates the segment durably: written under a temporary name, fsynced,
+    /// renamed into place, directory fsynced. A crash leaves either no
+    /// segment or a whole empty one.
+    pub fn create(dir: &QueueDir, header: SegmentHeader) -> Result<Segment> {
+        // Sized to the segment's own limits: a segment of a few items must
+        // not take a megabyte of disk (it grows if its records are larger).
+        let by_records = (header.max_records as usize).saturating_mul(BYTES_PER_RECORD_GUESS);
+        let capacity = round_up_to_page(
+            SEGMENT_HEADER_LEN
+                + INITIAL_CAPACITY
+                    .min(header.max_bytes as usize)
+                    .min(by_records),
+        );
+        let path = dir.segment_path(header.number);
+        let file = dir.create_durably(&path, |file| {
+            file.write_all(&header.encode())?;
+            preallocate(file, capacity)
+        })?;
+        let map = map(&file, &path)?;
+        Ok(Segment {
+            header,
+            path,
+            file: Arc::new(file),
+            map,
+            frames: Replay {
+                end: SEGMENT_HEADER_LEN,
+                ..Replay::default()
+            },
+            dirty: false,
+        })
+    }
+
+    /// Reads only the header of segment `number`.
+    pub fn read_header(dir: &QueueDir, number: u64) -> Result<SegmentHeader> {
+        let path = dir.segment_path(number);
+        let mut bytes = Vec::with_capacity(SEGMENT_HEADER_LEN);
+        File::open(&path)
+            .and_then(|f| f.take(SEGMENT_HEADER_LEN as u64).read_to_end(&mut bytes))
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Error::MissingSegment { path: path.clone() },
+                _ => Error::io(&path, e),
+            })?;
+        check_header(&path, &bytes, number)
+    }
+
+    /// Opens segment `number` and replays its frames.
+    ///
+    /// `sealed_records` is the record count of a segment that has a
+    /// successor: all of them must be whole, and only a torn tail of markers
+    /// after them may be cut. The last segment (`None`) may end anywhere.
+    /// What follows the last whole frame is cut if it is what a torn write
+    /// leaves (FORMAT.md, "Tail damage"); a bad frame followed by whole
+    /// records is damage, refused with `Corrupted` unless `cut_damaged`.
+    /// A cut keeps a copy of the file in `quarantine/` first, then zeroes
+    /// the bytes durably, and is reported.
+    pub fn open(
+        dir: &QueueDir,
+        number: u64,
+        sealed_records: Option<u64>,
+        cut_damaged: bool,
+        report: &mut OpenReport,
+    ) -> Result<Segment> {
+        Segment::open_judging(dir, number, sealed_records, Some((cut_damaged, report)))
+    }
+
+    /// Opens segment `number` beside other processes (shared mode, under
+    /// their mutex): like [`open`](Self::open), but what follows the last
+    /// whole frame is neither judged nor cut. Other processes write whole
+    /// frames only; anything else there is a dead process's torn write,
+    /// which the next write mends (see `queue::engine::processes`).
+    pub fn attach(dir: &QueueDir, number: u64, sealed_records: Option<u64>) -> Result<Segment> {
+        Segment::open_judging(dir, number, sealed_records, None)
+    }
+
+    fn open_judging(
+        dir: &QueueDir,
+        number: u64,
+        sealed_records: Option<u64>,
+        judge: Option<(bool, &mut OpenReport)>,
+    ) -> Result<Segment> {
+        let path = dir.segment_path(number);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Error::MissingSegment { path: path.clone() },
+                _ => Error::io(&path, e),
+            })?;
+        let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+        if len < SEGMENT_HEADER_LEN as u64 {
+            return Err(Error::corrupted(
+                &path,
+                0,
+                "file is shorter than a segment header",
+            ));
+        }
+        let mut map = map(&file, &path)?;
+        let header = check_header(&path, &map, number)?;
+        let replayed = replay(&map, header.max_records);
+        if let Some(expected) = sealed_records {
+            replayed.check_sealed(&path, expected)?;
+        }
+        let garbage_end = replayed.end + nonzero_len(&map[replayed.end..]);
+        if let (true, Some((cut_damaged, report))) = (garbage_end > replayed.end, judge) {
+            let damage = damage_before_records(&map, replayed.end, garbage_end);
+            if let (Some(record_at), false) = (damage, cut_damaged) {
+                return Err(Error::corrupted(
+                    &path,
+                    replayed.end,
+                    damaged_tail(replayed.stopped_by, record_at),
+                ));
+            }
+            let cut = replayed.end..garbage_end;
+            let copy_end = kept_end(&map, replayed.end, garbage_end);
+            let kept = crate::log::quarantine::keep_copy(dir, &path, &map[..copy_end], cut.start)?;
+            faults::check(FaultOp::Write, &path).map_err(|e| Error::io(&path, e))?;
+            map[cut.clone()].fill(0);
+            faults::check(FaultOp::Sync, &path)
+                .and_then(|()| map.flush_range(cut.start, cut.len()))
+                .map_err(|e| Error::io(&path, e))?;
+            faults::synced(&path, Durable::Range(cut));
+            report.repairs.push(Repair {
+                segment: path.clone(),
+                offset: replayed.end as u64,
+                bytes_cut: (garbage_end - replayed.end) as u64,
+                reason: replayed
+                    .stopped_by
+                    .unwrap_or("bytes after the end")
+                    .to_string(),
+                kept: Some(kept),
+                damage: damage.is_some(),
+            });
+        }
+        Ok(Segment {
+            header,
+            path,
+            file: Arc::new(file),
+            map,
+            frames: replayed,
+            dirty: false,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The whole mapped file, header included (read-only, for `verify`).
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    pub fn record_count(&self) -> usize {
+        self.frames.records.len()
+    }
+
+    pub fn unsettled_count(&self) -> usize {
+        self.frames.records.len() - self.frames.settled_count
+    }
+
+    /// End of the last whole frame: where the next one goes.
+    pub fn end(&self) -> usize {
+        self.frames.end
+    }
+
+    /// [`catch_up`](Self::catch_up) for the tail, up to `published`, the end
+    /// of the frames the other processes published: exactly those are read
+    /// (a dead process's unpublished bytes after them are not), without
+    /// checking their CRCs again.
+    pub fn catch_up_published(&mut self, published: usize) -> Result<()> {
+        if published > self.map.len() {
+            self.map = map(&self.file, &self.path)?;
+        }
+        let published = published.min(self.map.len());
+        if published > self.frames.end {
+            self.frames
+                .resume_published(&self.map[..published], self.header.max_records);
+        }
+        Ok(())
+    }
+
+    /// Reads the frames other processes wrote since this mapping last looked
+    /// (shared mode), up to the first that is not whole, mapping the file
+    /// again if it grew. The caller holds the queue's cross-process lock,
+    /// under which every frame is written whole.
+    pub fn catch_up(&mut self) -> Result<()> {
+        self.frames.resume(&self.map, self.header.max_records);
+        // Stopped by the end of this mapping: the file may have grown in
+        // another process (looked at only then: it costs a system call).
+        let near_end = self.frames.end + RECORD_OVERHEAD > self.map.len();
+        if self.frames.stopped_by.is_some() || near_end {
+            let len = self
+                .file
+                .metadata()
+                .map_err(|e| Error::io(&self.path, e))?
+                .len();
+            if len as usize > self.map.len() {
+                self.map = map(&self.file, &self.path)?;
+                self.frames.resume(&self.map, self.header.max_records);
+            }
+        }
+        Ok(())
+    }
+
+    /// Id of the record after the last one: the first id of the next segment.
+    pub fn end_id(&self) -> u64 {
+        self.header.first_id + self.frames.records.len() as u64
+    }
+
+    /// Whether a record frame of `frame_len` bytes fits under the segment's
+    /// limits (its first record always does).
+    pub fn accepts(&self, frame_len: usize) -> bool {
+        if self.frames.records.len() >= self.header.max_records as usize {
+            return false;
+        }
+        let record_bytes = self.frames.end - SEGMENT_HEADER_LEN + frame_len;
+        self.frames.records.is_empty() || record_bytes <= self.header.max_bytes as usize
+    }
+
+    /// Copies a whole record frame (carrying `payload_len` bytes of payload)
+    /// into the mapping with one copy; returns the record's index and the
+    /// bytes written.
+    pub fn append_record(
+        &mut self,
+        frame: &[u8],
+        payload_len: usize,
+    ) -> Result<(usize, Range<usize>)> {
+        debug_assert_eq!(
+            frame.len(),
+            crate::log::format::record_frame_len(payload_len)
+        );
+        let range = self.append(frame)?;
+        let frames = &mut self.frames;
+        frames
+            .records
+            .push((range.start as u32, payload_len as u32));
+        frames.settled.push(false);
+        frames.attempts.push(0);
+        Ok((frames.records.len() - 1, range))
+    }
+
+    /// Appends a `kind` marker for record `index` (settling it, or counting
+    /// a delivery attempt); returns the bytes written.
+    pub fn mark(&mut self, index: usize, kind: MarkerType) -> Result<Range<usize>> {
+        debug_assert!(kind == MarkerType::Reached || !self.frames.settled[index]);
+        let range = self.append(&marker(kind, index as u32))?;
+        let frames = &mut self.frames;
+        frames.has_markers = true;
+        match kind {
+            MarkerType::Ack | MarkerType::Dead => {
+                frames.settled[index] = true;
+                frames.settled_count += 1;
+            }
+            MarkerType::Lease => frames.attempts[index] = frames.attempts[index].saturating_add(1),
+            MarkerType::Release => {
+                frames.attempts[index] = frames.attempts[index].saturating_sub(1)
+            }
+            MarkerType::Reached => {}
+        }
+        Ok(range)
+    }
+
+    /// Whether record `index` is settled (acked or dead-lettered).
+    pub fn is_settled(&self, index: usize) -> bool {
+        self.frames.settled[index]
+    }
+
+    /// Delivery attempts of record `index` so far.
+    pub fn attempts(&self, index: usize) -> u16 {
+        self.frames.attempts[index]
+    }
+
+    /// Whether the segment holds any marker.
+    pub fn has_markers(&self) -> bool {
+        self.frames.has_markers
+    }
+
+    /// The payload of record `index`, read from the mapping.
+    pub fn payload(&self, index: usize) -> &[u8] {
+        let (at, len) = self.frames.records[index];
+        let start = at as usize + RECORD_OVERHEAD;
+        &self.map[start..start + len as usize]
+    }
+
+    /// The open file and its path, for a sync outside the queue's lock, if
+    /// anything was written since the last time; the caller syncs it. On
+    /// Linux an fsync of the file also writes what went through the mapping.
+    pub fn take_dirty_file(&mut self) -> Option<(Arc<File>, PathBuf)> {
+        std::mem::take(&mut self.dirty).then(|| (Arc::clone(&self.file), self.path.clone()))
+    }
+
+    /// Makes every byte written so far durable (fdatasync).
+    pub fn sync(&mut self) -> Result<()> {
+        faults::check(FaultOp::Sync, &self.path)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| Error::io(&self.path, e))?;
+        faults::synced(&self.path, Durable::File);
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Removes the file; its directory entry is gone durably on return.
+    pub fn delete(self, dir: &QueueDir) -> Result<()> {
+        let Segment {
+            path, map, file, ..
+        } = self;
+        drop(map);
+        drop(file);
+        faults::check(FaultOp::Write, &path)
+            .and_then(|()| fs::remove_file(&path))
+            .map_err(|e| Error::io(&path, e))?;
+        dir.sync()
+    }
+
+    fn append(&mut self, frame: &[u8]) -> Result<Range<usize>> {
+        let range = self.frames.end..self.frames.end + frame.len();
+        if range.end > self.map.len() {
+            self.grow(range.end)?;
+        }
+        faults::check(FaultOp::Write, &self.path).map_err(|e| Error::io(&self.path, e))?;
+        self.map[range.clone()].copy_from_slice(frame);
+        self.frames.end = range.end;
+        self.dirty = true;
+        Ok(range)
+    }
+
+    /// Extends the file (at least doubling it) and maps it again. The old
+    /// mapping's dirty pages stay in the page cache, so nothing is lost. A
+    /// file another process already made long enough is only mapped again:
+    /// it never shrinks, which would take bytes from under other mappings.
+    fn grow(&mut self, needed: usize) -> Result<()> {
+        let io = |e| Error::io(&self.path, e);
+        let len = self.file.metadata().map_err(io)?.len() as usize;
+        if len < needed {
+            let new_len = round_up_to_page(needed.max(self.map.len() * 2)).max(len);
+            faults::check(FaultOp::Write, &self.path)
+                .and_then(|()| preallocate(&self.file, new_len))
+                .map_err(io)?;
+        }
+        self.map = map(&self.file, &self.path)?;
+        Ok(())
+    }
+}
+
+/// A sealed segment read into memory and never written: how the segments
+/// between the front run and the tail are browsed, so that looking changes
+/// nothing on disk.
+pub struct SealedCopy {
+    header: SegmentHeader,
+    bytes: Vec<u8>,
+    replay: Replay,
+}
+
+impl SealedCopy {
+    /// Reads segment `number`, which must hold `records` whole records.
+    ///
+    /// It judges what follows the last whole frame as an open of the segment
+    /// would, without cutting anything: damage (unless `cut_damaged`, with
+    /// which the open would cut it and keep the records) fails as `Corrupted`,
+    /// so a read and the dequeue that reaches the segment agree.
+    pub fn read(
+        dir: &QueueDir,
+        number: u64,
+        records: u64,
+        cut_damaged: bool,
+    ) -> Result<SealedCopy> {
+        let path = dir.segment_path(number);
+        let bytes = fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let header = check_header(&path, &bytes, number)?;
+        let replay = replay(&bytes, header.max_records);
+        replay.check_sealed(&path, records)?;
+        let garbage_end = replay.end + nonzero_len(&bytes[replay.end..]);
+        if let (Some(record_at), false) = (
+            damage_before_records(&bytes, replay.end, garbage_end),
+            cut_damaged,
+        ) {
+            return Err(Error::corrupted(
+                &path,
+                replay.end,
+                damaged_tail(replay.stopped_by, record_at),
+            ));
+        }
+        Ok(SealedCopy {
+            header,
+            bytes,
+            replay,
+        })
+    }
+
+    /// Id, attempts and payload of every record not settled, in order.
+    pub fn unsettled(&self) -> impl Iterator<Item = (u64, u16, &[u8])> {
+        self.replay
+            .records
+            .iter()
+            .enumerate()
+            .filter(|&(index, _)| !self.replay.settled[index])
+            .map(|(index, &(at, len))| {
+                let start = at as usize + RECORD_OVERHEAD;
+                (
+                    self.header.first_id + index as u64,
+                    self.replay.attempts[index],
+                    &self.bytes[start..start + len as usize],
+                )
+            })
+    }
+}
+
+fn map(file: &File, path: &Path) -> Result<MmapMut> {
+    // SAFETY: the mapping is only valid while no one truncates the file
+    // behind our back. In exclusive mode the queue's lock keeps every other
+    // dque handle out; in shared mode other handles only ever extend a
+    // segment (`grow` never shrinks one) or unlink it (the mapping keeps the
+    // inode), and every change is made under the queue's mutex.
+    unsafe { MmapMut::map_mut(file) }.map_err(|e| Error::io(path, e))
+}
+
+pub(crate) fn check_header(path: &Path, bytes: &[u8], number: u64) -> Result<SegmentHeader> {
+    let header = SegmentHeader::decode(bytes).map_err(|e| match e {
+        HeaderError::Version(found) => Error::UnsupportedVersion {
+            path: path.to_path_buf(),
+            found,
+            supported: FORMAT_VERSION,
+        },
+        HeaderError::Invalid(reason) => Error::corrupted(path, 0, reason),
+    })?;
+    if header.number != number {
+        return Err(Error::corrupted(
+            path,
+            0,
+            format!(
+                "header says segment {}, file name says {number}",
+                header.number
+            ),
+        ));
+    }
+    Ok(header)
+}
+
+/// Extends the file to `len` bytes with blocks reserved, so that writes
+/// through the mapping never need space the disk no longer has (which would
+/// be a SIGBUS, not an error). Falls back to a sparse extension where the
+/// file system cannot reserve.
+fn preallocate(file: &File, len: usize) -> std::io::Result<()> {
+    // The length first: `allocate` skips files that already hold enough
+    // blocks without extending them.
+    file.set_len(len as u64)?;
+    match fs4::FileExt::allocate(file, len as u64) {
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => Ok(()),
+        other => other,
+    }
+}
+
+fn round_up_to_page(n: usize) -> usize {
+    n.div_ceil(PAGE) * PAGE
+}

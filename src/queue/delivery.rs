@@ -1,0 +1,295 @@
+//! Who holds which record: leases, records handed back, and the cursor of
+//! records never delivered. In memory only (in shared mode, the leases are
+//! in the control file, which all processes see, and a record handed back
+//! moves the cursor back to it): after a reopen every record that is not
+//! settled is available again (its attempts are on disk).
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Instant;
+
+use crate::error::Result;
+use crate::queue::processes::{from_monotonic, to_monotonic, LeaseTable, SharedLease};
+
+/// A record handed to a consumer until acked, nacked or expired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// The delivery attempt this lease is (1 for the first); also the
+    /// token a guard must show to ack, nack or touch.
+    pub attempt: u16,
+    /// When the record becomes available again if not acked.
+    pub expires: Instant,
+}
+
+/// The delivery state of one queue.
+#[derive(Debug, Default)]
+pub struct Deliveries {
+    leases: HashMap<u64, Lease>,
+    /// Unsettled records whose lease ended (nack or expiry): available
+    /// again, before any record never delivered, oldest first.
+    returned: BTreeSet<u64>,
+    /// Every record before this id was settled, is leased, or is in
+    /// `returned`; from here on, records were never delivered this session.
+    fresh: u64,
+    /// Shared mode: the leases of every process (`leases` and `returned`
+    /// stay empty).
+    table: Option<LeaseTable>,
+}
+
+fn to_lease(shared: SharedLease) -> Lease {
+    Lease {
+        attempt: shared.attempt,
+        expires: from_monotonic(shared.expires),
+    }
+}
+
+impl Deliveries {
+    /// Shared mode: leases are kept in `table`, where every process sees them.
+    pub fn share(&mut self, table: LeaseTable) {
+        self.table = Some(table);
+    }
+
+    /// Shared mode: the cursor as the control file has it.
+    pub fn set_fresh(&mut self, fresh: u64) {
+        self.fresh = fresh;
+    }
+
+    /// `Err` if no lease can be added now (the shared table is full); checked
+    /// before the lease marker is written.
+    pub fn room_for_lease(&self) -> Result<()> {
+        self.table.as_ref().map_or(Ok(()), LeaseTable::room)
+    }
+
+    /// The oldest available record handed back, if any.
+    pub fn first_returned(&self) -> Option<u64> {
+        self.returned.first().copied()
+    }
+
+    /// The cursor of records never delivered: every record before it is
+    /// settled, leased or handed back.
+    pub fn fresh(&self) -> u64 {
+        self.fresh
+    }
+
+    /// The cursor of records never delivered, moved up to `floor` if below.
+    pub fn fresh_from(&mut self, floor: u64) -> u64 {
+        self.fresh = self.fresh.max(floor);
+        self.fresh
+    }
+
+    /// Moves the cursor past `id`, which is not available.
+    pub fn skip(&mut self, id: u64) {
+        self.fresh = self.fresh.max(id + 1);
+    }
+
+    pub fn is_leased(&self, id: u64) -> bool {
+        match &self.table {
+            Some(table) => table.get(id).is_some(),
+            None => self.leases.contains_key(&id),
+        }
+    }
+
+    pub fn lease(&self, id: u64) -> Option<Lease> {
+        match &self.table {
+            Some(table) => table.get(id).map(to_lease),
+            None => self.leases.get(&id).copied(),
+        }
+    }
+
+    pub fn leased_count(&self) -> usize {
+        match &self.table {
+            Some(table) => table.count() as usize,
+            None => self.leases.len(),
+        }
+    }
+
+    /// Records `id` as taken (leased, or settled at once): no longer available.
+    pub fn take(&mut self, id: u64) {
+        self.returned.remove(&id);
+        self.skip_if_fresh(id);
+    }
+
+    /// Records the lease of `id` (checked by [`room_for_lease`](Self::room_for_lease)).
+    pub fn start_lease(&mut self, id: u64, lease: Lease) {
+        self.take(id);
+        match &self.table {
+            Some(table) => table.insert(id, lease.attempt, to_monotonic(lease.expires)),
+            None => {
+                self.leases.insert(id, lease);
+            }
+        }
+    }
+
+    pub fn extend_lease(&mut self, id: u64, expires: Instant) {
+        match &self.table {
+            Some(table) => table.set_expiry(id, to_monotonic(expires)),
+            None => {
+                if let Some(lease) = self.leases.get_mut(&id) {
+                    lease.expires = expires;
+                }
+            }
+        }
+    }
+
+    /// Ends the lease of `id`; the record is settled or about to be.
+    pub fn end_lease(&mut self, id: u64) -> Option<Lease> {
+        match &self.table {
+            Some(table) => table.remove(id).map(to_lease),
+            None => self.leases.remove(&id),
+        }
+    }
+
+    /// Ends the lease of `id` and makes the record available again.
+    pub fn hand_back(&mut self, id: u64) {
+        match &self.table {
+            Some(table) => {
+                table.remove(id);
+                // Every record before the cursor is settled or leased: it
+                // moves back, and the next delivery finds this one first.
+                self.fresh = self.fresh.min(id);
+            }
+            None => {
+                self.leases.remove(&id);
+                self.returned.insert(id);
+            }
+        }
+    }
+
+    /// Every lease as (id, lease), in no order. Shared mode reads the
+    /// table only when some lease may have run out by `now` (or always,
+    /// without `now`).
+    fn all_leases(&self, now: Option<Instant>) -> Vec<(u64, Lease)> {
+        match &self.table {
+            Some(table) => {
+                let due = now.is_none_or(|now| to_monotonic(now) >= table.floor());
+                if table.count() == 0 || !due {
+                    return Vec::new();
+                }
+                table
+                    .all()
+                    .into_iter()
+                    .map(|l| (l.id, to_lease(l)))
+                    .collect()
+            }
+            None => self
+                .leases
+                .iter()
+                .map(|(&id, &lease)| (id, lease))
+                .collect(),
+        }
+    }
+
+    /// Leases whose time is up at `now`, oldest id first.
+    pub fn expired(&self, now: Instant) -> Vec<(u64, Lease)> {
+        let mut expired: Vec<_> = self
+            .all_leases(Some(now))
+            .into_iter()
+            .filter(|(_, lease)| lease.expires <= now)
+            .collect();
+        expired.sort_unstable_by_key(|&(id, _)| id);
+        expired
+    }
+
+    /// Shared mode: the leases held by the handle in `slot` in its life
+    /// `generation`, oldest id first.
+    pub fn leases_of(&self, slot: usize, generation: u64) -> Vec<(u64, Lease)> {
+        let Some(table) = &self.table else {
+            return Vec::new();
+        };
+        let mut held: Vec<_> = table
+            .all()
+            .into_iter()
+            .filter(|l| l.slot as usize == slot && l.generation == generation)
+            .map(|l| (l.id, to_lease(l)))
+            .collect();
+        held.sort_unstable_by_key(|&(id, _)| id);
+        held
+    }
+
+    /// Every lease's id, with its holder's slot and generation in shared
+    /// mode (`None` in exclusive mode: this handle holds them all).
+    pub fn holders(&self) -> Vec<(u64, Option<(usize, u64)>)> {
+        match &self.table {
+            Some(table) => table
+                .all()
+                .into_iter()
+                .map(|l| (l.id, Some((l.slot as usize, l.generation))))
+                .collect(),
+            None => self.leases.keys().map(|&id| (id, None)).collect(),
+        }
+    }
+
+    /// Makes every lease end now (a test seam: expiry without waiting).
+    #[cfg(feature = "fault-injection")]
+    pub fn expire_all(&mut self) {
+        let now = Instant::now();
+        if self.table.is_some() {
+            for (id, _) in self.all_leases(None) {
+                self.extend_lease(id, now);
+            }
+        }
+        for lease in self.leases.values_mut() {
+            lease.expires = now;
+        }
+    }
+
+    /// Whether `id` is held by a lease that has not run out at `now`.
+    pub fn is_held(&self, id: u64, now: Instant) -> bool {
+        self.lease(id).is_some_and(|lease| lease.expires > now)
+    }
+
+    /// Leases not run out at `now`.
+    pub fn held_count(&self, now: Instant) -> usize {
+        if self.table.as_ref().is_some_and(|t| t.count() == 0) {
+            return 0;
+        }
+        let all = self.all_leases(None);
+        all.iter().filter(|(_, l)| l.expires > now).count()
+    }
+
+    /// Whether `id`'s lease ran out at `now` after its last allowed attempt:
+    /// the next write moves it to the dead letters, so reads leave it out.
+    pub fn is_doomed(&self, id: u64, now: Instant, max_attempts: u16) -> bool {
+        self.lease(id)
+            .is_some_and(|l| l.expires <= now && l.attempt >= max_attempts)
+    }
+
+    /// How many leases [`is_doomed`](Self::is_doomed) at `now`.
+    pub fn doomed_count(&self, now: Instant, max_attempts: u16) -> usize {
+        self.all_leases(Some(now))
+            .iter()
+            .filter(|(_, l)| l.expires <= now && l.attempt >= max_attempts)
+            .count()
+    }
+
+    /// The oldest record available at `now` as a read sees it, among those
+    /// ever delivered: handed back, or with a lease run out that the next
+    /// write hands back. (In shared mode records handed back are found from
+    /// the cursor, which moved back to them.)
+    pub fn first_available_again(&self, now: Instant, max_attempts: u16) -> Option<u64> {
+        let expired = self
+            .all_leases(Some(now))
+            .into_iter()
+            .filter(|(_, l)| l.expires <= now && l.attempt < max_attempts)
+            .map(|(id, _)| id)
+            .min();
+        match (self.first_returned(), expired) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// When the nearest lease ends (in shared mode, no later than that).
+    pub fn next_expiry(&self) -> Option<Instant> {
+        match &self.table {
+            Some(table) if table.count() == 0 => None,
+            Some(table) => Some(from_monotonic(table.floor())),
+            None => self.leases.values().map(|lease| lease.expires).min(),
+        }
+    }
+
+    fn skip_if_fresh(&mut self, id: u64) {
+        if id == self.fresh {
+            self.fresh += 1;
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! Layer 2, the embedded queue: `DQue`, its engine, leases, dead letters,
+//! and shared mode between processes (`processes/`). It imports only the log
+//! (layer 1) and the top modules (`error`, `faults`, `codec`, `options`).
+
+pub(crate) mod dead;
+pub(crate) mod deadline;
+pub(crate) mod delivery;
+pub(crate) mod dque;
+pub(crate) mod engine;
+pub(crate) mod flusher;
+pub(crate) mod iter;
+pub(crate) mod lease;
+pub(crate) mod processes;
+pub(crate) mod shared;
+pub(crate) mod workers;
