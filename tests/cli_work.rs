@@ -303,3 +303,78 @@ fn server_addresses_are_parsed_and_refused_until_their_backends_exist() {
     let out = dque(&["push", "redis://localhost", "x"]);
     assert_eq!(out.status.code(), Some(2), "no queue name: a usage error");
 }
+
+#[test]
+fn peek_dump_dead_and_requeue_show_jobs_with_their_headers() {
+    let root = tempfile::tempdir().unwrap();
+    let q = new_queue(root.path());
+    ok(&[
+        "push",
+        s(&q),
+        "--priority",
+        "2",
+        "--header",
+        "owner=ops",
+        "--id",
+        "j-1",
+        "body one",
+    ]);
+    ok(&["push", s(&q), "--priority", "-2", "body two"]);
+    let peek = ok(&["peek", s(&q), "-n", "1"]);
+    assert!(
+        peek.contains("priority -2") && peek.contains("body two"),
+        "{peek}"
+    );
+    let one = ok(&["peek", s(&q), "--id", "j-1"]);
+    assert!(
+        one.contains("owner=\"ops\"") && one.contains("body one"),
+        "{one}"
+    );
+    let dump: Vec<serde_json::Value> = ok(&["dump", s(&q), "--json"])
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let listed: Vec<(&str, bool)> = dump
+        .iter()
+        .map(|v| {
+            (
+                v["text"].as_str().unwrap(),
+                v["scheduled"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("body two", false),
+            ("body one", false),
+            ("placeholder", true)
+        ],
+        "lanes by priority, then the schedule"
+    );
+    assert_eq!(dump[1]["headers"]["owner"], "ops");
+    assert_eq!(dump[1]["id"], "j-1");
+    ok(&[
+        "work",
+        s(&q),
+        "--until-empty",
+        "--attempts",
+        "1",
+        "--",
+        "false",
+    ]);
+    let dead = ok(&["dead", s(&q)]);
+    assert!(
+        dead.contains("job j-1 priority 2") && dead.contains("reason \"exit 1"),
+        "{dead}"
+    );
+    let missing = dque(&["requeue", s(&q), "no-such-job"]);
+    assert_eq!(missing.status.code(), Some(1));
+    ok(&["requeue", s(&q), "j-1"]);
+    let v = stats(&q);
+    assert_eq!(
+        (&v["counts"]["ready"], &v["counts"]["dead"]),
+        (&1.into(), &1.into()),
+        "{v}"
+    );
+}

@@ -65,7 +65,7 @@ use std::time::Duration;
 
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use embedded::{job_from_record, EmbeddedJobs, JobOptions, JOB_CODEC_ID};
+pub use embedded::{job_from_record, EmbeddedJobs, JobOptions, StoredJob, JOB_CODEC_ID};
 pub use job::{
     DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, WaitState, Waiting,
     MAX_HEADER_NAME_BYTES, MAX_JOB_ID_BYTES,

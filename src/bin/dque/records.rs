@@ -2,10 +2,11 @@
 
 use std::io::Write;
 use std::ops::ControlFlow;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use dque::{QueueFiles, StoredRecord};
+use dque::jobs::{job_from_record, StoredJob, JOB_CODEC_ID};
+use dque::{JobPart, QueueFiles, StoredRecord};
 
 use crate::fail::{Failure, EMPTY};
 
@@ -21,9 +22,10 @@ pub struct PeekArgs {
     /// Write the bytes of one record (the head, or --id) to stdout, as stored.
     #[arg(long)]
     pub raw: bool,
-    /// The record to show (with --raw, the one to write); ids are in the listing.
+    /// The record to show (with --raw, the one to write); ids are in the
+    /// listing (a job's id in a jobs queue).
     #[arg(long)]
-    pub id: Option<u64>,
+    pub id: Option<String>,
     #[command(flatten)]
     pub format: Format,
 }
@@ -64,9 +66,21 @@ const SHOWN: usize = 200;
 pub fn peek(args: &PeekArgs) -> Result<ExitCode, Failure> {
     let mut shown = 0;
     let mut raw = None;
-    let wanted = |record: &StoredRecord<'_>| args.id.is_none_or(|id| id == record.id);
+    let jobs = is_jobs_queue(&args.dir)?;
+    let wanted_record = match (&args.id, jobs) {
+        (Some(id), false) => Some(
+            id.parse::<u64>()
+                .map_err(|_| Failure::new(2, format!("--id {id:?}: record ids are numbers")))?,
+        ),
+        _ => None,
+    };
+    let wanted = |record: &StoredRecord<'_>| match (&args.id, jobs) {
+        (None, _) => true,
+        (Some(_), false) => wanted_record == Some(record.id),
+        (Some(id), true) => job_from_record(record.payload).is_ok_and(|s| s.job.id == *id),
+    };
     let limit = if args.id.is_some() { 1 } else { args.count };
-    walk(&args.dir, |record, out| {
+    walk(&args.dir, jobs, |part, record, out| {
         if !wanted(&record) {
             return Ok(ControlFlow::Continue(()));
         }
@@ -74,7 +88,7 @@ pub fn peek(args: &PeekArgs) -> Result<ExitCode, Failure> {
             raw = Some(record.payload.to_vec());
             return Ok(ControlFlow::Break(()));
         }
-        print_record(out, &record, &args.format)?;
+        print_record(out, jobs, part, &record, &args.format)?;
         shown += 1;
         Ok(if shown >= limit {
             ControlFlow::Break(())
@@ -89,7 +103,7 @@ pub fn peek(args: &PeekArgs) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::SUCCESS);
     }
     if shown == 0 {
-        let what = match args.id {
+        let what = match &args.id {
             Some(id) => format!("no pending record with id {id}"),
             None => "the queue is empty".into(),
         };
@@ -99,29 +113,47 @@ pub fn peek(args: &PeekArgs) -> Result<ExitCode, Failure> {
 }
 
 pub fn dump(args: &DumpArgs) -> Result<ExitCode, Failure> {
-    walk(&args.dir, |record, out| {
-        print_record(out, &record, &args.format)?;
+    let jobs = is_jobs_queue(&args.dir)?;
+    walk(&args.dir, jobs, |part, record, out| {
+        print_record(out, jobs, part, &record, &args.format)?;
         Ok(ControlFlow::Continue(()))
     })?;
     Ok(ExitCode::SUCCESS)
 }
 
+/// Whether the queue at `dir` holds jobs (its records are job envelopes).
+fn is_jobs_queue(dir: &Path) -> Result<bool, Failure> {
+    let fail = |e| Failure::from_queue(dir, e);
+    let stats = QueueFiles::open(dir)
+        .and_then(|f| f.stats())
+        .map_err(fail)?;
+    Ok(stats.codec_id == JOB_CODEC_ID)
+}
+
 pub fn dead(args: &DeadArgs) -> Result<ExitCode, Failure> {
     let fail = |e| Failure::from_queue(&args.dir, e);
-    let files = QueueFiles::open(&args.dir).map_err(fail)?;
+    let jobs = is_jobs_queue(&args.dir)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut broken = None;
-    let visited = files.visit_dead_letters(|letter| {
-        match print_dead_letter(&mut out, &letter, &args.format) {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(e) => {
-                broken = Some(e);
-                ControlFlow::Break(())
+    // A jobs queue keeps the dead letters of each priority lane.
+    for (part, dir) in dque::job_parts(&args.dir).map_err(fail)? {
+        let JobPart::Lane(_) = part else { continue };
+        let files = QueueFiles::open(&dir).map_err(fail)?;
+        let visited = files.visit_dead_letters(|letter| {
+            match print_dead_letter(&mut out, &letter, jobs, &args.format) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => {
+                    broken = Some(e);
+                    ControlFlow::Break(())
+                }
             }
+        });
+        visited.map_err(fail)?;
+        if broken.is_some() {
+            break;
         }
-    });
+    }
     finish(out, broken)?;
-    visited.map_err(fail)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -133,26 +165,58 @@ fn finish(mut out: impl Write, broken: Option<std::io::Error>) -> Result<(), Fai
     }
 }
 
-/// Visits the records of the queue at `dir` with a locked, buffered stdout.
+/// Visits the records of the queue at `dir` with a locked, buffered stdout:
+/// of a jobs queue, every lane from the smallest priority, then the schedule.
 fn walk(
-    dir: &std::path::Path,
-    mut visit: impl FnMut(StoredRecord<'_>, &mut dyn Write) -> std::io::Result<ControlFlow<()>>,
+    dir: &Path,
+    jobs: bool,
+    mut visit: impl FnMut(JobPart, StoredRecord<'_>, &mut dyn Write) -> std::io::Result<ControlFlow<()>>,
 ) -> Result<(), Failure> {
-    let files = QueueFiles::open(dir).map_err(|e| Failure::from_queue(dir, e))?;
+    let fail = |e| Failure::from_queue(dir, e);
+    let parts = match jobs {
+        true => dque::job_parts(dir).map_err(fail)?,
+        false => vec![(JobPart::Lane(0), dir.to_path_buf())],
+    };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut broken = None;
-    let walked = files.visit_records(|record| match visit(record, &mut out) {
-        Ok(flow) => flow,
-        Err(e) => {
-            broken = Some(e);
-            ControlFlow::Break(())
+    let mut stopped = false;
+    for (part, part_dir) in parts {
+        let files = QueueFiles::open(&part_dir).map_err(fail)?;
+        let walked = files.visit_records(|record| match visit(part, record, &mut out) {
+            Ok(ControlFlow::Continue(())) => ControlFlow::Continue(()),
+            Ok(ControlFlow::Break(())) => {
+                stopped = true;
+                ControlFlow::Break(())
+            }
+            Err(e) => {
+                broken = Some(e);
+                ControlFlow::Break(())
+            }
+        });
+        walked.map_err(fail)?;
+        if stopped || broken.is_some() {
+            break;
         }
-    });
-    finish(out, broken)?;
-    walked.map_err(|e| Failure::from_queue(dir, e))
+    }
+    finish(out, broken)
 }
 
+/// A record: a job if the queue holds jobs (and it reads as one), else
+/// its bytes.
 fn print_record(
+    out: &mut dyn Write,
+    jobs: bool,
+    part: JobPart,
+    record: &StoredRecord<'_>,
+    format: &Format,
+) -> std::io::Result<()> {
+    match jobs.then(|| job_from_record(record.payload).ok()).flatten() {
+        Some(stored) => print_job(out, part, record, &stored, format),
+        None => print_plain(out, record, format),
+    }
+}
+
+fn print_plain(
     out: &mut dyn Write,
     record: &StoredRecord<'_>,
     format: &Format,
@@ -175,12 +239,74 @@ fn print_record(
     )
 }
 
+/// A job: its id, priority, attempts, due time, headers, then the body.
+fn print_job(
+    out: &mut dyn Write,
+    part: JobPart,
+    record: &StoredRecord<'_>,
+    stored: &StoredJob,
+    format: &Format,
+) -> std::io::Result<()> {
+    let job = &stored.job;
+    let shown = Shown::new(&job.body, format);
+    let attempts = job.attempt + u32::from(record.attempts);
+    let due = match (part, stored.due) {
+        (JobPart::Scheduled, Some(due)) => Some(
+            due.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        ),
+        _ => None,
+    };
+    if format.json {
+        let headers: serde_json::Map<String, serde_json::Value> = job
+            .headers
+            .iter()
+            .map(|(n, v)| (n.clone(), v.clone().into()))
+            .collect();
+        let mut value = serde_json::json!({
+            "id": job.id,
+            "priority": job.priority,
+            "attempts": attempts,
+            "headers": headers,
+            "scheduled": matches!(part, JobPart::Scheduled),
+            "due": due,
+            "record": record.id,
+            "segment": record.segment,
+            "offset": record.offset,
+        });
+        shown.add_to(&mut value);
+        return writeln!(out, "{value}");
+    }
+    let headers: Vec<String> = job
+        .headers
+        .iter()
+        .map(|(n, v)| format!("{n}={v:?}"))
+        .collect();
+    let due = due.map_or(String::new(), |due| format!(" due {due}"));
+    let headers = match headers.is_empty() {
+        true => String::new(),
+        false => format!(" headers {}", headers.join(" ")),
+    };
+    writeln!(
+        out,
+        "job {} priority {} attempts {attempts}{due}{headers}\n          {shown}",
+        job.id, job.priority
+    )
+}
+
 fn print_dead_letter(
     out: &mut impl Write,
     letter: &dque::DeadLetter,
+    jobs: bool,
     format: &Format,
 ) -> std::io::Result<()> {
-    let shown = Shown::new(&letter.payload, format);
+    let stored = jobs
+        .then(|| job_from_record(&letter.payload).ok())
+        .flatten();
+    let body = stored
+        .as_ref()
+        .map_or(&letter.payload[..], |s| &s.job.body[..]);
+    let shown = Shown::new(body, format);
     if format.json {
         let mut value = serde_json::json!({
             "dead_id": letter.id,
@@ -188,13 +314,30 @@ fn print_dead_letter(
             "attempts": letter.attempts,
             "reason": letter.reason,
         });
+        if let Some(stored) = &stored {
+            value["job"] = stored.job.id.clone().into();
+            value["priority"] = stored.job.priority.into();
+            value["attempts"] = (stored.job.attempt + u32::from(letter.attempts)).into();
+        }
         shown.add_to(&mut value);
         return writeln!(out, "{value}");
     }
+    let what = match &stored {
+        Some(stored) => format!(
+            "job {} priority {} attempts {:<2}",
+            stored.job.id,
+            stored.job.priority,
+            stored.job.attempt + u32::from(letter.attempts)
+        ),
+        None => format!(
+            "id {:<6} attempts {:<2}",
+            letter.original_id, letter.attempts
+        ),
+    };
     writeln!(
         out,
-        "dead {:<4} id {:<6} attempts {:<2} reason {:?}\n          {shown}",
-        letter.id, letter.original_id, letter.attempts, letter.reason
+        "dead {:<4} {what} reason {:?}\n          {shown}",
+        letter.id, letter.reason
     )
 }
 

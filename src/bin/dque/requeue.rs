@@ -3,21 +3,24 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::address::{Address, Make};
 use crate::fail::Failure;
 use crate::push_pop::{joining, open_raw, patiently};
 
 /// Options of `dque requeue`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "The ids are the dead letters' own (`dead N` in `dque dead DIR`). \
-Each goes back at the end of the queue as it was stored, its attempts starting over."
+    after_help = "The ids are the dead letters' own (`dead N` in `dque dead DIR`), or in a \
+jobs queue the jobs' ids (`job ID`). Each goes back at the end of the queue (a job: of its \
+priority), its attempts starting over."
 )]
 pub struct RequeueArgs {
     /// The queue directory.
     pub dir: PathBuf,
-    /// Dead letters to put back, by their dead-letter id.
+    /// Dead letters to put back, by their dead-letter id (a job's id in a
+    /// jobs queue).
     #[arg(required_unless_present = "all")]
-    pub ids: Vec<u64>,
+    pub ids: Vec<String>,
     /// Put every dead letter back.
     #[arg(long, conflicts_with = "ids")]
     pub all: bool,
@@ -25,6 +28,18 @@ pub struct RequeueArgs {
 
 pub fn run(args: &RequeueArgs) -> Result<ExitCode, Failure> {
     let fail = |e| Failure::from_queue(&args.dir, e);
+    let files = dque::QueueFiles::open(&args.dir).and_then(|f| f.stats());
+    if files.map_err(fail)?.codec_id == dque::jobs::JOB_CODEC_ID {
+        return requeue_jobs(args);
+    }
+    let ids = args
+        .ids
+        .iter()
+        .map(|id| {
+            id.parse::<u64>()
+                .map_err(|_| Failure::new(2, format!("{id:?}: dead-letter ids are numbers")))
+        })
+        .collect::<Result<Vec<u64>, _>>()?;
     // Whatever the codec: a dead letter holds the item as its queue stored it.
     let queue = patiently(|| open_raw(&args.dir, &joining(), true)).map_err(fail)?;
     let ids = if args.all {
@@ -35,7 +50,7 @@ pub fn run(args: &RequeueArgs) -> Result<ExitCode, Failure> {
             .map(|letter| letter.id)
             .collect()
     } else {
-        args.ids.clone()
+        ids
     };
     for (done, &id) in ids.iter().enumerate() {
         queue.requeue_dead(id).map_err(|e| {
@@ -55,6 +70,41 @@ pub fn run(args: &RequeueArgs) -> Result<ExitCode, Failure> {
     queue.close().map_err(fail)?;
     println!(
         "requeued {} dead letters into {}",
+        ids.len(),
+        args.dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Requeues dead jobs of a jobs queue by their job ids.
+fn requeue_jobs(args: &RequeueArgs) -> Result<ExitCode, Failure> {
+    let address = Address::Dir(args.dir.clone());
+    let queue = address.open(Make::No)?;
+    let fail = |e| address.failure(e);
+    let ids: Vec<String> = if args.all {
+        let dead = queue.dead(usize::MAX).map_err(fail)?;
+        dead.into_iter().map(|dead| dead.job.id).collect()
+    } else {
+        args.ids.clone()
+    };
+    for (done, id) in ids.iter().enumerate() {
+        queue.requeue_dead(id).map_err(|e| {
+            let failure = match e {
+                dque::Error::NoSuchJob { id } => Failure::other(format!(
+                    "no dead job has id {id:?}; `dque dead {}` lists them",
+                    args.dir.display()
+                )),
+                e => fail(e),
+            };
+            Failure::new(
+                failure.code(),
+                format!("{} ({done} requeued before it)", failure.message()),
+            )
+        })?;
+    }
+    queue.close().map_err(fail)?;
+    println!(
+        "requeued {} dead jobs into {}",
         ids.len(),
         args.dir.display()
     );

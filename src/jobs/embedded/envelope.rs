@@ -162,8 +162,17 @@ impl Reader<'_> {
     }
 }
 
-/// Reads a record of a jobs queue as the job it holds (`attempt`: the
-/// attempts of earlier records), for tools that show records.
+/// A job as a record of a jobs queue holds it, for tools that show records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoredJob {
+    /// The job (`attempt`: the attempts it had in records before this one).
+    pub job: Job,
+    /// When a scheduled job falls due (or fell due, for one moved to its lane).
+    pub due: Option<std::time::SystemTime>,
+}
+
+/// Reads a record of a jobs queue as the job it holds.
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -174,16 +183,20 @@ impl Reader<'_> {
 /// q.close()?;
 /// // The queue's root is a queue directory of job records:
 /// let raw = dque::RawQueue::open_encoded_with(dir.path().join("q"), &dque::Options::new())?;
-/// let job = job_from_record(&raw.peek_raw()?.expect("a record"))?;
-/// assert_eq!((job.header("owner"), &job.body[..]), (Some("ops"), &b"body"[..]));
+/// let stored = job_from_record(&raw.peek_raw()?.expect("a record"))?;
+/// assert_eq!(stored.job.header("owner"), Some("ops"));
+/// assert_eq!((&stored.job.body[..], stored.due), (&b"body"[..], None));
 /// # Ok(()) }
 /// ```
 ///
 /// # Errors
 ///
 /// A message saying what is wrong with the bytes.
-pub fn job_from_record(bytes: &[u8]) -> Result<Job, CodecError> {
-    Envelope::decode(bytes).map(|envelope| envelope.job)
+pub fn job_from_record(bytes: &[u8]) -> Result<StoredJob, CodecError> {
+    Envelope::decode(bytes).map(|envelope| StoredJob {
+        due: (envelope.due_ms > 0).then(|| from_unix_ms(envelope.due_ms)),
+        job: envelope.job,
+    })
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 
-pub use envelope::{job_from_record, JOB_CODEC_ID};
+pub use envelope::{job_from_record, StoredJob, JOB_CODEC_ID};
 pub(crate) use lanes::lane_name;
 pub(crate) use stats_file::read_days;
 
