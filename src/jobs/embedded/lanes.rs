@@ -14,6 +14,7 @@ use parking_lot::RwLock;
 
 use super::envelope::{JobRecords, JOB_CODEC_ID};
 use crate::error::{Error, Result};
+use crate::log::layout::QueueDir;
 use crate::options::Options;
 use crate::queue::dque::RawQueue;
 
@@ -105,6 +106,7 @@ impl Lanes {
         if self.state.read().listed == Some(modified) {
             return Ok(());
         }
+        remove_stale_temps(dir);
         let mut found = Vec::new();
         for entry in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
             let entry = entry.map_err(|e| Error::io(dir, e))?;
@@ -153,14 +155,58 @@ pub fn open_part(path: &Path, options: &Options) -> Result<RawQueue> {
     Ok(queue)
 }
 
-/// Opens a part of a jobs queue, made first if it does not exist.
+/// Opens a part of a jobs queue, made first if it does not exist. It is
+/// made whole under a temporary name and renamed into place, so a crash
+/// never leaves a part that is half made (the next opener would refuse
+/// it), and of two processes making it at once one wins.
 pub fn make_part(path: &Path, options: &Options) -> Result<RawQueue> {
-    match options.create::<Vec<u8>, JobRecords>(path) {
-        Ok(made) => made.close()?,
-        Err(Error::AlreadyExists { .. }) => {}
-        Err(e) => return Err(e),
+    match open_part(path, options) {
+        Err(Error::NotFound { .. }) => {}
+        opened => return opened,
+    }
+    let parent = path.parent().expect("parts live in a directory");
+    let name = path
+        .file_name()
+        .expect("a part has a name")
+        .to_string_lossy();
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let temp = parent.join(format!(
+        ".{name}.{}.{nanos}{TEMP_SUFFIX}",
+        std::process::id()
+    ));
+    options.create::<Vec<u8>, JobRecords>(&temp)?.close()?;
+    match fs::rename(&temp, path) {
+        Ok(()) => QueueDir::new(parent.to_path_buf()).sync()?,
+        // Another process made it first: use theirs.
+        Err(_) if path.is_dir() => {
+            let _ = fs::remove_dir_all(&temp);
+        }
+        Err(e) => return Err(Error::io(path, e)),
     }
     open_part(path, options)
+}
+
+/// How the temporary directory of a part being made ends.
+const TEMP_SUFFIX: &str = ".making";
+
+/// Removes the temporary directories of parts whose maker died.
+fn remove_stale_temps(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(stem) = name.strip_suffix(TEMP_SUFFIX) else {
+            continue;
+        };
+        // `.NAME.PID.NANOS`: the maker's pid is the second field from the end.
+        let pid = stem.rsplit('.').nth(1).and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// The error for a job a plain FIFO queue cannot hold.

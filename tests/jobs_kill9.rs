@@ -1,0 +1,272 @@
+//! Job queue processes killed with SIGKILL mid-work: two processes share a
+//! jobs queue (shared mode), each enqueueing jobs (priorities, delays,
+//! caller ids), leasing, acking, nacking with a delay (a move to the
+//! schedule), releasing and changing priorities (a move between lanes),
+//! while jobs fall due (a move from the schedule), and both are killed at
+//! a random moment, again and again. After every round: no enqueue that
+//! returned is lost, no ack that returned comes back (but for a job a kill
+//! caught in the middle of a move, which may run twice: at most one per
+//! killed process and round), and nothing stays leased by the dead.
+//!
+//! `DQUE_KILLS=200 cargo test --release --test jobs_kill9` runs longer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use dque::jobs::{Backoff, EmbeddedJobs, JobOptions, JobQueue, NewJob, Retry};
+use dque::{Durability, Options};
+
+mod child;
+
+const QUEUE: &str = "DQUE_JOBS_KILL9_QUEUE";
+const MODE: &str = "DQUE_JOBS_KILL9_MODE";
+const NAME: &str = "DQUE_JOBS_KILL9_NAME";
+
+fn options(mode: &str) -> JobOptions {
+    let durability = match mode {
+        "safe" => Durability::Safe,
+        _ => Durability::Turbo,
+    };
+    JobOptions::new()
+        .queue(
+            Options::new()
+                .shared(true)
+                .durability(durability)
+                .segment_items(16)
+                // Kills end many attempts: none of these jobs dies of it.
+                .max_attempts(u16::MAX)
+                .visibility_timeout(Duration::from_secs(30)),
+        )
+        .backoff(Backoff::new(Duration::from_millis(3), 1.0, Duration::from_millis(3)).jitter(0.0))
+}
+
+fn open(path: &Path, mode: &str) -> EmbeddedJobs {
+    options(mode).open(path).expect("open the jobs queue")
+}
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+/// The child's body: works on the queue until killed, printing
+/// `E body` when an enqueue returned and `A body` when an ack returned.
+fn worker_child() {
+    let path = std::env::var(QUEUE).unwrap();
+    let mode = std::env::var(MODE).unwrap();
+    let name = std::env::var(NAME).unwrap();
+    let queue = open(Path::new(&path), &mode);
+    let mut rng = Rng(std::process::id() as u64 * 0x9E37_79B9 + 1);
+    let mut out = std::io::stdout().lock();
+    let mut own_ids: Vec<String> = Vec::new();
+    for n in 0.. {
+        let roll = rng.below(100);
+        if roll < 35 {
+            let body = format!("{name}-{n}");
+            let mut job = NewJob::new(body.clone()).priority(rng.below(3) as i32);
+            if rng.below(3) == 0 {
+                job = job.delay(Duration::from_millis(rng.below(20)));
+            }
+            if rng.below(2) == 0 {
+                job = job.id(body.clone());
+                own_ids.push(body.clone());
+            }
+            let enqueued = queue.enqueue(job).unwrap();
+            assert!(enqueued.is_added(), "{body}: a new id");
+            writeln!(out, "@@ E {body}").unwrap();
+        } else if roll < 85 {
+            let Some(lease) = queue.lease().unwrap() else {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            };
+            let body = String::from_utf8(lease.body.clone()).unwrap();
+            match rng.below(10) {
+                0..=4 => {
+                    queue.ack(lease).unwrap();
+                    writeln!(out, "@@ A {body}").unwrap();
+                }
+                5..=6 => {
+                    let delay = Duration::from_millis(rng.below(10));
+                    queue.nack(lease, Retry::After(delay), "again").unwrap();
+                }
+                _ => queue.release(lease).unwrap(),
+            }
+        } else if !own_ids.is_empty() {
+            let id = &own_ids[rng.below(own_ids.len() as u64) as usize];
+            match queue.set_priority(id, rng.below(3) as i32) {
+                Ok(()) | Err(dque::Error::NoSuchJob { .. } | dque::Error::JobLeased { .. }) => {}
+                Err(e) => panic!("set_priority {id}: {e}"),
+            }
+        }
+        out.flush().unwrap();
+    }
+}
+
+/// Every job body in the queue (waiting, scheduled, leased or dead), with
+/// how many copies.
+fn present(queue: &EmbeddedJobs) -> BTreeMap<String, usize> {
+    let mut found = BTreeMap::new();
+    let waiting = queue
+        .waiting(usize::MAX)
+        .unwrap()
+        .into_iter()
+        .map(|w| w.job);
+    let dead = queue.dead(usize::MAX).unwrap().into_iter().map(|d| d.job);
+    for job in waiting.chain(dead) {
+        *found
+            .entry(String::from_utf8(job.body).unwrap())
+            .or_insert(0) += 1;
+    }
+    found
+}
+
+fn kill_workers(test: &str, mode: &str, rounds: u64) {
+    let _one_at_a_time = child::one_spawner_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    options(mode).create(&path).unwrap().close().unwrap();
+    let mut enqueued = BTreeSet::new();
+    let mut acked = BTreeSet::new();
+    let mut twice = 0;
+    for round in 0..rounds {
+        let children: Vec<_> = (0..2)
+            .map(|c| {
+                child::command(test)
+                    .env(QUEUE, &path)
+                    .env(MODE, mode)
+                    .env(NAME, format!("r{round}c{c}"))
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(20 + (round * 7919) % 60));
+        for mut child in children {
+            child.kill().unwrap();
+            let output = child.wait_with_output().unwrap();
+            for line in String::from_utf8_lossy(&output.stdout).lines() {
+                let Some((_, report)) = line.split_once("@@ ") else {
+                    continue;
+                };
+                match report.split_once(' ') {
+                    Some(("E", body)) => assert!(enqueued.insert(body.to_owned())),
+                    Some(("A", body)) => {
+                        acked.insert(body.to_owned());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let queue = open(&path, mode);
+        let found = present(&queue);
+        assert_eq!(
+            queue.counts().unwrap().leased,
+            0,
+            "round {round}: leases of the dead"
+        );
+        // An ack that returned as the kill came has no line: at most one
+        // per process and round.
+        let lost: Vec<&String> = enqueued
+            .iter()
+            .filter(|b| !acked.contains(*b) && !found.contains_key(*b))
+            .collect();
+        assert!(
+            lost.len() <= 2,
+            "round {round} ({mode}): jobs lost: {lost:?}"
+        );
+        let lost: Vec<String> = lost.into_iter().cloned().collect();
+        acked.extend(lost);
+        // A job a kill caught mid-move may be in two places, or back after
+        // its ack: counted, at most one per process and round.
+        let back = found.keys().filter(|b| acked.contains(*b)).count();
+        let doubled: usize = found.values().map(|n| n - 1).sum();
+        if back + doubled > 0 {
+            println!("round {round} ({mode}): {back} acked and back, {doubled} copies too many");
+        }
+        twice += back + doubled;
+        assert!(
+            twice as u64 <= 2 * (round + 1),
+            "round {round} ({mode}): {twice} jobs ran or stayed twice (acked and back: {:?})",
+            found
+                .keys()
+                .filter(|b| acked.contains(*b))
+                .collect::<Vec<_>>()
+        );
+        // Drop the copies counted, so that each is counted once: every copy
+        // of an acked job, every copy but one of another.
+        for (body, copies) in &found {
+            let extra = if acked.contains(body) {
+                *copies
+            } else {
+                copies - 1
+            };
+            cancel_copies(&queue, body, extra);
+        }
+        queue.close().unwrap();
+    }
+    assert!(
+        acked.len() as u64 > rounds,
+        "the workers did almost no work ({} acks in {rounds} rounds)",
+        acked.len()
+    );
+    // At the end every enqueued job ran or is still there.
+    std::thread::sleep(Duration::from_millis(30));
+    let queue = open(&path, mode);
+    let found = present(&queue);
+    for body in &enqueued {
+        assert!(
+            acked.contains(body) || found.contains_key(body),
+            "{mode}: job {body} lost"
+        );
+    }
+}
+
+/// Cancels `copies` waiting copies of the job with `body`.
+fn cancel_copies(queue: &EmbeddedJobs, body: &str, copies: usize) {
+    let ids: Vec<String> = queue
+        .waiting(usize::MAX)
+        .unwrap()
+        .into_iter()
+        .filter(|w| w.job.body == body.as_bytes())
+        .map(|w| w.job.id)
+        .take(copies)
+        .collect();
+    for id in ids {
+        queue.cancel(&id).unwrap();
+    }
+}
+
+#[test]
+fn turbo_job_workers_killed_mid_work_lose_nothing() {
+    if child::run_as_child(worker_child) {
+        return;
+    }
+    kill_workers(
+        "turbo_job_workers_killed_mid_work_lose_nothing",
+        "turbo",
+        child::kills(20),
+    );
+}
+
+#[test]
+fn safe_job_workers_killed_mid_work_lose_nothing() {
+    if child::run_as_child(worker_child) {
+        return;
+    }
+    kill_workers(
+        "safe_job_workers_killed_mid_work_lose_nothing",
+        "safe",
+        child::kills(10),
+    );
+}
