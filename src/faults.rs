@@ -296,10 +296,36 @@ mod plan {
             return;
         };
         let mut s = state.lock();
-        if let (Some(from), Some(to)) = (name_in(&dir, from), name_in(&dir, to)) {
-            if let Some(bytes) = s.durable.remove(&from) {
-                s.durable.insert(to, bytes);
-            }
+        let (Some(from), Some(to)) = (name_in(&dir, from), name_in(&dir, to)) else {
+            return;
+        };
+        if let Some(bytes) = s.durable.remove(&from) {
+            s.durable.insert(to.clone(), bytes);
+        }
+        // A directory renamed: the files in it keep what was durable, and
+        // the names whose entries were durable in it stay durable.
+        let inside = format!("{from}/");
+        let moved = |name: &String| {
+            name.strip_prefix(&inside)
+                .map(|rest| format!("{to}/{rest}"))
+        };
+        let contents: Vec<(String, String)> = s
+            .durable
+            .keys()
+            .filter_map(|name| moved(name).map(|new| (name.clone(), new)))
+            .collect();
+        for (old, new) in contents {
+            let bytes = s.durable.remove(&old).expect("listed");
+            s.durable.insert(new, bytes);
+        }
+        let names: Vec<(String, String)> = s
+            .durable_names
+            .iter()
+            .filter_map(|name| moved(name).map(|new| (name.clone(), new)))
+            .collect();
+        for (old, new) in names {
+            s.durable_names.remove(&old);
+            s.durable_names.insert(new);
         }
     }
 

@@ -113,23 +113,23 @@ impl Ids {
         let _ = fs::remove_file(self.path_of(id));
     }
 
-    /// Points `id` at `location` (after the record is written there).
+    /// Points `id` at `location` (after the record is written there):
+    /// replaced whole, durably in Safe mode.
     pub fn point(&self, id: &str, location: Location) -> Result<()> {
         let path = self.path_of(id);
+        let bytes = render(Entry::At(location));
+        if self.sync {
+            return self.dir.write_durably(&path, bytes.as_bytes());
+        }
         let temp = path.with_extension("tmp");
         let write = || -> std::io::Result<()> {
-            let mut file = fs::File::create(&temp)?;
-            file.write_all(render(Entry::At(location)).as_bytes())?;
-            if self.sync {
-                file.sync_data()?;
-            }
-            fs::rename(&temp, &path)
+            crate::faults::check(crate::faults::FaultOp::Write, &temp)?;
+            fs::write(&temp, bytes.as_bytes())?;
+            fs::rename(&temp, &path)?;
+            crate::faults::renamed(&temp, &path);
+            Ok(())
         };
-        write().map_err(|e| Error::io(&path, e))?;
-        if self.sync {
-            self.dir.sync()?;
-        }
-        Ok(())
+        write().map_err(|e| Error::io(&path, e))
     }
 
     /// Where `id` points, if its file names a record.

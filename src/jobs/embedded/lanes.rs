@@ -177,8 +177,13 @@ pub fn make_part(path: &Path, options: &Options) -> Result<RawQueue> {
         std::process::id()
     ));
     options.create::<Vec<u8>, JobRecords>(&temp)?.close()?;
-    match fs::rename(&temp, path) {
-        Ok(()) => QueueDir::new(parent.to_path_buf()).sync()?,
+    let renamed = crate::faults::check(crate::faults::FaultOp::Write, path)
+        .and_then(|()| fs::rename(&temp, path));
+    match renamed {
+        Ok(()) => {
+            crate::faults::renamed(&temp, path);
+            QueueDir::new(parent.to_path_buf()).sync()?;
+        }
         // Another process made it first: use theirs.
         Err(_) if path.is_dir() => {
             let _ = fs::remove_dir_all(&temp);

@@ -1,0 +1,194 @@
+//! Power loss in the middle of every job operation (Safe mode): a crash
+//! image is taken before every sync of a scripted run (enqueue with
+//! priorities, ids and delays; lease and ack; a nack that moves a job to
+//! the schedule; a priority change that moves it between lanes; jobs
+//! falling due), and each image must open, hold every job whose enqueue
+//! returned and which no returned ack ended, and no job whose ack returned.
+//! kill -9 cannot show this class of bug (the page cache survives it).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use dque::faults::{CrashImage, FaultPlan};
+use dque::jobs::{EmbeddedJobs, JobOptions, JobQueue, ManualClock, NewJob, Retry};
+use dque::{Durability, Options};
+
+fn options(clock: &ManualClock) -> JobOptions {
+    JobOptions::new()
+        .queue(Options::new().durability(Durability::Safe).segment_items(4))
+        .clock(Arc::new(clock.clone()))
+}
+
+/// Job bodies in a crash image, with how many copies.
+fn bodies_in(image: &CrashImage, at: &Path, clock: &ManualClock) -> BTreeMap<String, usize> {
+    image.write_to(at).unwrap();
+    let found = {
+        let queue = options(clock)
+            .open(at)
+            .unwrap_or_else(|e| panic!("a crash image does not open: {e}"));
+        let waiting = queue
+            .waiting(usize::MAX)
+            .unwrap()
+            .into_iter()
+            .map(|w| w.job);
+        let dead = queue.dead(usize::MAX).unwrap().into_iter().map(|d| d.job);
+        let mut found = BTreeMap::new();
+        for job in waiting.chain(dead) {
+            *found
+                .entry(String::from_utf8(job.body).unwrap())
+                .or_insert(0) += 1;
+        }
+        found
+    };
+    std::fs::remove_dir_all(at).unwrap();
+    found
+}
+
+/// One step of the script, and the job bodies it enqueues, acks, or
+/// moves (a moved job may be in its old place, its new one, or both).
+struct Step {
+    enqueues: Vec<&'static str>,
+    acks: Vec<&'static str>,
+}
+
+fn run(seed: u64) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let scratch = dir.path().join("image");
+    let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+    let queue = options(&clock).create(&path).unwrap();
+    let plan = FaultPlan::install(&path);
+    plan.capture_before_syncs(seed);
+    let mut ids = BTreeMap::new();
+    let mut enqueued: BTreeSet<&str> = BTreeSet::new();
+    let mut acked: BTreeSet<&str> = BTreeSet::new();
+    let mut images = 0;
+    let lease_ack = |queue: &EmbeddedJobs| -> &'static str {
+        let lease = queue.lease().unwrap().expect("a ready job");
+        let body: &'static str = Box::leak(
+            String::from_utf8(lease.body.clone())
+                .unwrap()
+                .into_boxed_str(),
+        );
+        queue.ack(lease).unwrap();
+        body
+    };
+    let mut check =
+        |step: Step, enqueued: &mut BTreeSet<&'static str>, acked: &mut BTreeSet<&'static str>| {
+            for image in plan.take_captured() {
+                images += 1;
+                let found = bodies_in(&image, &scratch, &clock);
+                for body in enqueued
+                    .iter()
+                    .filter(|b| !acked.contains(*b) && !step.acks.contains(*b))
+                {
+                    assert!(
+                        found.contains_key(*body),
+                        "seed {seed}: job {body} lost in {found:?}"
+                    );
+                }
+                for body in acked.iter() {
+                    assert!(
+                        !found.contains_key(*body),
+                        "seed {seed}: acked job {body} is back"
+                    );
+                }
+            }
+            enqueued.extend(step.enqueues);
+            acked.extend(step.acks);
+        };
+
+    for (body, job) in [
+        ("a", NewJob::new("a")),
+        ("b", NewJob::new("b").priority(1).id("b")),
+        ("c", NewJob::new("c").delay(Duration::from_secs(5)).id("c")),
+        ("d", NewJob::new("d").priority(2)),
+        ("e", NewJob::new("e").priority(-1)),
+    ] {
+        ids.insert(body, queue.enqueue(job).unwrap().id().to_owned());
+        check(
+            Step {
+                enqueues: vec![body],
+                acks: vec![],
+            },
+            &mut enqueued,
+            &mut acked,
+        );
+    }
+    let first = lease_ack(&queue); // e, priority -1
+    check(
+        Step {
+            enqueues: vec![],
+            acks: vec![first],
+        },
+        &mut enqueued,
+        &mut acked,
+    );
+    // A nack with a delay moves "a" to the schedule.
+    let lease = queue.lease().unwrap().expect("a");
+    assert_eq!(lease.body, b"a");
+    queue
+        .nack(lease, Retry::After(Duration::from_secs(2)), "later")
+        .unwrap();
+    check(
+        Step {
+            enqueues: vec![],
+            acks: vec![],
+        },
+        &mut enqueued,
+        &mut acked,
+    );
+    // A priority change moves "d" to another lane, and "c" in the schedule.
+    queue.set_priority(&ids["d"], -5).unwrap();
+    check(
+        Step {
+            enqueues: vec![],
+            acks: vec![],
+        },
+        &mut enqueued,
+        &mut acked,
+    );
+    queue.set_priority("c", -2).unwrap();
+    check(
+        Step {
+            enqueues: vec![],
+            acks: vec![],
+        },
+        &mut enqueued,
+        &mut acked,
+    );
+    // Time passes: "a" and "c" fall due at the next call, which moves them.
+    clock.advance(Duration::from_secs(6));
+    queue.enqueue(NewJob::new("f").priority(3)).unwrap();
+    check(
+        Step {
+            enqueues: vec!["f"],
+            acks: vec![],
+        },
+        &mut enqueued,
+        &mut acked,
+    );
+    let mut order = Vec::new();
+    while queue.counts().unwrap().ready > 0 {
+        let body = lease_ack(&queue);
+        order.push(body);
+        check(
+            Step {
+                enqueues: vec![],
+                acks: vec![body],
+            },
+            &mut enqueued,
+            &mut acked,
+        );
+    }
+    assert_eq!(order, ["d", "c", "a", "b", "f"], "the run itself");
+    images
+}
+
+#[test]
+fn every_job_operation_survives_power_loss() {
+    let images: usize = (0..12).map(run).sum();
+    assert!(images > 100, "only {images} crash images were taken");
+}
