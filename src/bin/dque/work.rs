@@ -57,8 +57,6 @@ pub struct WorkArgs {
 const LOOK_EVERY: Duration = Duration::from_millis(100);
 /// How often a running job's lease is touched (the lease lasts 30 s).
 const TOUCH_EVERY: Duration = Duration::from_secs(5);
-/// How often a running command is looked at.
-const POLL: Duration = Duration::from_millis(10);
 /// How long the stderr relay may run on after its command exited.
 const RELAY_GRACE: Duration = Duration::from_millis(500);
 /// How long a command stopped by SIGTERM has before SIGKILL.
@@ -179,23 +177,38 @@ impl Crew<'_> {
                 )));
             }
         };
-        let feeder = child.stdin.take().map(|mut stdin| {
+        // Each helper thread says when it is done, so that waiting for one
+        // costs nothing once it is.
+        let (relay_done, relays) = crossbeam_channel::unbounded::<()>();
+        let mut running = 0;
+        if let Some(mut stdin) = child.stdin.take() {
             let body = lease.body.clone();
+            let done = relay_done.clone();
+            running += 1;
             // A command that does not read its stdin closes the pipe: fine.
-            std::thread::spawn(move || drop(stdin.write_all(&body)))
-        });
+            std::thread::spawn(move || {
+                drop(stdin.write_all(&body));
+                drop(stdin);
+                let _ = done.send(());
+            });
+        }
         let last_line = Arc::new(Mutex::new(String::new()));
-        let reader = child.stderr.take().map(|stderr| {
+        if let Some(stderr) = child.stderr.take() {
             let last_line = Arc::clone(&last_line);
-            std::thread::spawn(move || relay_stderr(stderr, &last_line))
-        });
-        let status = self.wait(&mut child, &lease);
+            let done = relay_done.clone();
+            running += 1;
+            std::thread::spawn(move || {
+                relay_stderr(stderr, &last_line);
+                let _ = done.send(());
+            });
+        }
+        let status = self.wait(child, &lease);
         // A process the command left behind may hold its pipes open: the
         // relays are given a moment, then left to finish on their own.
         let deadline = Instant::now() + RELAY_GRACE;
-        for relay in [reader, feeder].into_iter().flatten() {
-            while !relay.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(POLL);
+        for _ in 0..running {
+            if relays.recv_deadline(deadline).is_err() {
+                break;
             }
         }
         let Some(status) = status.map_err(Failure::other)? else {
@@ -234,14 +247,24 @@ impl Crew<'_> {
 
     /// Waits for the command, touching the lease; `None` if the worker was
     /// told to stop (the command then is stopped too).
-    fn wait(&self, child: &mut Child, lease: &JobLease) -> std::io::Result<Option<ExitStatus>> {
+    fn wait(&self, mut child: Child, lease: &JobLease) -> std::io::Result<Option<ExitStatus>> {
+        let group = child.id();
+        // A thread blocks in wait(2): the exit is seen at once.
+        let (exited, exit) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            let _ = exited.send(child.wait());
+        });
         let mut touched = Instant::now();
         loop {
-            if let Some(status) = child.try_wait()? {
-                return Ok(Some(status));
+            match exit.recv_timeout(LOOK_EVERY) {
+                Ok(status) => return status.map(Some),
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    unreachable!("the waiter sends before it ends")
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
             }
             if self.stop.load(Ordering::SeqCst) {
-                terminate(child)?;
+                terminate(group, &exit)?;
                 return Ok(None);
             }
             if touched.elapsed() >= TOUCH_EVERY {
@@ -249,31 +272,32 @@ impl Crew<'_> {
                 let _ = self.queue.touch(lease);
                 touched = Instant::now();
             }
-            std::thread::sleep(POLL);
         }
     }
 }
 
 /// Sends SIGTERM to the command's process group, then SIGKILL after
-/// [`GRACE`], and reaps the command.
-fn terminate(child: &mut Child) -> std::io::Result<()> {
-    let group = rustix::process::Pid::from_raw(child.id() as i32);
+/// [`GRACE`] (and to what is left of the group once it exited); returns
+/// when the command was reaped.
+fn terminate(
+    group: u32,
+    exit: &crossbeam_channel::Receiver<std::io::Result<ExitStatus>>,
+) -> std::io::Result<()> {
     let signal_group = |signal| {
-        if let Some(group) = group {
+        if let Some(group) = rustix::process::Pid::from_raw(group as i32) {
             let _ = rustix::process::kill_process_group(group, signal);
         }
     };
     signal_group(rustix::process::Signal::TERM);
-    let deadline = Instant::now() + GRACE;
-    while Instant::now() < deadline {
-        if child.try_wait()?.is_some() {
+    let status = match exit.recv_timeout(GRACE) {
+        Ok(status) => status,
+        Err(_) => {
             signal_group(rustix::process::Signal::KILL);
-            return Ok(());
+            exit.recv().map_err(std::io::Error::other)?
         }
-        std::thread::sleep(POLL);
-    }
+    };
     signal_group(rustix::process::Signal::KILL);
-    child.wait().map(drop)
+    status.map(drop)
 }
 
 /// Copies the command's stderr to ours, keeping its last non-empty line.

@@ -100,6 +100,10 @@ impl Lanes {
         let Some(dir) = &self.dir else {
             return Ok(());
         };
+        // Alone (exclusive mode), no lane appears but through this handle.
+        if !self.options.shared && self.state.read().listed.is_some() {
+            return Ok(());
+        }
         let modified = fs::metadata(dir)
             .and_then(|m| m.modified())
             .map_err(|e| Error::io(dir, e))?;

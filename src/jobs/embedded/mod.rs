@@ -280,7 +280,10 @@ impl EmbeddedJobs {
             let lanes_dir = make(jobs.join("lanes"))?;
             let ids_dir = make(jobs.join("ids"))?;
             let stats_dir = make(jobs.join("stats"))?;
-            let schedule = Schedule::new(make_part(&jobs.join("scheduled"), &parts)?);
+            let schedule = Schedule::new(
+                make_part(&jobs.join("scheduled"), &parts)?,
+                options.queue.shared,
+            );
             let sync = options.queue.durability == crate::Durability::Safe;
             (
                 Some(schedule),
@@ -435,7 +438,8 @@ impl EmbeddedJobs {
                         continue;
                     }
                 };
-                let job = envelope.job.clone();
+                let ready_ms = envelope.ready_ms();
+                let job = envelope.job;
                 if job.attempt > self.max_attempts {
                     // Leased that often by workers that never came back.
                     let reason = format!(
@@ -449,7 +453,7 @@ impl EmbeddedJobs {
                 }
                 if job.attempt == 1 && !self.is_plain() {
                     let waited = now
-                        .duration_since(from_unix_ms(envelope.ready_ms()))
+                        .duration_since(from_unix_ms(ready_ms))
                         .unwrap_or_default();
                     self.record_stats(now, |day| day.wait.record(waited));
                 }

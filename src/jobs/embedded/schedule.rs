@@ -21,6 +21,8 @@ use crate::queue::lease::Leased;
 pub struct Schedule {
     pub queue: Arc<RawQueue>,
     index: Mutex<Index>,
+    /// Shared mode: other processes add records.
+    shared: bool,
 }
 
 #[derive(Debug, Default)]
@@ -29,6 +31,8 @@ struct Index {
     due: BTreeSet<(u64, u64)>,
     /// Records from this id on are not indexed yet.
     seen_to: u64,
+    /// Whether the records on disk were indexed once.
+    read: bool,
 }
 
 /// What [`Schedule::take_due`] found.
@@ -40,10 +44,11 @@ pub enum Due {
 }
 
 impl Schedule {
-    pub fn new(queue: RawQueue) -> Self {
+    pub fn new(queue: RawQueue, shared: bool) -> Self {
         Schedule {
             queue: Arc::new(queue),
             index: Mutex::new(Index::default()),
+            shared,
         }
     }
 
@@ -59,8 +64,14 @@ impl Schedule {
 
     /// Indexes the records added since the last look (by any process).
     pub fn catch_up(&self) -> Result<()> {
+        // Alone (exclusive mode), every record after the first reading was
+        // added through this handle, which noted it.
+        if !self.shared && self.index.lock().read {
+            return Ok(());
+        }
         let end = self.queue.end_id()?;
         let mut index = self.index.lock();
+        index.read = true;
         let mut from = index.seen_to;
         while from < end {
             let chunk = self.queue.pending_chunk(from)?;

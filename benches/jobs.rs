@@ -1,0 +1,227 @@
+//! The Jobs API against the plain FIFO, in one run on one disk:
+//!
+//! - enqueue and lease+ack, Turbo and Safe: the plain FIFO (`RawQueue`,
+//!   lease and ack), jobs of one priority, jobs of 10 random priorities,
+//!   and delayed jobs (random delays, then the clock moved past them all,
+//!   so every lease first moves its job out of the schedule);
+//! - memory: RSS growth with 1 M scheduled jobs, in bytes per job, and the
+//!   time to open a queue holding them (the due index is rebuilt);
+//! - `dque work` with `true` as the command: time per job, against
+//!   spawning `true` that many times from this process (the floor).
+//!
+//! ```sh
+//! cargo bench --bench jobs
+//! DQUE_BENCH_ITEMS=20000 DQUE_BENCH_SAFE_ITEMS=500 DQUE_BENCH_SCHEDULED=100000 cargo bench --bench jobs  # quick
+//! ```
+//!
+//! `DQUE_BENCH_DIR` picks the disk (default: the system temp dir).
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use dque::jobs::{EmbeddedJobs, JobOptions, JobQueue, ManualClock, NewJob};
+use dque::{Durability, Options, RawQueue};
+
+const PAYLOAD: usize = 100;
+
+fn env_usize(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn tempdir() -> tempfile::TempDir {
+    match std::env::var_os("DQUE_BENCH_DIR") {
+        Some(base) => tempfile::tempdir_in(base).unwrap(),
+        None => tempfile::tempdir().unwrap(),
+    }
+}
+
+/// Items per second of `n` calls of `op`.
+fn rate(n: usize, mut op: impl FnMut(usize)) -> f64 {
+    let start = Instant::now();
+    for i in 0..n {
+        op(i);
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+/// The plain FIFO: enqueue `n`, then lease and ack each.
+fn plain(durability: Durability, n: usize) -> (f64, f64) {
+    let dir = tempdir();
+    let options = Options::new().durability(durability);
+    let queue = RawQueue::create_with(dir.path().join("q"), &options).unwrap();
+    let item = vec![7u8; PAYLOAD];
+    let enqueue = rate(n, |_| queue.enqueue_bytes(&item).unwrap());
+    let lease_ack = rate(n, |_| queue.lease().unwrap().expect("an item").ack().unwrap());
+    (enqueue, lease_ack)
+}
+
+#[derive(Clone, Copy)]
+enum Shape {
+    OnePriority,
+    TenPriorities,
+    Delayed,
+}
+
+/// Jobs of `shape`: enqueue `n`, then lease and ack each.
+fn jobs(durability: Durability, shape: Shape, n: usize) -> (f64, f64) {
+    let dir = tempdir();
+    let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+    let queue = JobOptions::new()
+        .queue(Options::new().durability(durability))
+        .clock(Arc::new(clock.clone()))
+        .create(dir.path().join("q"))
+        .unwrap();
+    let mut rng = Rng(42);
+    let enqueue = rate(n, |_| {
+        let job = NewJob::new(vec![7u8; PAYLOAD]);
+        let job = match shape {
+            Shape::OnePriority => job,
+            Shape::TenPriorities => job.priority(rng.below(10) as i32),
+            Shape::Delayed => job.delay(Duration::from_secs(1 + rng.below(3600))),
+        };
+        queue.enqueue(job).unwrap();
+    });
+    clock.advance(Duration::from_secs(7200));
+    let lease_ack = rate(n, |_| {
+        let lease = queue.lease().unwrap().expect("a job");
+        queue.ack(lease).unwrap();
+    });
+    (enqueue, lease_ack)
+}
+
+/// Resident memory of this process, in bytes.
+fn rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+/// RSS growth per scheduled job while enqueueing `n` of them, and the time
+/// to open the queue again (its due index is rebuilt from the schedule).
+fn scheduled_memory(n: usize) -> (f64, f64, Duration) {
+    let dir = tempdir();
+    let path = dir.path().join("q");
+    let options = JobOptions::new().queue(Options::new().durability(Durability::Turbo));
+    let before = rss();
+    let queue = options.create(&path).unwrap();
+    let mut rng = Rng(7);
+    for chunk in 0..n / 1000 {
+        let jobs = (0..1000)
+            .map(|i| {
+                NewJob::new(format!("job {chunk}-{i}"))
+                    .delay(Duration::from_secs(3600 + rng.below(86_400)))
+            })
+            .collect();
+        queue.enqueue_batch(jobs).unwrap();
+    }
+    let after = rss();
+    queue.close().unwrap();
+    drop(queue);
+    let reopen_before = rss();
+    let start = Instant::now();
+    let queue: EmbeddedJobs = options.open(&path).unwrap();
+    // The index is built at the first call that looks at the schedule.
+    assert!(queue.lease().unwrap().is_none());
+    let opened = start.elapsed();
+    let reopened = rss();
+    let per_job = (after.saturating_sub(before)) as f64 / n as f64;
+    let per_job_reopened = (reopened.saturating_sub(reopen_before)) as f64 / n as f64;
+    (per_job, per_job_reopened, opened)
+}
+
+/// Seconds per job of `dque work --until-empty -- true` over `n` jobs, and
+/// of spawning `true` `n` times from here.
+fn work_overhead(n: usize) -> Option<(f64, f64)> {
+    let dque = std::env::var_os("CARGO_BIN_EXE_dque")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            let exe = std::env::current_exe().ok()?;
+            let target = exe.parent()?.parent()?;
+            let bin = target.join("dque");
+            bin.exists().then_some(bin)
+        })?;
+    let dir = tempdir();
+    let path = dir.path().join("q");
+    let queue = JobOptions::new().create(&path).unwrap();
+    queue
+        .enqueue_batch((0..n).map(|i| NewJob::new(format!("{i}"))).collect())
+        .unwrap();
+    queue.close().unwrap();
+    drop(queue);
+    let start = Instant::now();
+    let status = Command::new(&dque)
+        .args(["work", path.to_str().unwrap(), "--until-empty", "--", "true"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let work = start.elapsed().as_secs_f64() / n as f64;
+    let start = Instant::now();
+    for _ in 0..n {
+        assert!(Command::new("true").status().unwrap().success());
+    }
+    let spawn = start.elapsed().as_secs_f64() / n as f64;
+    Some((work, spawn))
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let items = env_usize("DQUE_BENCH_ITEMS", 200_000);
+    let safe_items = env_usize("DQUE_BENCH_SAFE_ITEMS", 2_000);
+    let scheduled = env_usize("DQUE_BENCH_SCHEDULED", 1_000_000);
+    let work_jobs = env_usize("DQUE_BENCH_WORK_JOBS", 500);
+    println!("jobs against the plain FIFO, {PAYLOAD}-byte bodies, one run\n");
+    println!("| mode | case | enqueue | / plain | lease+ack | / plain |");
+    println!("|---|---|---|---|---|---|");
+    for (name, durability, n) in [
+        ("Turbo", Durability::Turbo, items),
+        ("Safe", Durability::Safe, safe_items),
+    ] {
+        let (plain_enq, plain_lease) = plain(durability, n);
+        println!("| {name} | plain FIFO | {plain_enq:.0}/s | 1.00x | {plain_lease:.0}/s | 1.00x |");
+        for (case, shape) in [
+            ("jobs, one priority", Shape::OnePriority),
+            ("jobs, 10 random priorities", Shape::TenPriorities),
+            ("jobs, random delays", Shape::Delayed),
+        ] {
+            let (enq, lease) = jobs(durability, shape, n);
+            println!(
+                "| {name} | {case} | {enq:.0}/s | {:.2}x | {lease:.0}/s | {:.2}x |",
+                enq / plain_enq,
+                lease / plain_lease
+            );
+        }
+    }
+    let (per_job, per_job_reopened, opened) = scheduled_memory(scheduled);
+    println!(
+        "\n{scheduled} scheduled jobs: RSS grew {per_job:.0} bytes per job while enqueueing; \
+         reopened, {per_job_reopened:.0} bytes per job, index rebuilt in {opened:.2?}"
+    );
+    match work_overhead(work_jobs) {
+        Some((work, spawn)) => println!(
+            "`dque work -- true`: {:.2} ms per job; spawning `true` alone: {:.2} ms ({:.2}x)",
+            work * 1e3,
+            spawn * 1e3,
+            work / spawn
+        ),
+        None => println!("`dque work`: build it first (cargo build --release --features cli)"),
+    }
+}
