@@ -67,7 +67,9 @@ fn plain(durability: Durability, n: usize) -> (f64, f64) {
     let queue = RawQueue::create_with(dir.path().join("q"), &options).unwrap();
     let item = vec![7u8; PAYLOAD];
     let enqueue = rate(n, |_| queue.enqueue_bytes(&item).unwrap());
-    let lease_ack = rate(n, |_| queue.lease().unwrap().expect("an item").ack().unwrap());
+    let lease_ack = rate(n, |_| {
+        queue.lease().unwrap().expect("an item").ack().unwrap()
+    });
     (enqueue, lease_ack)
 }
 
@@ -167,7 +169,13 @@ fn work_overhead(n: usize) -> Option<(f64, f64)> {
     drop(queue);
     let start = Instant::now();
     let status = Command::new(&dque)
-        .args(["work", path.to_str().unwrap(), "--until-empty", "--", "true"])
+        .args([
+            "work",
+            path.to_str().unwrap(),
+            "--until-empty",
+            "--",
+            "true",
+        ])
         .status()
         .unwrap();
     assert!(status.success());

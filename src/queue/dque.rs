@@ -558,16 +558,32 @@ impl<T, C: Codec<T>> DQue<T, C> {
 
     /// Leases pending item `id` out of order (see `Engine::lease_id`).
     pub(crate) fn lease_id(&self, id: u64) -> Result<ById<Leased<T>>> {
+        let mut found = self.lease_ids(&[id])?;
+        Ok(found.pop().expect("one id, one answer"))
+    }
+
+    /// Leases pending items `ids` out of order, in one call (one fsync in
+    /// Safe), each as [`lease_id`](Self::lease_id) would. On an error the
+    /// ones leased before it stay leased until their lease ends.
+    pub(crate) fn lease_ids(&self, ids: &[u64]) -> Result<Vec<ById<Leased<T>>>> {
         let found = self.shared.write(|engine| {
-            engine.lease_id(id, self.visibility_timeout, |bytes| self.decode(id, bytes))
+            ids.iter()
+                .map(|&id| {
+                    engine.lease_id(id, self.visibility_timeout, |bytes| self.decode(id, bytes))
+                })
+                .collect::<Result<Vec<_>>>()
         })?;
-        Ok(match found {
-            ById::Leased(item, lease) => {
-                ById::Leased(Leased::new(self.lessor(), item, id, lease.attempt), lease)
-            }
-            ById::Busy => ById::Busy,
-            ById::Gone => ById::Gone,
-        })
+        Ok(found
+            .into_iter()
+            .zip(ids)
+            .map(|(found, &id)| match found {
+                ById::Leased(item, lease) => {
+                    ById::Leased(Leased::new(self.lessor(), item, id, lease.attempt), lease)
+                }
+                ById::Busy => ById::Busy,
+                ById::Gone => ById::Gone,
+            })
+            .collect())
     }
 
     /// Appends `items`, each already encoded with the queue's codec, all

@@ -7,7 +7,7 @@ mod schedule;
 mod signal;
 mod stats_file;
 
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,7 +23,7 @@ pub(crate) use stats_file::read_days;
 use self::envelope::{Envelope, JobRecords};
 use self::ids::{Claim, Ids, Location};
 use self::lanes::{make_part, plain_refusal, Lanes};
-use self::schedule::{Due, Schedule};
+use self::schedule::Schedule;
 use self::signal::Signal;
 use self::stats_file::StatsBook;
 use super::clock::{from_unix_ms, unix_ms, Clock, SystemClock};
@@ -327,7 +327,9 @@ impl EmbeddedJobs {
         }
     }
 
-    /// Moves every scheduled job due now into its lane.
+    /// Moves every scheduled job due now into its lane: a batch at a time,
+    /// each lane's share with one write, and the schedule's records acked
+    /// together once their jobs are placed.
     fn promote_due(&self, now: SystemTime) -> Result<()> {
         let Some(schedule) = &self.schedule else {
             return Ok(());
@@ -335,33 +337,73 @@ impl EmbeddedJobs {
         schedule.catch_up()?;
         let now_ms = unix_ms(now);
         let retry_ms = u64::try_from(self.lease_time.as_millis()).unwrap_or(u64::MAX);
+        let lessor = schedule.queue.lessor();
         let mut moved = false;
-        while let Due::Taken(leased) = schedule.take_due(now_ms, retry_ms)? {
-            let (bytes, record, attempt) = leased.into_parts();
-            let lessor = schedule.queue.lessor();
-            let envelope = match Envelope::decode(&bytes) {
-                Ok(envelope) => envelope,
-                Err(e) => {
-                    lessor.fail(record, attempt, &format!("not a job envelope: {e}"))?;
+        loop {
+            let taken = schedule.take_due(now_ms, retry_ms)?;
+            if taken.is_empty() {
+                break;
+            }
+            // By lane, each in due order.
+            let mut lanes: BTreeMap<i32, Vec<FallingDue>> = BTreeMap::new();
+            for leased in taken {
+                let (bytes, record, attempt) = leased.into_parts();
+                match Envelope::decode(&bytes) {
+                    Ok(envelope) => {
+                        lanes
+                            .entry(envelope.job.priority)
+                            .or_default()
+                            .push(FallingDue {
+                                envelope,
+                                bytes,
+                                record,
+                                attempt,
+                            })
+                    }
+                    Err(e) => lessor.fail(record, attempt, &format!("not a job envelope: {e}"))?,
+                }
+            }
+            let mut placed = Vec::new();
+            let mut failed = None;
+            for (priority, group) in lanes {
+                if failed.is_some() {
+                    // Left where they are, looked at again later.
+                    for due in group {
+                        let _ = lessor.release(due.record, due.attempt);
+                        schedule.note(due.envelope.due_ms, due.record);
+                    }
                     continue;
                 }
-            };
-            let priority = envelope.job.priority;
-            let placed = self
-                .lanes
-                .get_or_make(priority)
-                .and_then(|lane| lane.enqueue_encoded(&bytes));
-            let lane_record = match placed {
-                Ok(lane_record) => lane_record,
-                Err(e) => {
-                    let _ = lessor.release(record, attempt);
-                    schedule.note(envelope.due_ms, record);
-                    return Err(e);
+                let bytes: Vec<Vec<u8>> = group.iter().map(|due| due.bytes.clone()).collect();
+                let written = self
+                    .lanes
+                    .get_or_make(priority)
+                    .and_then(|lane| lane.enqueue_encoded_batch(&bytes));
+                match written {
+                    Ok(first) => {
+                        for (offset, due) in group.into_iter().enumerate() {
+                            let location = Location::Lane(priority, first + offset as u64);
+                            self.point(&due.envelope.job, location);
+                            placed.push((due.record, due.attempt));
+                        }
+                    }
+                    Err(e) => {
+                        for due in group {
+                            let _ = lessor.release(due.record, due.attempt);
+                            schedule.note(due.envelope.due_ms, due.record);
+                        }
+                        failed = Some(e);
+                    }
                 }
-            };
-            self.point(&envelope.job, Location::Lane(priority, lane_record));
-            lessor.ack(record, attempt)?;
-            moved = true;
+            }
+            // The placed jobs leave the schedule, even if a lane failed.
+            let (_, acked) = lessor.ack_all(&placed);
+            moved |= !placed.is_empty();
+            if let Some(e) = failed {
+                self.signal.notify();
+                return Err(e);
+            }
+            acked?;
         }
         if moved {
             self.signal.notify();
@@ -635,6 +677,15 @@ impl EmbeddedJobs {
         }
         id
     }
+}
+
+/// A scheduled job fallen due, leased to be moved to its lane.
+struct FallingDue {
+    envelope: Envelope,
+    /// The envelope as stored (it is stored again unchanged).
+    bytes: Vec<u8>,
+    record: u64,
+    attempt: u16,
 }
 
 /// A waiting job leased to be moved.

@@ -35,13 +35,9 @@ struct Index {
     read: bool,
 }
 
-/// What [`Schedule::take_due`] found.
-pub enum Due {
-    /// Nothing due now.
-    None,
-    /// A due record, leased to this caller: move it, then ack the lease.
-    Taken(Leased<Vec<u8>>),
-}
+/// How many due records one step of [`Schedule::take_due`] leases (with
+/// one write, and one fsync in Safe mode).
+const DUE_BATCH: usize = 256;
 
 impl Schedule {
     pub fn new(queue: RawQueue, shared: bool) -> Self {
@@ -91,28 +87,50 @@ impl Schedule {
         Ok(())
     }
 
-    /// Leases the first record due at `now_ms`, skipping records that are
-    /// gone; one another caller holds is looked at again `retry_ms` later.
-    pub fn take_due(&self, now_ms: u64, retry_ms: u64) -> Result<Due> {
+    /// Leases the first records due at `now_ms` (up to a batch), in due
+    /// order (move each, then ack it), skipping records that are gone; one another caller holds is
+    /// looked at again `retry_ms` later. Empty when none is due.
+    pub fn take_due(&self, now_ms: u64, retry_ms: u64) -> Result<Vec<Leased<Vec<u8>>>> {
         loop {
-            let (due, record) = {
+            let due: Vec<(u64, u64)> = {
                 let mut index = self.index.lock();
-                match index.due.first().copied() {
-                    Some(first) if first.0 <= now_ms => {
-                        index.due.remove(&first);
-                        first
+                let mut due = Vec::new();
+                while due.len() < DUE_BATCH {
+                    match index.due.first().copied() {
+                        Some(first) if first.0 <= now_ms => {
+                            index.due.remove(&first);
+                            due.push(first);
+                        }
+                        _ => break,
                     }
-                    _ => return Ok(Due::None),
                 }
+                due
             };
-            match self.queue.lease_id(record) {
-                Ok(ById::Leased(leased, _)) => return Ok(Due::Taken(leased)),
-                Ok(ById::Busy) => self.note(now_ms.saturating_add(retry_ms), record),
-                Ok(ById::Gone) => {}
+            if due.is_empty() {
+                return Ok(Vec::new());
+            }
+            let records: Vec<u64> = due.iter().map(|&(_, record)| record).collect();
+            let found = match self.queue.lease_ids(&records) {
+                Ok(found) => found,
                 Err(e) => {
-                    self.note(due, record);
+                    // Looked at again later (a record leased before the
+                    // error is busy until its lease ends).
+                    for (due, record) in due {
+                        self.note(due, record);
+                    }
                     return Err(e);
                 }
+            };
+            let mut taken = Vec::new();
+            for ((_, record), found) in due.into_iter().zip(found) {
+                match found {
+                    ById::Leased(leased, _) => taken.push(leased),
+                    ById::Busy => self.note(now_ms.saturating_add(retry_ms), record),
+                    ById::Gone => {}
+                }
+            }
+            if !taken.is_empty() {
+                return Ok(taken);
             }
         }
     }
