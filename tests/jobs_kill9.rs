@@ -8,6 +8,9 @@
 //! caught in the middle of a move, which may run twice: at most one per
 //! killed process and round), and nothing stays leased by the dead.
 //!
+//! Without kills, several worker processes on one queue run every job
+//! exactly once.
+//!
 //! `DQUE_KILLS=200 cargo test --release --test jobs_kill9` runs longer.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -269,4 +272,86 @@ fn safe_job_workers_killed_mid_work_lose_nothing() {
         "safe",
         child::kills(10),
     );
+}
+
+/// The child's body for the exactly-once run: leases and acks until
+/// nothing is ready or scheduled, printing `A body` per ack.
+fn draining_child() {
+    let path = std::env::var(QUEUE).unwrap();
+    let queue = open(Path::new(&path), "turbo");
+    // All three start together: a barrier of files beside the queue.
+    let barrier = Path::new(&path).with_file_name("ready");
+    std::fs::create_dir_all(&barrier).unwrap();
+    std::fs::write(barrier.join(std::process::id().to_string()), b"").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::fs::read_dir(&barrier).unwrap().count() < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut out = std::io::stdout().lock();
+    loop {
+        match queue.lease_timeout(Duration::from_millis(200)).unwrap() {
+            Some(lease) => {
+                let body = String::from_utf8(lease.body.clone()).unwrap();
+                queue.ack(lease).unwrap();
+                writeln!(out, "@@ A {body}").unwrap();
+            }
+            None => {
+                let counts = queue.counts().unwrap();
+                if counts.ready + counts.scheduled + counts.leased == 0 {
+                    break;
+                }
+            }
+        }
+    }
+    out.flush().unwrap();
+}
+
+#[test]
+fn worker_processes_run_each_job_exactly_once() {
+    if child::run_as_child(draining_child) {
+        return;
+    }
+    let _one_at_a_time = child::one_spawner_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let queue = options("turbo").create(&path).unwrap();
+    let mut rng = Rng(99);
+    let jobs: Vec<NewJob> = (0..1500)
+        .map(|n| {
+            let job = NewJob::new(format!("job{n}")).priority(rng.below(4) as i32);
+            match rng.below(4) {
+                0 => job.delay(Duration::from_millis(rng.below(300))),
+                _ => job,
+            }
+        })
+        .collect();
+    queue.enqueue_batch(jobs).unwrap();
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            child::command("worker_processes_run_each_job_exactly_once")
+                .env(QUEUE, &path)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut acked: BTreeMap<String, usize> = BTreeMap::new();
+    let mut busy_workers = 0;
+    for worker in workers {
+        let output = worker.wait_with_output().unwrap();
+        assert!(output.status.success(), "a worker failed: {output:?}");
+        let mut did = 0;
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            if let Some((_, body)) = line.split_once("@@ A ") {
+                *acked.entry(body.to_owned()).or_insert(0) += 1;
+                did += 1;
+            }
+        }
+        busy_workers += usize::from(did > 0);
+    }
+    let twice: Vec<_> = acked.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "jobs run twice: {twice:?}");
+    assert_eq!(acked.len(), 1500, "every job ran");
+    assert!(busy_workers >= 2, "the work was shared");
 }

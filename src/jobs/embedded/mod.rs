@@ -10,7 +10,7 @@ mod stats_file;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -661,21 +661,25 @@ impl EmbeddedJobs {
         Ok(())
     }
 
+    /// A new job id: 32 hex digits, a random prefix drawn once per process
+    /// and a counter (unique without a system call per job).
     fn make_id() -> String {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let mut id = String::with_capacity(32);
-        for _ in 0..2 {
+        static PREFIX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let prefix = *PREFIX.get_or_init(|| {
             let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-            hasher.write_usize(COUNTER.fetch_add(1, Ordering::Relaxed));
             hasher.write_u32(std::process::id());
             hasher.write_u128(
                 SystemTime::now()
                     .duration_since(SystemTime::UNIX_EPOCH)
                     .map_or(0, |d| d.as_nanos()),
             );
-            id.push_str(&format!("{:016x}", hasher.finish()));
-        }
-        id
+            hasher.finish()
+        });
+        format!(
+            "{prefix:016x}{:016x}",
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        )
     }
 }
 
