@@ -48,5 +48,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("dequeued {job:?} (left {})", queue.len());
     }
     println!("drained; segments {:?}", queue.segment_numbers()?);
+
+    // The same directory kind of queue, as a job queue: priorities, a
+    // delay, a header and a caller's id, and a worker that runs them.
+    let jobs = EmbeddedJobs::create(dir.path().join("jobs"))?;
+    jobs.enqueue(NewJob::new("send newsletter").priority(5))?;
+    jobs.enqueue(NewJob::new("page on-call").priority(-1).header("team", "db"))?;
+    jobs.enqueue(NewJob::new("weekly report").delay(Duration::from_secs(3600)))?;
+    jobs.enqueue(NewJob::new("charge order 7").id("order-7"))?;
+    let again = jobs.enqueue(NewJob::new("charge order 7").id("order-7"))?;
+    println!("\njob queue: order-7 again added? {}", again.is_added());
+    while let Some(job) = jobs.lease()? {
+        println!(
+            "ran job {} priority {} headers {:?}: {}",
+            job.id,
+            job.priority,
+            job.headers,
+            String::from_utf8_lossy(&job.body)
+        );
+        jobs.ack(job)?;
+    }
+    let counts = jobs.counts()?;
+    println!("left: {} scheduled (due in an hour)", counts.scheduled);
     Ok(())
 }
