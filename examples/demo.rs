@@ -1,7 +1,11 @@
-//! The main job on a temporary queue: enqueue, close, reopen, drain.
+//! The main job on a temporary queue: enqueue, close, reopen, drain; then
+//! the same as a job queue (priorities, a delay, a header, a caller's id).
 //!
 //! Run with `cargo run --example demo`. Pass a directory to keep the queue.
 
+use std::time::Duration;
+
+use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
 use dque::{DQue, Options};
 use serde::{Deserialize, Serialize};
 
@@ -51,9 +55,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The same directory kind of queue, as a job queue: priorities, a
     // delay, a header and a caller's id, and a worker that runs them.
-    let jobs = EmbeddedJobs::create(dir.path().join("jobs"))?;
+    let jobs = EmbeddedJobs::create(temp.path().join("job-queue"))?;
     jobs.enqueue(NewJob::new("send newsletter").priority(5))?;
-    jobs.enqueue(NewJob::new("page on-call").priority(-1).header("team", "db"))?;
+    jobs.enqueue(
+        NewJob::new("page on-call")
+            .priority(-1)
+            .header("team", "db"),
+    )?;
     jobs.enqueue(NewJob::new("weekly report").delay(Duration::from_secs(3600)))?;
     jobs.enqueue(NewJob::new("charge order 7").id("order-7"))?;
     let again = jobs.enqueue(NewJob::new("charge order 7").id("order-7"))?;

@@ -378,3 +378,29 @@ fn peek_dump_dead_and_requeue_show_jobs_with_their_headers() {
         "{v}"
     );
 }
+
+// Found in review: after SIGTERM, a worker waiting for a job still started
+// the command for a job pushed right then (killing it a moment later and
+// giving the job back, so its effect happened twice).
+#[test]
+fn no_job_starts_after_sigterm() {
+    let root = tempfile::tempdir().unwrap();
+    let q = new_queue(root.path());
+    let log = root.path().join("ran");
+    for _ in 0..5 {
+        let script = format!("echo ran >> {}; sleep 5", s(&log));
+        let worker = Command::new(env!("CARGO_BIN_EXE_dque"))
+            .args(["work", s(&q), "--", "sh", "-c", &script])
+            .spawn()
+            .expect("start dque work");
+        // Waiting for a job now (the queue has none ready).
+        std::thread::sleep(Duration::from_millis(300));
+        let pid = rustix::process::Pid::from_raw(worker.id() as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        ok(&["push", s(&q), "late"]);
+        let out = worker.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(!log.exists(), "a command started after SIGTERM");
+        assert_eq!(ok(&["pop", s(&q)]), "late");
+    }
+}

@@ -65,7 +65,7 @@ use std::time::Duration;
 
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use embedded::{job_from_record, EmbeddedJobs, JobOptions, StoredJob, JOB_CODEC_ID};
+pub use embedded::{job_from_record, EmbeddedJobs, JobOptions, StoredJob, JOB_CODEC_ID, MAX_LANES};
 pub use job::{
     DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, WaitState, Waiting,
     MAX_HEADER_NAME_BYTES, MAX_JOB_ID_BYTES,
@@ -99,9 +99,10 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     ///
     /// # Errors
     ///
-    /// `InvalidJob` for any job: nothing added. A storage error: the jobs
-    /// before the part that failed were added (enqueue with caller ids to
-    /// retry safely).
+    /// `InvalidJob` for any job: nothing added. A storage error: the parts
+    /// written before the one that failed keep their jobs (which parts, and
+    /// in which order, is the backend's: enqueue with caller ids to retry
+    /// safely).
     fn enqueue_batch(&self, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>>;
 
     /// Leases the first ready job, if any.
@@ -158,6 +159,8 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     fn fail(&self, lease: JobLease, reason: &str) -> Result<()>;
 
     /// Changes the priority of waiting job `id` (ready or scheduled).
+    /// Finding a job by an id the backend made up may read every waiting
+    /// job (embedded); by a caller's id it is one lookup.
     ///
     /// # Errors
     ///
@@ -201,7 +204,7 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// Storage errors.
     fn counts(&self) -> Result<Counts>;
 
-    /// The counts and the statistics of the days on record.
+    /// The counts and the statistics of the days on record. A read.
     ///
     /// # Errors
     ///

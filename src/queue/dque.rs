@@ -625,6 +625,16 @@ impl<T, C: Codec<T>> DQue<T, C> {
         self.shared.read(|engine| engine.pending_chunk(from))
     }
 
+    /// The first `max` dead letters, oldest first. A read.
+    pub(crate) fn dead_letters_up_to(&self, max: usize) -> Result<Vec<DeadLetter>> {
+        self.shared.read(|engine| engine.dead_letters_up_to(max))
+    }
+
+    /// How many dead letters there are. A read.
+    pub(crate) fn dead_len(&self) -> Result<u64> {
+        self.shared.read(|engine| engine.dead_letter_count())
+    }
+
     /// The id the next enqueued item gets. A read.
     pub(crate) fn end_id(&self) -> Result<u64> {
         self.shared.read(|engine| Ok(engine.end_id()))

@@ -137,6 +137,11 @@ impl Crew<'_> {
         let mut idle = false;
         while !self.over() {
             let (outcome, found) = match self.queue.lease_timeout(LOOK_EVERY) {
+                // Told to stop while it waited: the job is not started.
+                Ok(Some(lease)) if self.over() => {
+                    let released = self.queue.release(lease);
+                    (released.map_err(|e| self.args.address.failure(e)), true)
+                }
                 Ok(Some(lease)) => {
                     if idle {
                         idle = false;
@@ -228,6 +233,13 @@ impl Crew<'_> {
 
     fn spawn(&self, lease: &JobLease) -> std::io::Result<Child> {
         let mut command = Command::new(&self.args.command[0]);
+        // A worker started by a job must not hand its own job's variables
+        // (a header this job lacks, say) to the next.
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("DQUE_") {
+                command.env_remove(name);
+            }
+        }
         command
             .args(&self.args.command[1..])
             .env("DQUE_JOB_ID", &lease.id)

@@ -9,8 +9,9 @@
 //! record exists, names its process: it holds while that process lives.
 
 use std::fs;
-use std::io::{ErrorKind, Write as _};
-use std::path::PathBuf;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 use crate::log::layout::QueueDir;
@@ -55,6 +56,8 @@ pub struct Ids {
     dir: QueueDir,
     /// Safe durability: id files and the directory are fsynced.
     sync: bool,
+    /// This process's half of the ids' lock.
+    mutex: parking_lot::Mutex<()>,
 }
 
 impl Ids {
@@ -62,6 +65,7 @@ impl Ids {
         Ids {
             dir: QueueDir::new(path),
             sync,
+            mutex: parking_lot::Mutex::new(()),
         }
     }
 
@@ -74,38 +78,85 @@ impl Ids {
     }
 
     /// Claims `id` for an enqueue; `live` says whether a record is unsettled.
+    ///
+    /// The claim is written whole under a temporary name and hard-linked
+    /// to the id's name, which fails if that exists: no one ever reads a
+    /// half-written claim. A file that stands for nothing is taken over
+    /// only under the ids' lock (this process's mutex, then an exclusive
+    /// `flock` between processes), and so is a file removed by
+    /// [`forget`](Self::forget): a fresh claim is never removed for a
+    /// stale one.
     pub fn claim(&self, id: &str, live: impl Fn(Location) -> Result<bool>) -> Result<Claim> {
         let path = self.path_of(id);
         let me = Entry::Claim(std::process::id(), process_start(std::process::id()));
+        let temp = self.temp_of(&path);
+        fs::write(&temp, render(me)).map_err(|e| Error::io(&temp, e))?;
+        let claimed = self.claim_with(&path, &temp, live);
+        let _ = fs::remove_file(&temp);
+        claimed
+    }
+
+    fn claim_with(
+        &self,
+        path: &Path,
+        temp: &Path,
+        live: impl Fn(Location) -> Result<bool>,
+    ) -> Result<Claim> {
+        if self.link(temp, path)? {
+            return Ok(Claim::Mine);
+        }
+        let _locked = self.lock()?;
         loop {
-            match fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-            {
-                Ok(mut file) => {
-                    file.write_all(render(me).as_bytes())
-                        .map_err(|e| Error::io(&path, e))?;
-                    return Ok(Claim::Mine);
-                }
-                Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(Error::io(&path, e)),
-            }
-            let held = match self.read(&path)? {
-                None => continue, // removed in between: try again
+            let held = match self.read(path)? {
+                None => false,
                 Some(Entry::At(location)) => live(location)?,
                 Some(Entry::Claim(pid, started)) => process_start(pid) == started && started != 0,
             };
             if held {
                 return Ok(Claim::Taken);
             }
-            // Stale: its job is gone, or its producer died before enqueueing.
-            match fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io(&path, e)),
+            // Stale: its job is gone, or its producer died before
+            // enqueueing. A claim linked meanwhile by another producer (who
+            // needs no lock) makes the link fail, and is read next round.
+            remove_if_there(path)?;
+            if self.link(temp, path)? {
+                return Ok(Claim::Mine);
             }
         }
+    }
+
+    /// Links the claim at `temp` to `path`; false if `path` exists.
+    fn link(&self, temp: &Path, path: &Path) -> Result<bool> {
+        match fs::hard_link(temp, path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(Error::io(path, e)),
+        }
+    }
+
+    /// A temporary name beside `path`, unique to this call.
+    fn temp_of(&self, path: &Path) -> PathBuf {
+        static CALLS: AtomicU64 = AtomicU64::new(0);
+        let name = path.file_name().expect("an id file").to_string_lossy();
+        let call = CALLS.fetch_add(1, Ordering::Relaxed);
+        self.dir
+            .path()
+            .join(format!(".{name}.{}.{call}.claim", std::process::id()))
+    }
+
+    /// The ids' lock: this process's mutex, then `.lock`'s `flock` (which
+    /// threads of one process would share).
+    fn lock(&self) -> Result<(parking_lot::MutexGuard<'_, ()>, fs::File)> {
+        let guard = self.mutex.lock();
+        let path = self.dir.path().join(".lock");
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        fs4::FileExt::lock(&file).map_err(|e| Error::io(&path, e))?;
+        Ok((guard, file))
     }
 
     /// Gives up a claim (the enqueue failed).
@@ -141,9 +192,13 @@ impl Ids {
     }
 
     /// Removes `id`'s file if it still points at `location` (a job that
-    /// ran, died or was cancelled). Best effort: a file left behind is stale.
+    /// ran, died or was cancelled), under the ids' lock. Best effort: a
+    /// file left behind is stale.
     pub fn forget(&self, id: &str, location: Location) {
         let path = self.path_of(id);
+        let Ok(_locked) = self.lock() else {
+            return;
+        };
         if let Ok(Some(Entry::At(at))) = self.read(&path) {
             if at == location {
                 let _ = fs::remove_file(&path);
@@ -151,12 +206,20 @@ impl Ids {
         }
     }
 
-    fn read(&self, path: &std::path::Path) -> Result<Option<Entry>> {
+    fn read(&self, path: &Path) -> Result<Option<Entry>> {
         match fs::read_to_string(path) {
             Ok(text) => Ok(Some(parse(&text).unwrap_or(Entry::Claim(0, 0)))),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io(path, e)),
         }
+    }
+}
+
+fn remove_if_there(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(path, e)),
     }
 }
 

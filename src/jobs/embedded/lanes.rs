@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use parking_lot::RwLock;
 
@@ -33,7 +33,16 @@ struct State {
     /// The modification time of `dir` when it was last listed: a lane made
     /// by another process changes it.
     listed: Option<SystemTime>,
+    listed_at: Instant,
 }
+
+/// The most priorities one embedded job queue holds jobs of: each is a
+/// lane with its own files (two descriptors, one mapping) that every
+/// handle keeps open, and a lease looks at each.
+pub const MAX_LANES: usize = 100;
+
+/// The longest a handle in shared mode goes without listing the lanes.
+const RELIST_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The directory name of a lane: sign and ten digits, so that listings sort.
 pub fn lane_name(priority: i32) -> String {
@@ -48,6 +57,7 @@ impl Lanes {
             state: RwLock::new(State {
                 open: BTreeMap::from([(0, root)]),
                 listed: None,
+                listed_at: Instant::now(),
             }),
         }
     }
@@ -55,7 +65,7 @@ impl Lanes {
     /// The lanes, smallest priority first, after opening any lane another
     /// process made since the last look.
     pub fn all(&self) -> Result<Vec<(i32, Arc<RawQueue>)>> {
-        self.refresh()?;
+        self.refresh(false)?;
         Ok(self.known())
     }
 
@@ -74,7 +84,9 @@ impl Lanes {
         if let Some(lane) = self.state.read().open.get(&priority) {
             return Ok(Some(Arc::clone(lane)));
         }
-        self.refresh()?;
+        // Not known here: made by another process, perhaps in the same
+        // clock tick as this handle's last listing (same mtime).
+        self.refresh(true)?;
         Ok(self.state.read().open.get(&priority).cloned())
     }
 
@@ -91,12 +103,25 @@ impl Lanes {
         if let Some(lane) = state.open.get(&priority) {
             return Ok(Arc::clone(lane));
         }
+        if state.open.len() >= MAX_LANES {
+            return Err(Error::InvalidJob {
+                reason: format!(
+                    "priority {priority}: this queue has lanes for {MAX_LANES} priorities \
+                     already, the most an embedded job queue keeps (each is a queue with its \
+                     own files); use fewer distinct priorities"
+                ),
+            });
+        }
         let lane = Arc::new(make_part(&path, &self.options)?);
         state.open.insert(priority, Arc::clone(&lane));
         Ok(lane)
     }
 
-    fn refresh(&self) -> Result<()> {
+    /// Opens the lanes other processes made since the last listing: when
+    /// the directory's mtime moved, at least every [`RELIST_EVERY`] (a
+    /// lane made in the clock tick of the last listing leaves the mtime as
+    /// it was), or with `force`.
+    fn refresh(&self, force: bool) -> Result<()> {
         let Some(dir) = &self.dir else {
             return Ok(());
         };
@@ -107,8 +132,12 @@ impl Lanes {
         let modified = fs::metadata(dir)
             .and_then(|m| m.modified())
             .map_err(|e| Error::io(dir, e))?;
-        if self.state.read().listed == Some(modified) {
-            return Ok(());
+        {
+            let state = self.state.read();
+            let fresh = state.listed_at.elapsed() < RELIST_EVERY;
+            if !force && fresh && state.listed == Some(modified) {
+                return Ok(());
+            }
         }
         remove_stale_temps(dir);
         let mut found = Vec::new();
@@ -130,6 +159,7 @@ impl Lanes {
             }
         }
         state.listed = Some(modified);
+        state.listed_at = Instant::now();
         Ok(())
     }
 

@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 
 pub use envelope::{job_from_record, StoredJob, JOB_CODEC_ID};
 pub(crate) use lanes::lane_name;
+pub use lanes::MAX_LANES;
 pub(crate) use stats_file::read_days;
 
 use self::envelope::{Envelope, JobRecords};
@@ -209,6 +210,8 @@ pub struct EmbeddedJobs {
     stats: Option<Mutex<StatsBook>>,
     max_attempts: u32,
     lease_time: Duration,
+    /// Safe durability: every write is durable when its call returns.
+    safe: bool,
     backoff: Backoff,
     clock: Arc<dyn Clock>,
     signal: Signal,
@@ -236,6 +239,22 @@ impl EmbeddedJobs {
     /// The queue directory.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Makes everything written so far durable, in every part of the
+    /// queue (as [`DQue::sync`](crate::DQue::sync) does for one).
+    ///
+    /// # Errors
+    ///
+    /// The first error of a part's sync (`Io`, `WritesRefused`, `Closed`).
+    pub fn sync(&self) -> Result<()> {
+        for (_, lane) in self.lanes.known() {
+            lane.sync()?;
+        }
+        match &self.schedule {
+            Some(schedule) => schedule.queue.sync(),
+            None => Ok(()),
+        }
     }
 
     /// Whether this is a plain FIFO queue of bodies (no priorities,
@@ -306,6 +325,7 @@ impl EmbeddedJobs {
             stats,
             max_attempts: u32::from(options.queue.max_attempts.max(1)),
             lease_time: options.queue.visibility_timeout,
+            safe: options.queue.durability == crate::Durability::Safe,
             backoff: options.backoff,
             clock: Arc::clone(&options.clock),
             signal,
@@ -364,6 +384,7 @@ impl EmbeddedJobs {
                 }
             }
             let mut placed = Vec::new();
+            let mut written_lanes = Vec::new();
             let mut failed = None;
             for (priority, group) in lanes {
                 if failed.is_some() {
@@ -381,6 +402,7 @@ impl EmbeddedJobs {
                     .and_then(|lane| lane.enqueue_encoded_batch(&bytes));
                 match written {
                     Ok(first) => {
+                        written_lanes.push(priority);
                         for (offset, due) in group.into_iter().enumerate() {
                             let location = Location::Lane(priority, first + offset as u64);
                             self.point(&due.envelope.job, location);
@@ -396,7 +418,16 @@ impl EmbeddedJobs {
                     }
                 }
             }
-            // The placed jobs leave the schedule, even if a lane failed.
+            // The placed jobs leave the schedule, even if a lane failed,
+            // once they are durable in their lanes.
+            for &priority in &written_lanes {
+                if let Err(e) = self.durable_before_moving_on(Location::Lane(priority, 0)) {
+                    for &(record, attempt) in &placed {
+                        let _ = lessor.release(record, attempt);
+                    }
+                    return Err(e);
+                }
+            }
             let (_, acked) = lessor.ack_all(&placed);
             moved |= !placed.is_empty();
             if let Some(e) = failed {
@@ -409,6 +440,20 @@ impl EmbeddedJobs {
             self.signal.notify();
         }
         Ok(())
+    }
+
+    /// Makes the job just written at `location` durable before its old
+    /// record is ended: page writeback keeps no order between files, so
+    /// in Turbo or Periodic mode a power loss could otherwise keep the end
+    /// of the old record and lose the new one. (Safe: durable already.)
+    fn durable_before_moving_on(&self, location: Location) -> Result<()> {
+        if self.safe {
+            return Ok(());
+        }
+        match self.part(location)? {
+            Some(queue) => queue.sync(),
+            None => Ok(()),
+        }
     }
 
     /// Points a caller-chosen id at its job's new place (best effort: a
@@ -468,6 +513,10 @@ impl EmbeddedJobs {
         let now = self.now();
         self.promote_due(now)?;
         for (priority, lane) in self.lanes.all()? {
+            // A read is cheaper than a lease's write path.
+            if lane.is_empty() {
+                continue;
+            }
             while let Some(leased) = lane.lease()? {
                 let (bytes, record, lane_attempt) = leased.into_parts();
                 let lessor = lane.lessor();
@@ -606,8 +655,12 @@ impl EmbeddedJobs {
                 let (bytes, _, attempt) = leased.into_parts();
                 match Envelope::decode(&bytes) {
                     Ok(mut envelope) => {
-                        // The lease taken to move it is not an attempt.
-                        envelope.attempts_before += u32::from(attempt - 1);
+                        // Attempts a lane record had count (less the lease
+                        // taken to move it); a schedule record's leases
+                        // were moves, not attempts.
+                        if let Location::Lane(..) = location {
+                            envelope.attempts_before += u32::from(attempt - 1);
+                        }
                         Ok(Taken {
                             queue,
                             envelope,
@@ -648,7 +701,10 @@ impl EmbeddedJobs {
     /// old record; on failure it stays where it was.
     fn move_taken(&self, taken: Taken, envelope: &Envelope) -> Result<()> {
         let lessor = taken.queue.lessor();
-        let location = match self.place(envelope) {
+        let location = match self
+            .place(envelope)
+            .and_then(|location| self.durable_before_moving_on(location).map(|()| location))
+        {
             Ok(location) => location,
             Err(e) => {
                 let _ = lessor.release(taken.record, taken.attempt);
@@ -763,7 +819,11 @@ impl EmbeddedJobs {
         }
         match self.place(&envelope) {
             Ok(location) => {
-                self.point(&envelope.job, location);
+                if envelope.job.caller_id && ids.point(&id, location).is_err() {
+                    // The job is queued; without its pointer the claim
+                    // would hold the id for as long as this process lives.
+                    ids.unclaim(&id);
+                }
                 Ok(Enqueued::Added(id))
             }
             Err(e) => {
@@ -915,6 +975,7 @@ impl JobQueue for EmbeddedJobs {
             job: lease.job,
         };
         let location = self.place(&envelope)?;
+        self.durable_before_moving_on(location)?;
         self.point(&envelope.job, location);
         lessor.ack(record, attempt)?;
         self.record_stats(now, |day| day.retries += 1);
@@ -1034,10 +1095,7 @@ impl JobQueue for EmbeddedJobs {
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {
         let mut found = Vec::new();
         for (_, lane) in self.lanes.all()? {
-            for letter in lane.dead_letters()? {
-                if found.len() >= max {
-                    return Ok(found);
-                }
+            for letter in lane.dead_letters_up_to(max - found.len())? {
                 let envelope = self.job_of(letter.payload, letter.original_id, letter.attempts)?;
                 found.push(DeadJob {
                     job: envelope.job,
@@ -1067,7 +1125,7 @@ impl JobQueue for EmbeddedJobs {
                     }
                 }
                 let plain = self.is_plain();
-                let record = lane.requeue_dead_with(letter.id, |bytes| {
+                let requeued = lane.requeue_dead_with(letter.id, |bytes| {
                     if plain {
                         return bytes;
                     }
@@ -1076,8 +1134,24 @@ impl JobQueue for EmbeddedJobs {
                         envelope.attempts_before = 0;
                         envelope.encode()
                     })
-                })?;
-                self.point(&envelope.job, Location::Lane(priority, record));
+                });
+                let record = match requeued {
+                    Ok(record) => record,
+                    Err(e) => {
+                        if let (true, Some(ids)) = (envelope.job.caller_id, &self.ids) {
+                            ids.unclaim(id);
+                        }
+                        return Err(e);
+                    }
+                };
+                if envelope.job.caller_id
+                    && self
+                        .ids
+                        .as_ref()
+                        .is_some_and(|ids| ids.point(id, Location::Lane(priority, record)).is_err())
+                {
+                    self.ids.as_ref().expect("checked").unclaim(id);
+                }
                 self.signal.notify();
                 return Ok(());
             }
@@ -1091,7 +1165,7 @@ impl JobQueue for EmbeddedJobs {
             let leased = lane.leased_len() as u64;
             counts.leased += leased;
             counts.ready += (lane.len() as u64).saturating_sub(leased);
-            counts.dead += lane.dead_letters()?.len() as u64;
+            counts.dead += lane.dead_len()?;
         }
         if let Some(schedule) = &self.schedule {
             counts.scheduled = schedule.queue.len() as u64;

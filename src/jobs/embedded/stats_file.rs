@@ -66,25 +66,37 @@ impl StatsBook {
             return Ok(());
         }
         let lock = lock_file(&self.dir)?;
-        let mut days = read_days(&self.dir)?;
-        for (day, stats) in std::mem::take(&mut self.pending) {
-            days.entry(day)
-                .or_insert_with(|| DayStats::new(day))
-                .merge(&stats);
-        }
-        if let Some(&newest) = days.keys().next_back() {
-            days.retain(|&day, _| day + KEPT_DAYS * DAY_SECONDS > newest);
-        }
-        let written = write_days(&self.dir, &days);
+        let days = merged(read_days(&self.dir)?, &self.pending);
+        write_days(&self.dir, &days)?;
         drop(lock);
-        written
+        // Only once written: a failed write keeps them for the next flush.
+        self.pending.clear();
+        Ok(())
     }
 
-    /// The days on record, with what this handle has not merged yet.
-    pub fn days(&mut self) -> Result<Vec<DayStats>> {
-        self.flush()?;
-        Ok(read_days(&self.dir)?.into_values().collect())
+    /// The days on record with what this handle has not merged yet. A
+    /// read: the file is not written.
+    pub fn days(&self) -> Result<Vec<DayStats>> {
+        Ok(merged(read_days(&self.dir)?, &self.pending)
+            .into_values()
+            .collect())
     }
+}
+
+/// `days` with `pending` added, the last [`KEPT_DAYS`] kept.
+fn merged(
+    mut days: BTreeMap<u64, DayStats>,
+    pending: &BTreeMap<u64, DayStats>,
+) -> BTreeMap<u64, DayStats> {
+    for (&day, stats) in pending {
+        days.entry(day)
+            .or_insert_with(|| DayStats::new(day))
+            .merge(stats);
+    }
+    if let Some(&newest) = days.keys().next_back() {
+        days.retain(|&day, _| day + KEPT_DAYS * DAY_SECONDS > newest);
+    }
+    days
 }
 
 fn lock_file(dir: &Path) -> Result<File> {

@@ -12,15 +12,28 @@ use crate::queue::dead::{DeadLetter, DEAD_LETTER_CODEC};
 impl Engine {
     /// The dead letters, oldest first (none if no item ever failed).
     pub fn dead_letter_list(&mut self) -> Result<Vec<DeadLetter>> {
+        self.dead_letters_up_to(usize::MAX)
+    }
+
+    /// The first `max` dead letters, oldest first.
+    pub fn dead_letters_up_to(&mut self, max: usize) -> Result<Vec<DeadLetter>> {
         let Some(dead) = self.existing_dead_letters()? else {
             return Ok(Vec::new());
         };
         let mut letters = Vec::new();
         dead.visit_pending(|id, _, _, bytes| {
+            if letters.len() >= max {
+                return ControlFlow::Break(());
+            }
             letters.push(DeadLetter::decode(id, bytes));
             ControlFlow::Continue(())
         })?;
         letters.into_iter().collect()
+    }
+
+    /// How many dead letters there are.
+    pub fn dead_letter_count(&mut self) -> Result<u64> {
+        Ok(self.existing_dead_letters()?.map_or(0, |dead| dead.len()))
     }
 
     /// Puts dead letter `id` back at the end of the queue (attempts start
