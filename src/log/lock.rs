@@ -17,17 +17,30 @@ pub struct DirLock {
     _file: File,
 }
 
+/// The file at `path` (made if missing), opened to be locked.
+fn lock_file(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| Error::io(path, e))
+}
+
+/// Waits for an exclusive `flock` on the file at `path` (made if missing);
+/// held until the returned file is dropped.
+pub fn lock_exclusive(path: &Path) -> Result<File> {
+    let file = lock_file(path)?;
+    fs4::FileExt::lock(&file).map_err(|e| Error::io(path, e))?;
+    Ok(file)
+}
+
 impl DirLock {
     /// Takes the lock of the queue in `dir`, or fails at once with `Locked`.
     pub fn acquire(dir: &Path) -> Result<Self> {
         let path = dir.join(LOCK_FILE);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
+        let file = lock_file(&path)?;
         match fs4::FileExt::try_lock(&file) {
             Ok(()) => Ok(DirLock { _file: file }),
             Err(fs4::TryLockError::WouldBlock) => Err(Error::Locked { path }),

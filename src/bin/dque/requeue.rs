@@ -52,21 +52,13 @@ pub fn run(args: &RequeueArgs) -> Result<ExitCode, Failure> {
     } else {
         ids
     };
-    for (done, &id) in ids.iter().enumerate() {
-        queue.requeue_dead(id).map_err(|e| {
-            let failure = match e {
-                dque::Error::NotPending { id } => Failure::other(format!(
-                    "no dead letter has id {id}; `dque dead {}` lists them",
-                    args.dir.display()
-                )),
-                e => fail(e),
-            };
-            Failure::new(
-                failure.code(),
-                format!("{} ({done} requeued before it)", failure.message()),
-            )
-        })?;
-    }
+    requeue_each(&ids, |&id| match queue.requeue_dead(id) {
+        Err(dque::Error::NotPending { id }) => Err(Failure::other(format!(
+            "no dead letter has id {id}; `dque dead {}` lists them",
+            args.dir.display()
+        ))),
+        other => other.map_err(fail),
+    })?;
     queue.close().map_err(fail)?;
     println!(
         "requeued {} dead letters into {}",
@@ -87,21 +79,13 @@ fn requeue_jobs(args: &RequeueArgs) -> Result<ExitCode, Failure> {
     } else {
         args.ids.clone()
     };
-    for (done, id) in ids.iter().enumerate() {
-        queue.requeue_dead(id).map_err(|e| {
-            let failure = match e {
-                dque::Error::NoSuchJob { id } => Failure::other(format!(
-                    "no dead job has id {id:?}; `dque dead {}` lists them",
-                    args.dir.display()
-                )),
-                e => fail(e),
-            };
-            Failure::new(
-                failure.code(),
-                format!("{} ({done} requeued before it)", failure.message()),
-            )
-        })?;
-    }
+    requeue_each(&ids, |id| match queue.requeue_dead(id) {
+        Err(dque::Error::NoSuchJob { id }) => Err(Failure::other(format!(
+            "no dead job has id {id:?}; `dque dead {}` lists them",
+            args.dir.display()
+        ))),
+        other => other.map_err(fail),
+    })?;
     queue.close().map_err(fail)?;
     println!(
         "requeued {} dead jobs into {}",
@@ -109,4 +93,20 @@ fn requeue_jobs(args: &RequeueArgs) -> Result<ExitCode, Failure> {
         args.dir.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Requeues each of `ids`; a failure says how many went back before it.
+fn requeue_each<I>(
+    ids: &[I],
+    mut requeue: impl FnMut(&I) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    for (done, id) in ids.iter().enumerate() {
+        requeue(id).map_err(|failure| {
+            Failure::new(
+                failure.code(),
+                format!("{} ({done} requeued before it)", failure.message()),
+            )
+        })?;
+    }
+    Ok(())
 }

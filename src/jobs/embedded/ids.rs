@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 use crate::log::layout::QueueDir;
+use crate::log::lock::lock_exclusive;
 
 /// Where a job's record is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,14 +149,7 @@ impl Ids {
     /// threads of one process would share).
     fn lock(&self) -> Result<(parking_lot::MutexGuard<'_, ()>, fs::File)> {
         let guard = self.mutex.lock();
-        let path = self.dir.path().join(".lock");
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
-        fs4::FileExt::lock(&file).map_err(|e| Error::io(&path, e))?;
+        let file = lock_exclusive(&self.dir.path().join(".lock"))?;
         Ok((guard, file))
     }
 

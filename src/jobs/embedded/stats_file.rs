@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::error::{Error, Result};
 use crate::jobs::clock::unix_ms;
 use crate::jobs::stats::{DayStats, Histogram, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS};
+use crate::log::lock::lock_exclusive;
 
 /// Days kept on record.
 pub const KEPT_DAYS: u64 = 30;
@@ -65,7 +66,7 @@ impl StatsBook {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let lock = lock_file(&self.dir)?;
+        let lock = lock_exclusive(&self.dir.join("lock"))?;
         let days = merged(read_days(&self.dir)?, &self.pending);
         write_days(&self.dir, &days)?;
         drop(lock);
@@ -97,18 +98,6 @@ fn merged(
         days.retain(|&day, _| day + KEPT_DAYS * DAY_SECONDS > newest);
     }
     days
-}
-
-fn lock_file(dir: &Path) -> Result<File> {
-    let path = dir.join("lock");
-    let file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::io(&path, e))?;
-    fs4::FileExt::lock(&file).map_err(|e| Error::io(&path, e))?;
-    Ok(file)
 }
 
 pub fn read_days(dir: &Path) -> Result<BTreeMap<u64, DayStats>> {
