@@ -170,6 +170,14 @@ pub enum Error {
         /// The job's id.
         id: String,
     },
+    /// A job queue's server (PostgreSQL, Redis) failed the call or could
+    /// not be reached; the call had no effect unless it says otherwise.
+    Backend {
+        /// Which server.
+        backend: &'static str,
+        /// What it said.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -326,6 +334,10 @@ impl fmt::Display for Error {
             Error::JobLeased { id } => write!(
                 f,
                 "job {id:?} is leased by a worker now; wait until it is acked or handed back"
+            ),
+            Error::Backend { backend, reason } => write!(
+                f,
+                "{backend}: {reason}; check that the server runs and the address is right"
             ),
         }
     }

@@ -58,6 +58,8 @@ mod backoff;
 mod clock;
 pub(crate) mod embedded;
 mod job;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod several;
 mod stats;
 
@@ -70,6 +72,8 @@ pub use job::{
     DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, WaitState, Waiting,
     MAX_HEADER_NAME_BYTES, MAX_JOB_ID_BYTES,
 };
+#[cfg(feature = "postgres")]
+pub use postgres::{PgJobs, PgOptions, SCHEMA_VERSION};
 pub use several::{Order, QueueSet, SET_POLL};
 pub use stats::{
     failure_group, Counts, DayStats, Histogram, QueueStats, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS,

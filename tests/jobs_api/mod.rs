@@ -478,7 +478,7 @@ pub fn counts_and_statistics_follow_the_jobs(backend: &dyn Backend) {
         .unwrap();
 
     let stats = q.stats().unwrap();
-    assert_eq!(stats.queue, "stats");
+    assert_eq!(stats.queue, q.name());
     assert_eq!(
         (
             stats.counts.ready,

@@ -114,16 +114,14 @@ impl Address {
     pub fn open_tuned(&self, make: Make, tuning: &Tuning) -> Result<Arc<dyn JobQueue>, Failure> {
         let path = match self {
             Address::Dir(path) => path,
-            Address::Server { scheme, .. } => {
-                return Err(Failure::other(format!(
-                    "{scheme}:// addresses need the {} backend, which this build of dque \
-                     does not have yet; use a queue directory",
-                    if scheme == "redis" {
-                        "Redis"
-                    } else {
-                        "PostgreSQL"
-                    }
-                )))
+            Address::Server { scheme, url, queue } if scheme != "redis" => {
+                return open_postgres(url, queue, tuning);
+            }
+            Address::Server { .. } => {
+                return Err(Failure::other(
+                    "redis:// addresses need the Redis backend, which this build of dque \
+                     does not have yet; use a queue directory or postgres://",
+                ))
             }
         };
         // Any item the format can hold: the library's default cap protects
@@ -158,6 +156,20 @@ impl Address {
         })?;
         Ok(Arc::new(opened) as Arc<dyn JobQueue>)
     }
+}
+
+/// Opens queue `queue` of the PostgreSQL server at `url` (a server's queue
+/// exists as soon as it is named: `--create` changes nothing there).
+fn open_postgres(url: &str, queue: &str, tuning: &Tuning) -> Result<Arc<dyn JobQueue>, Failure> {
+    let mut options = dque::jobs::PgOptions::new();
+    if let Some(attempts) = tuning.max_attempts {
+        options = options.max_attempts(attempts);
+    }
+    if let Some(backoff) = tuning.backoff {
+        options = options.backoff(backoff);
+    }
+    let opened = options.connect(url, queue).map_err(Failure::other)?;
+    Ok(Arc::new(opened) as Arc<dyn JobQueue>)
 }
 
 #[cfg(test)]

@@ -1,0 +1,1081 @@
+//! The Jobs API over PostgreSQL: [`PgJobs`] (feature `postgres`), the
+//! relational work-queue pattern. A job is a row; a worker claims the next
+//! one with `FOR UPDATE SKIP LOCKED`, so workers on many hosts never wait
+//! for each other nor take the same job; a lease is a deadline in the row,
+//! so a worker that dies simply lets it pass and another takes the job.
+
+mod schema;
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use parking_lot::Mutex;
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::{Client, GenericClient, NoTls, Row};
+
+pub use schema::SCHEMA_VERSION;
+
+use super::clock::{from_unix_ms, unix_ms, Clock, SystemClock};
+use super::job::{
+    DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, WaitState, Waiting,
+};
+use super::stats::{failure_group, Counts, DayStats, Histogram, QueueStats, Timing};
+use super::{Backoff, JobQueue};
+use crate::error::{Error, Result};
+
+/// The channel every enqueue notifies (the payload: the queue's name).
+const CHANNEL: &str = "dque_jobs";
+
+/// How often a blocked lease looks again without a notification (one may
+/// be missed while a connection is lost, and leases end silently).
+const LEASE_POLL: Duration = Duration::from_millis(100);
+
+/// The longest body a job may have: what an embedded queue takes by default.
+const MAX_BODY: usize = crate::options::DEFAULT_MAX_ITEM_BYTES as usize;
+
+fn db(e: postgres::Error) -> Error {
+    Error::Backend {
+        backend: "PostgreSQL",
+        reason: e.to_string(),
+    }
+}
+
+/// Options of a [`PgJobs`] handle.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use dque::jobs::{JobQueue, NewJob, PgOptions};
+/// # fn main() -> Result<(), dque::Error> {
+/// let queue = PgOptions::new()
+///     .lease_time(Duration::from_secs(60))
+///     .max_attempts(3)
+///     .connect("host=/run/postgresql user=app dbname=app", "mail")?;
+/// queue.enqueue(NewJob::new("hello"))?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    schema: String,
+    lease_time: Duration,
+    max_attempts: u32,
+    backoff: Backoff,
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            schema: "dque".into(),
+            lease_time: crate::options::DEFAULT_VISIBILITY_TIMEOUT,
+            max_attempts: u32::from(crate::options::DEFAULT_MAX_ATTEMPTS),
+            backoff: Backoff::default(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl PgOptions {
+    /// Schema `dque`, a lease of 30 s, 5 attempts, [`Backoff::default`],
+    /// the system clock.
+    pub fn new() -> Self {
+        PgOptions::default()
+    }
+
+    /// The schema holding the tables (default `dque`), made on first use.
+    #[must_use]
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// How long a lease holds a job (default 30 s).
+    #[must_use]
+    pub fn lease_time(mut self, lease_time: Duration) -> Self {
+        self.lease_time = lease_time;
+        self
+    }
+
+    /// Attempts a job gets before it is a dead letter (default 5, at least 1).
+    #[must_use]
+    pub fn max_attempts(mut self, attempts: u16) -> Self {
+        self.max_attempts = u32::from(attempts.max(1));
+        self
+    }
+
+    /// The back-off of [`Retry::Backoff`].
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Where due times and statistics read the time (lease deadlines use
+    /// the system clock). Times come from the client, as in qless: the
+    /// clocks of the hosts sharing a queue must roughly agree.
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Connects to the server at `url` (a libpq connection string or
+    /// `postgres://` URL) and opens queue `queue`, making the schema on
+    /// first use.
+    ///
+    /// # Errors
+    ///
+    /// `Backend` if the server cannot be reached or refuses, or holds a
+    /// schema of a newer version.
+    pub fn connect(&self, url: &str, queue: &str) -> Result<PgJobs> {
+        let client = Client::connect(url, NoTls).map_err(db)?;
+        self.with_client(client, Some(url.to_owned()), queue)
+    }
+
+    /// Opens queue `queue` over an existing connection (a blocking lease
+    /// then polls, having no connection string to listen with).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    pub fn open_with_client(&self, client: Client, queue: &str) -> Result<PgJobs> {
+        self.with_client(client, None, queue)
+    }
+
+    fn with_client(&self, mut client: Client, url: Option<String>, queue: &str) -> Result<PgJobs> {
+        schema::migrate(&mut client, &self.schema)?;
+        Ok(PgJobs {
+            queue: queue.to_owned(),
+            tables: Tables::new(&self.schema),
+            client: Mutex::new(client),
+            url,
+            listener: Mutex::new(None),
+            lease_time: self.lease_time,
+            max_attempts: self.max_attempts,
+            backoff: self.backoff,
+            clock: Arc::clone(&self.clock),
+            handle: HANDLES.fetch_add(1, Ordering::Relaxed),
+            closed: AtomicBool::new(false),
+            held: Mutex::new(std::collections::HashMap::new()),
+        })
+    }
+}
+
+/// Which handles exist, so a lease cannot be settled through another one.
+static HANDLES: AtomicUsize = AtomicUsize::new(1);
+
+/// The schema-qualified names of the tables.
+#[derive(Debug)]
+struct Tables {
+    jobs: String,
+    stats: String,
+    failures: String,
+    tokens: String,
+    deaths: String,
+}
+
+impl Tables {
+    fn new(schema: &str) -> Self {
+        let s = schema::quote(schema);
+        Tables {
+            jobs: format!("{s}.jobs"),
+            stats: format!("{s}.stats"),
+            failures: format!("{s}.failures"),
+            tokens: format!("{s}.lease_tokens"),
+            deaths: format!("{s}.deaths"),
+        }
+    }
+}
+
+/// A job queue in a PostgreSQL database: the [`JobQueue`] contract over
+/// rows, for workers on many hosts. Several named queues share the
+/// schema's tables.
+///
+/// Jobs can be enqueued in the caller's own transaction
+/// ([`enqueue_in`](Self::enqueue_in)): the job exists if and only if the
+/// caller's data committed.
+pub struct PgJobs {
+    queue: String,
+    tables: Tables,
+    client: Mutex<Client>,
+    /// The connection string, for the listening connection.
+    url: Option<String>,
+    /// A second connection that LISTENs, made by the first blocking lease.
+    listener: Mutex<Option<Client>>,
+    lease_time: Duration,
+    max_attempts: u32,
+    backoff: Backoff,
+    clock: Arc<dyn Clock>,
+    handle: usize,
+    closed: AtomicBool,
+    /// The leases this handle gave out and has not settled (row, token):
+    /// handed back when it closes, as a closed embedded handle's are.
+    held: Mutex<std::collections::HashMap<i64, i64>>,
+}
+
+impl std::fmt::Debug for PgJobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgJobs")
+            .field("queue", &self.queue)
+            .field("tables", &self.tables)
+            .field("lease_time", &self.lease_time)
+            .field("max_attempts", &self.max_attempts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A job's row, as read by the queries below (`JOB_COLUMNS`).
+const JOB_COLUMNS: &str = "seq, id, caller_id, priority, body, header_names, header_values, \
+                           enqueued_at, ready_at, attempts";
+
+fn job_of(row: &Row) -> Job {
+    let names: Vec<String> = row.get("header_names");
+    let values: Vec<String> = row.get("header_values");
+    let attempts: i32 = row.get("attempts");
+    Job {
+        id: row.get("id"),
+        body: row.get("body"),
+        priority: row.get("priority"),
+        headers: names.into_iter().zip(values).collect(),
+        attempt: attempts.max(0) as u32,
+        enqueued_at: from_unix_ms(row.get::<_, i64>("enqueued_at").max(0) as u64),
+        caller_id: row.get("caller_id"),
+    }
+}
+
+fn ms(time: SystemTime) -> i64 {
+    i64::try_from(unix_ms(time)).unwrap_or(i64::MAX)
+}
+
+fn duration_ms(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn day_of(time: SystemTime) -> i64 {
+    let seconds = unix_ms(time) / 1000;
+    (seconds - seconds % super::stats::DAY_SECONDS) as i64
+}
+
+impl PgJobs {
+    /// Connects with default [`PgOptions`].
+    ///
+    /// # Errors
+    ///
+    /// As [`PgOptions::connect`].
+    pub fn connect(url: &str, queue: &str) -> Result<Self> {
+        PgOptions::new().connect(url, queue)
+    }
+
+    fn client(&self) -> Result<parking_lot::MutexGuard<'_, Client>> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        Ok(self.client.lock())
+    }
+
+    fn now(&self) -> SystemTime {
+        self.clock.now()
+    }
+
+    /// Lease deadlines run on the real clock, as the embedded queue's do.
+    fn real_now_ms() -> i64 {
+        ms(SystemTime::now())
+    }
+
+    fn make_id() -> String {
+        let mut id = String::with_capacity(32);
+        for salt in 0..2u8 {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_u8(salt);
+            hasher.write_u128(
+                SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos()),
+            );
+            id.push_str(&format!("{:016x}", hasher.finish()));
+        }
+        id
+    }
+
+    /// Adds `job` in the caller's transaction (or on any client): the job
+    /// exists if and only if that transaction commits. Workers are told at
+    /// the commit (NOTIFY is transactional).
+    ///
+    /// ```no_run
+    /// use dque::jobs::{NewJob, PgJobs};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "host=/run/postgresql user=app dbname=app";
+    /// let jobs = PgJobs::connect(url, "mail")?;
+    /// let mut app = postgres::Client::connect(url, postgres::NoTls)?;
+    /// let mut tx = app.transaction()?;
+    /// tx.execute("INSERT INTO orders (id) VALUES (7)", &[])?;
+    /// jobs.enqueue_in(&mut tx, NewJob::new("mail the invoice of order 7").id("order-7"))?;
+    /// tx.commit()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`JobQueue::enqueue`].
+    pub fn enqueue_in(&self, client: &mut impl GenericClient, job: NewJob) -> Result<Enqueued> {
+        self.check_new(&job)?;
+        let now = self.now();
+        self.insert(client, vec![job], now)
+            .map(|mut added| added.remove(0))
+    }
+
+    fn check_new(&self, job: &NewJob) -> Result<()> {
+        job.check()?;
+        if job.body.len() > MAX_BODY {
+            return Err(Error::ItemTooLarge {
+                size: job.body.len(),
+                max: MAX_BODY as u32,
+            });
+        }
+        Ok(())
+    }
+
+    /// Inserts `jobs` with one statement; the answer for each, in order.
+    fn insert(
+        &self,
+        client: &mut impl GenericClient,
+        jobs: Vec<NewJob>,
+        now: SystemTime,
+    ) -> Result<Vec<Enqueued>> {
+        let count = jobs.len();
+        let mut ids = Vec::with_capacity(count);
+        let mut caller = Vec::with_capacity(count);
+        let mut priorities = Vec::with_capacity(count);
+        let mut bodies = Vec::with_capacity(count);
+        let mut names = Vec::with_capacity(count);
+        let mut values = Vec::with_capacity(count);
+        let mut ready = Vec::with_capacity(count);
+        let mut order = Vec::with_capacity(count);
+        for (at, job) in jobs.into_iter().enumerate() {
+            ready.push(ms(job.ready_at(now).max(now)));
+            caller.push(job.id.is_some());
+            ids.push(job.id.unwrap_or_else(Self::make_id));
+            priorities.push(job.priority);
+            bodies.push(job.body);
+            // One JSON array of names and one of values per job, made
+            // text arrays again in SQL (unnest cannot take arrays of arrays).
+            names.push(json_array(job.headers.iter().map(|(n, _)| n.as_str())));
+            values.push(json_array(job.headers.iter().map(|(_, v)| v.as_str())));
+            order.push(at as i32);
+        }
+        let sql = format!(
+            "INSERT INTO {jobs} (queue, id, caller_id, priority, body, header_names, \
+                                 header_values, enqueued_at, ready_at)
+             SELECT $1, id, caller, priority, body,
+                    ARRAY(SELECT jsonb_array_elements_text(names::jsonb)),
+                    ARRAY(SELECT jsonb_array_elements_text(vals::jsonb)),
+                    $2, ready
+             FROM unnest($3::text[], $4::bool[], $5::int[], $6::bytea[], $7::text[], $8::text[],
+                         $9::bigint[], $10::int[])
+                  AS t(id, caller, priority, body, names, vals, ready, n)
+             ORDER BY n
+             ON CONFLICT (queue, id) WHERE state < 2 DO NOTHING
+             RETURNING id",
+            jobs = self.tables.jobs
+        );
+        let rows = client
+            .query(
+                &sql,
+                &[
+                    &self.queue,
+                    &ms(now),
+                    &ids,
+                    &caller,
+                    &priorities,
+                    &bodies,
+                    &names,
+                    &values,
+                    &ready,
+                    &order,
+                ],
+            )
+            .map_err(db)?;
+        let added: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
+        let mut seen = std::collections::HashSet::new();
+        let answers = ids
+            .into_iter()
+            .map(|id| {
+                // An id given twice in one batch is added once.
+                if added.contains(&id) && seen.insert(id.clone()) {
+                    Enqueued::Added(id)
+                } else {
+                    Enqueued::AlreadyQueued(id)
+                }
+            })
+            .collect();
+        if !added.is_empty() {
+            client
+                .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &self.queue])
+                .map_err(db)?;
+        }
+        Ok(answers)
+    }
+
+    /// Leases the first ready job (or one whose lease ended), without waiting.
+    fn lease_now(&self) -> Result<Option<JobLease>> {
+        let now = self.now();
+        let mut client = self.client()?;
+        loop {
+            let real_now = Self::real_now_ms();
+            let sql = format!(
+                "WITH next AS (
+                     SELECT seq FROM {jobs}
+                     WHERE queue = $1
+                       AND ((state = 0 AND ready_at <= $2) OR (state = 1 AND lease_until <= $3))
+                     ORDER BY priority, ready_at, seq
+                     LIMIT 1
+                     FOR UPDATE SKIP LOCKED)
+                 UPDATE {jobs} j
+                 SET state = 1, attempts = j.attempts + 1, lease_until = $3 + $4,
+                     lease_token = nextval('{tokens}')
+                 FROM next WHERE j.seq = next.seq
+                 RETURNING {cols}, j.lease_token",
+                jobs = self.tables.jobs,
+                tokens = self.tables.tokens,
+                cols = JOB_COLUMNS
+                    .split(", ")
+                    .map(|c| format!("j.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
+            let row = client
+                .query_opt(
+                    &sql,
+                    &[
+                        &self.queue,
+                        &ms(now),
+                        &real_now,
+                        &duration_ms(self.lease_time),
+                    ],
+                )
+                .map_err(db)?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let job = job_of(&row);
+            let seq: i64 = row.get("seq");
+            let token: i64 = row.get("lease_token");
+            if job.attempt > self.max_attempts {
+                // Leased that often by workers that never came back.
+                let reason = format!(
+                    "attempts used up: {} attempts, the last ones never ended",
+                    job.attempt - 1
+                );
+                self.bury(&mut *client, seq, token, &reason, now)?;
+                continue;
+            }
+            if job.attempt == 1 {
+                let ready: i64 = row.get("ready_at");
+                let waited = now
+                    .duration_since(from_unix_ms(ready.max(0) as u64))
+                    .unwrap_or_default();
+                self.record_timing(&mut *client, now, "wait", waited)?;
+            }
+            self.held.lock().insert(seq, token);
+            return Ok(Some(JobLease {
+                job,
+                token: LeaseToken {
+                    part: seq,
+                    record: token as u64,
+                    attempt: 0,
+                    queue: self.handle,
+                    leased_ms: unix_ms(now),
+                },
+            }));
+        }
+    }
+
+    /// Forgets `lease` (settled, or lost).
+    fn settled(&self, lease: &JobLease) {
+        self.held.lock().remove(&lease.token.part);
+    }
+
+    /// Hands back every lease this handle holds, their attempts counted.
+    fn hand_back_held(&self) -> Result<()> {
+        let held: Vec<(i64, i64)> = self.held.lock().drain().collect();
+        if held.is_empty() {
+            return Ok(());
+        }
+        let (seqs, tokens): (Vec<i64>, Vec<i64>) = held.into_iter().unzip();
+        let sql = format!(
+            "UPDATE {jobs} j SET state = 0, lease_until = NULL, lease_token = NULL
+             FROM unnest($1::bigint[], $2::bigint[]) AS h(seq, token)
+             WHERE j.seq = h.seq AND j.state = 1 AND j.lease_token = h.token",
+            jobs = self.tables.jobs
+        );
+        let mut client = self.client.lock();
+        client.execute(&sql, &[&seqs, &tokens]).map_err(db)?;
+        self.notify(&mut *client)
+    }
+
+    /// The row and token of `lease`, checking it is this handle's.
+    fn token_of(&self, lease: &JobLease) -> Result<(i64, i64)> {
+        if lease.token.queue != self.handle {
+            return Err(Error::InvalidJob {
+                reason: format!(
+                    "the lease of job {:?} was taken from another queue handle; settle it there",
+                    lease.job.id
+                ),
+            });
+        }
+        Ok((lease.token.part, lease.token.record as i64))
+    }
+
+    fn lease_lost(lease: &JobLease) -> Error {
+        Error::LeaseLost {
+            id: lease.token.part as u64,
+            attempt: u16::try_from(lease.job.attempt).unwrap_or(u16::MAX),
+        }
+    }
+
+    /// Runs `sql` on the leased row (`$1` seq, `$2` token, `$3` the real
+    /// time, then `params`) if the lease still holds; `LeaseLost` if not.
+    fn on_lease(
+        &self,
+        client: &mut impl GenericClient,
+        lease: &JobLease,
+        set: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<()> {
+        let (seq, token) = self.token_of(lease)?;
+        let sql = format!(
+            "UPDATE {jobs} SET {set} WHERE seq = $1 AND state = 1 AND lease_token = $2 \
+             AND lease_until > $3",
+            jobs = self.tables.jobs
+        );
+        let real_now = Self::real_now_ms();
+        let mut all: Vec<&(dyn postgres::types::ToSql + Sync)> = vec![&seq, &token, &real_now];
+        all.extend_from_slice(params);
+        match client.execute(&sql, &all).map_err(db)? {
+            0 => Err(Self::lease_lost(lease)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Makes a leased row a dead letter with `reason`.
+    fn bury(
+        &self,
+        client: &mut impl GenericClient,
+        seq: i64,
+        token: i64,
+        reason: &str,
+        now: SystemTime,
+    ) -> Result<bool> {
+        let sql = format!(
+            "UPDATE {jobs} SET state = 2, reason = $3, died = nextval('{deaths}'),
+                 lease_until = NULL, lease_token = NULL
+             WHERE seq = $1 AND state = 1 AND lease_token = $2",
+            jobs = self.tables.jobs,
+            deaths = self.tables.deaths
+        );
+        let buried = client.execute(&sql, &[&seq, &token, &reason]).map_err(db)? > 0;
+        if buried {
+            self.record_failure(client, now, reason)?;
+        }
+        Ok(buried)
+    }
+
+    fn notify(&self, client: &mut impl GenericClient) -> Result<()> {
+        client
+            .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &self.queue])
+            .map(drop)
+            .map_err(db)
+    }
+
+    /// Makes sure today's statistics row exists.
+    fn stats_row(&self, client: &mut impl GenericClient, day: i64) -> Result<()> {
+        let sql = format!(
+            "INSERT INTO {stats} (queue, day) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            stats = self.tables.stats
+        );
+        client
+            .execute(&sql, &[&self.queue, &day])
+            .map(drop)
+            .map_err(db)
+    }
+
+    /// Adds one wait or run duration (`which`: `wait` or `run`).
+    fn record_timing(
+        &self,
+        client: &mut impl GenericClient,
+        now: SystemTime,
+        which: &str,
+        duration: Duration,
+    ) -> Result<()> {
+        let day = day_of(now);
+        self.stats_row(client, day)?;
+        let seconds = duration.as_secs_f64();
+        let bucket = Histogram::bucket_of(duration) as i32 + 1;
+        let sql = format!(
+            "UPDATE {stats} SET {w}_count = {w}_count + 1, {w}_sum = {w}_sum + $3,
+                 {w}_sumsq = {w}_sumsq + $3 * $3, {w}_hist[$4] = {w}_hist[$4] + 1
+             WHERE queue = $1 AND day = $2",
+            stats = self.tables.stats,
+            w = which
+        );
+        client
+            .execute(&sql, &[&self.queue, &day, &seconds, &bucket])
+            .map(drop)
+            .map_err(db)
+    }
+
+    fn record_failure(
+        &self,
+        client: &mut impl GenericClient,
+        now: SystemTime,
+        reason: &str,
+    ) -> Result<()> {
+        let sql = format!(
+            "INSERT INTO {failures} (queue, day, grp, count) VALUES ($1, $2, $3, 1)
+             ON CONFLICT (queue, day, grp) DO UPDATE SET count = {failures}.count + 1",
+            failures = self.tables.failures
+        );
+        client
+            .execute(&sql, &[&self.queue, &day_of(now), &failure_group(reason)])
+            .map(drop)
+            .map_err(db)
+    }
+
+    fn record_retry(&self, client: &mut impl GenericClient, now: SystemTime) -> Result<()> {
+        let day = day_of(now);
+        self.stats_row(client, day)?;
+        let sql = format!(
+            "UPDATE {stats} SET retries = retries + 1 WHERE queue = $1 AND day = $2",
+            stats = self.tables.stats
+        );
+        client
+            .execute(&sql, &[&self.queue, &day])
+            .map(drop)
+            .map_err(db)
+    }
+
+    /// Waits up to `wait` for a notification of this queue (or any other
+    /// reason to look again).
+    fn wait_for_news(&self, wait: Duration) -> Result<()> {
+        let Some(url) = &self.url else {
+            std::thread::sleep(wait);
+            return Ok(());
+        };
+        let mut listener = self.listener.lock();
+        if listener.is_none() {
+            let mut client = Client::connect(url, NoTls).map_err(db)?;
+            client
+                .batch_execute(&format!("LISTEN {CHANNEL}"))
+                .map_err(db)?;
+            *listener = Some(client);
+        }
+        let client = listener.as_mut().expect("just made");
+        let waited = client.notifications().timeout_iter(wait).next().map(drop);
+        if waited.is_err() {
+            // A lost connection is made again at the next wait.
+            *listener = None;
+        }
+        waited.map_err(db)
+    }
+}
+
+/// `parts` as a JSON array of strings.
+fn json_array<'a>(parts: impl Iterator<Item = &'a str>) -> String {
+    let mut out = String::from("[");
+    for (i, part) in parts.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        for c in part.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    out.push(']');
+    out
+}
+
+impl JobQueue for PgJobs {
+    fn name(&self) -> &str {
+        &self.queue
+    }
+
+    fn enqueue(&self, job: NewJob) -> Result<Enqueued> {
+        self.check_new(&job)?;
+        let now = self.now();
+        let mut client = self.client()?;
+        self.insert(&mut *client, vec![job], now)
+            .map(|mut added| added.remove(0))
+    }
+
+    fn enqueue_batch(&self, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        for job in &jobs {
+            self.check_new(job)?;
+        }
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        let mut client = self.client()?;
+        // One statement: all the jobs, or none.
+        self.insert(&mut *client, jobs, now)
+    }
+
+    fn lease(&self) -> Result<Option<JobLease>> {
+        self.lease_now()
+    }
+
+    fn lease_timeout(&self, wait: Duration) -> Result<Option<JobLease>> {
+        let deadline = Instant::now().checked_add(wait);
+        loop {
+            if let Some(lease) = self.lease_now()? {
+                return Ok(Some(lease));
+            }
+            let left = deadline.map_or(LEASE_POLL, |d| d.saturating_duration_since(Instant::now()));
+            if left.is_zero() {
+                return Ok(None);
+            }
+            // A notification may come between the look and the wait; the
+            // poll bounds what that costs.
+            self.wait_for_news(left.min(LEASE_POLL))?;
+        }
+    }
+
+    fn ack(&self, lease: JobLease) -> Result<()> {
+        let (seq, token) = self.token_of(&lease)?;
+        let now = self.now();
+        let mut client = self.client()?;
+        let sql = format!(
+            "DELETE FROM {jobs} WHERE seq = $1 AND state = 1 AND lease_token = $2 \
+             AND lease_until > $3",
+            jobs = self.tables.jobs
+        );
+        let deleted = client
+            .execute(&sql, &[&seq, &token, &Self::real_now_ms()])
+            .map_err(db)?;
+        self.settled(&lease);
+        if deleted == 0 {
+            return Err(Self::lease_lost(&lease));
+        }
+        let ran = now
+            .duration_since(from_unix_ms(lease.token.leased_ms))
+            .unwrap_or_default();
+        self.record_timing(&mut *client, now, "run", ran)
+    }
+
+    fn nack(&self, lease: JobLease, retry: Retry, reason: &str) -> Result<Nacked> {
+        if lease.job.attempt >= self.max_attempts {
+            let attempts = lease.job.attempt;
+            self.fail(lease, &format!("{reason} (attempts used up: {attempts})"))?;
+            return Ok(Nacked::Dead);
+        }
+        let delay = match retry {
+            Retry::Backoff => self.backoff.delay(lease.job.attempt),
+            Retry::After(delay) => delay,
+        };
+        let now = self.now();
+        let at = now.checked_add(delay).unwrap_or(now);
+        let mut client = self.client()?;
+        // In place (its ready time kept) when at once; else ready then.
+        let set = if delay.is_zero() {
+            "state = 0, lease_until = NULL, lease_token = NULL"
+        } else {
+            "state = 0, lease_until = NULL, lease_token = NULL, ready_at = $4"
+        };
+        let at_ms = ms(at);
+        let params: Vec<&(dyn postgres::types::ToSql + Sync)> = if delay.is_zero() {
+            vec![]
+        } else {
+            vec![&at_ms]
+        };
+        self.on_lease(&mut *client, &lease, set, &params)?;
+        self.settled(&lease);
+        self.record_retry(&mut *client, now)?;
+        self.notify(&mut *client)?;
+        Ok(Nacked::Retrying { at })
+    }
+
+    fn release(&self, lease: JobLease) -> Result<()> {
+        let mut client = self.client()?;
+        self.on_lease(
+            &mut *client,
+            &lease,
+            "state = 0, attempts = attempts - 1, lease_until = NULL, lease_token = NULL",
+            &[],
+        )?;
+        self.settled(&lease);
+        self.notify(&mut *client)
+    }
+
+    fn touch(&self, lease: &JobLease) -> Result<()> {
+        let mut client = self.client()?;
+        let until = Self::real_now_ms().saturating_add(duration_ms(self.lease_time));
+        self.on_lease(&mut *client, lease, "lease_until = $4", &[&until])
+    }
+
+    fn fail(&self, lease: JobLease, reason: &str) -> Result<()> {
+        let (seq, token) = self.token_of(&lease)?;
+        let now = self.now();
+        let mut client = self.client()?;
+        let sql = format!(
+            "SELECT 1 FROM {jobs} WHERE seq = $1 AND state = 1 AND lease_token = $2 \
+             AND lease_until > $3",
+            jobs = self.tables.jobs
+        );
+        let held = client
+            .query_opt(&sql, &[&seq, &token, &Self::real_now_ms()])
+            .map_err(db)?
+            .is_some();
+        if !held || !self.bury(&mut *client, seq, token, reason, now)? {
+            return Err(Self::lease_lost(&lease));
+        }
+        self.settled(&lease);
+        Ok(())
+    }
+
+    fn set_priority(&self, id: &str, priority: i32) -> Result<()> {
+        let now = ms(self.now());
+        let mut client = self.client()?;
+        // A ready job goes to the end of its new priority, as if enqueued
+        // now; a scheduled one keeps its due time. Unchanged: no move.
+        let sql = format!(
+            "UPDATE {jobs} SET priority = $3,
+                 ready_at = CASE WHEN ready_at <= $4 THEN $4 ELSE ready_at END,
+                 seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))
+             WHERE queue = $1 AND id = $2 AND state = 0 AND priority <> $3",
+            jobs = self.tables.jobs
+        );
+        if client
+            .execute(&sql, &[&self.queue, &id, &priority, &now])
+            .map_err(db)?
+            > 0
+        {
+            return Ok(());
+        }
+        self.missing_or_leased(&mut *client, id)
+    }
+
+    fn cancel(&self, id: &str) -> Result<()> {
+        let mut client = self.client()?;
+        let sql = format!(
+            "DELETE FROM {jobs} WHERE queue = $1 AND id = $2 AND \
+             (state = 0 OR (state = 1 AND lease_until <= $3))",
+            jobs = self.tables.jobs
+        );
+        if client
+            .execute(&sql, &[&self.queue, &id, &Self::real_now_ms()])
+            .map_err(db)?
+            > 0
+        {
+            return Ok(());
+        }
+        self.missing_or_leased(&mut *client, id)
+    }
+
+    fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
+        let now = ms(self.now());
+        let mut client = self.client()?;
+        let sql = format!(
+            "SELECT {JOB_COLUMNS}, state, lease_until FROM {jobs}
+             WHERE queue = $1 AND state < 2
+             ORDER BY (state = 0 AND ready_at > $2),
+                      CASE WHEN state = 1 OR ready_at <= $2 THEN priority END,
+                      ready_at, seq
+             LIMIT $3",
+            jobs = self.tables.jobs
+        );
+        let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        let real_now = Self::real_now_ms();
+        let rows = client
+            .query(&sql, &[&self.queue, &now, &limit])
+            .map_err(db)?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let state: i16 = row.get("state");
+                let ready: i64 = row.get("ready_at");
+                let until: Option<i64> = row.get("lease_until");
+                let state = match state {
+                    1 if until.is_some_and(|u| u > real_now) => WaitState::Leased,
+                    0 if ready > now => WaitState::Scheduled(from_unix_ms(ready as u64)),
+                    _ => WaitState::Ready,
+                };
+                Waiting {
+                    job: job_of(row),
+                    state,
+                }
+            })
+            .collect())
+    }
+
+    fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {
+        let mut client = self.client()?;
+        let sql = format!(
+            "SELECT {JOB_COLUMNS}, reason FROM {jobs} WHERE queue = $1 AND state = 2
+             ORDER BY died LIMIT $2",
+            jobs = self.tables.jobs
+        );
+        let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        let rows = client.query(&sql, &[&self.queue, &limit]).map_err(db)?;
+        Ok(rows
+            .iter()
+            .map(|row| DeadJob {
+                job: job_of(row),
+                reason: row.get::<_, Option<String>>("reason").unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    fn requeue_dead(&self, id: &str) -> Result<()> {
+        let now = ms(self.now());
+        let mut client = self.client()?;
+        let sql = format!(
+            "UPDATE {jobs} SET state = 0, attempts = 0, ready_at = $3, reason = NULL, died = NULL,
+                 seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))
+             WHERE seq = (SELECT seq FROM {jobs} WHERE queue = $1 AND id = $2 AND state = 2
+                          ORDER BY died LIMIT 1)",
+            jobs = self.tables.jobs
+        );
+        match client.execute(&sql, &[&self.queue, &id, &now]) {
+            Ok(0) => Err(Error::NoSuchJob { id: id.to_owned() }),
+            Ok(_) => self.notify(&mut *client),
+            Err(e) if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => {
+                Err(Error::InvalidJob {
+                    reason: format!("a job with id {id:?} is queued again already"),
+                })
+            }
+            Err(e) => Err(db(e)),
+        }
+    }
+
+    fn counts(&self) -> Result<Counts> {
+        let now = ms(self.now());
+        let mut client = self.client()?;
+        let sql = format!(
+            "SELECT
+                 count(*) FILTER (WHERE (state = 0 AND ready_at <= $2)
+                                     OR (state = 1 AND lease_until <= $3)),
+                 count(*) FILTER (WHERE state = 0 AND ready_at > $2),
+                 count(*) FILTER (WHERE state = 1 AND lease_until > $3),
+                 count(*) FILTER (WHERE state = 2)
+             FROM {jobs} WHERE queue = $1",
+            jobs = self.tables.jobs
+        );
+        let row = client
+            .query_one(&sql, &[&self.queue, &now, &Self::real_now_ms()])
+            .map_err(db)?;
+        let count = |i: usize| row.get::<_, i64>(i).max(0) as u64;
+        Ok(Counts {
+            ready: count(0),
+            scheduled: count(1),
+            leased: count(2),
+            dead: count(3),
+        })
+    }
+
+    fn stats(&self) -> Result<QueueStats> {
+        let counts = self.counts()?;
+        let mut client = self.client()?;
+        let sql = format!(
+            "SELECT day, wait_count, wait_sum, wait_sumsq, wait_hist,
+                    run_count, run_sum, run_sumsq, run_hist, retries
+             FROM {stats} WHERE queue = $1 ORDER BY day",
+            stats = self.tables.stats
+        );
+        let mut days: Vec<DayStats> = client
+            .query(&sql, &[&self.queue])
+            .map_err(db)?
+            .iter()
+            .map(|row| {
+                let timing = |count: &str, sum: &str, sumsq: &str, hist: &str| {
+                    let count: i64 = row.get(count);
+                    let sum: f64 = row.get(sum);
+                    let sumsq: f64 = row.get(sumsq);
+                    let buckets: Vec<i64> = row.get(hist);
+                    let n = count.max(0) as u64;
+                    let mean = if n > 0 { sum / n as f64 } else { 0.0 };
+                    Timing {
+                        count: n,
+                        mean,
+                        sum_squares: if n > 0 {
+                            (sumsq - sum * mean).max(0.0)
+                        } else {
+                            0.0
+                        },
+                        histogram: Histogram {
+                            buckets: buckets.into_iter().map(|b| b.max(0) as u64).collect(),
+                        },
+                    }
+                };
+                DayStats {
+                    day: row.get::<_, i64>("day").max(0) as u64,
+                    wait: timing("wait_count", "wait_sum", "wait_sumsq", "wait_hist"),
+                    run: timing("run_count", "run_sum", "run_sumsq", "run_hist"),
+                    failures: Default::default(),
+                    retries: row.get::<_, i64>("retries").max(0) as u64,
+                }
+            })
+            .collect();
+        let sql = format!(
+            "SELECT day, grp, count FROM {failures} WHERE queue = $1",
+            failures = self.tables.failures
+        );
+        for row in client.query(&sql, &[&self.queue]).map_err(db)? {
+            let day = row.get::<_, i64>(0).max(0) as u64;
+            let at = match days.iter().position(|d| d.day == day) {
+                Some(at) => at,
+                None => {
+                    days.push(DayStats::new(day));
+                    days.sort_by_key(|d| d.day);
+                    days.iter().position(|d| d.day == day).expect("just added")
+                }
+            };
+            days[at]
+                .failures
+                .insert(row.get(1), row.get::<_, i64>(2).max(0) as u64);
+        }
+        Ok(QueueStats {
+            queue: self.queue.clone(),
+            counts,
+            days,
+        })
+    }
+
+    fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.hand_back_held()
+    }
+}
+
+impl Drop for PgJobs {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+impl PgJobs {
+    /// The answer for a job `id` that no row matched: `JobLeased` if a
+    /// worker holds it, `NoSuchJob` if there is none, else `Ok` (waiting,
+    /// and already as asked).
+    fn missing_or_leased(&self, client: &mut impl GenericClient, id: &str) -> Result<()> {
+        let sql = format!(
+            "SELECT state FROM {jobs} WHERE queue = $1 AND id = $2 AND state < 2",
+            jobs = self.tables.jobs
+        );
+        match client.query_opt(&sql, &[&self.queue, &id]).map_err(db)? {
+            Some(row) if row.get::<_, i16>(0) == 1 => Err(Error::JobLeased { id: id.to_owned() }),
+            // Found waiting: its priority is unchanged already.
+            Some(_) => Ok(()),
+            None => Err(Error::NoSuchJob { id: id.to_owned() }),
+        }
+    }
+}

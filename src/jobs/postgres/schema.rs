@@ -1,0 +1,118 @@
+//! The tables of the PostgreSQL backend, made on first use by versioned
+//! migrations under an advisory lock (so two workers starting at once do
+//! not race), in schema `dque` unless told otherwise.
+
+use postgres::GenericClient;
+
+use super::db;
+use crate::error::{Error, Result};
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// Migration `n` takes the schema from version `n` to `n + 1`. `{s}` is
+/// the schema's name (quoted).
+const MIGRATIONS: &[&str] = &[
+    // 0 → 1: jobs, statistics, failures.
+    "CREATE TABLE {s}.jobs (
+        seq bigserial PRIMARY KEY,
+        queue text NOT NULL,
+        id text NOT NULL,
+        caller_id boolean NOT NULL,
+        priority integer NOT NULL,
+        body bytea NOT NULL,
+        header_names text[] NOT NULL,
+        header_values text[] NOT NULL,
+        enqueued_at bigint NOT NULL,
+        ready_at bigint NOT NULL,
+        state smallint NOT NULL DEFAULT 0,
+        attempts integer NOT NULL DEFAULT 0,
+        lease_until bigint,
+        lease_token bigint,
+        died bigint,
+        reason text
+    );
+    CREATE SEQUENCE {s}.lease_tokens;
+    CREATE SEQUENCE {s}.deaths;
+    CREATE INDEX jobs_next ON {s}.jobs (queue, priority, ready_at, seq) WHERE state < 2;
+    CREATE INDEX jobs_due ON {s}.jobs (queue, ready_at, seq) WHERE state = 0;
+    CREATE UNIQUE INDEX jobs_live_ids ON {s}.jobs (queue, id) WHERE state < 2;
+    CREATE INDEX jobs_dead ON {s}.jobs (queue, died) WHERE state = 2;
+    CREATE TABLE {s}.stats (
+        queue text NOT NULL,
+        day bigint NOT NULL,
+        wait_count bigint NOT NULL DEFAULT 0,
+        wait_sum float8 NOT NULL DEFAULT 0,
+        wait_sumsq float8 NOT NULL DEFAULT 0,
+        wait_hist bigint[] NOT NULL DEFAULT array_fill(0::bigint, ARRAY[149]),
+        run_count bigint NOT NULL DEFAULT 0,
+        run_sum float8 NOT NULL DEFAULT 0,
+        run_sumsq float8 NOT NULL DEFAULT 0,
+        run_hist bigint[] NOT NULL DEFAULT array_fill(0::bigint, ARRAY[149]),
+        retries bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (queue, day)
+    );
+    CREATE TABLE {s}.failures (
+        queue text NOT NULL,
+        day bigint NOT NULL,
+        grp text NOT NULL,
+        count bigint NOT NULL,
+        PRIMARY KEY (queue, day, grp)
+    );",
+];
+
+/// Brings schema `schema` to [`SCHEMA_VERSION`], or fails if the database
+/// holds a newer one (written by a newer dque).
+pub fn migrate(client: &mut impl GenericClient, schema: &str) -> Result<()> {
+    let quoted = quote(schema);
+    let mut tx = client.transaction().map_err(db)?;
+    // One migrator at a time, whatever the schema's state.
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('dque schema ' || $1))",
+        &[&schema],
+    )
+    .map_err(db)?;
+    tx.batch_execute(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {quoted};
+         CREATE TABLE IF NOT EXISTS {quoted}.schema_version (version integer NOT NULL);"
+    ))
+    .map_err(db)?;
+    let found: Option<i32> = tx
+        .query_opt(&format!("SELECT version FROM {quoted}.schema_version"), &[])
+        .map_err(db)?
+        .map(|row| row.get(0));
+    let mut version = found.unwrap_or(0);
+    if version > SCHEMA_VERSION {
+        return Err(Error::Backend {
+            backend: "PostgreSQL",
+            reason: format!(
+                "schema {schema} is at version {version}, made by a newer dque; this one \
+                 reads version {SCHEMA_VERSION}: upgrade dque"
+            ),
+        });
+    }
+    while version < SCHEMA_VERSION {
+        let step = MIGRATIONS[version as usize].replace("{s}", &quoted);
+        tx.batch_execute(&step).map_err(db)?;
+        version += 1;
+    }
+    let updated = tx
+        .execute(
+            &format!("UPDATE {quoted}.schema_version SET version = $1"),
+            &[&version],
+        )
+        .map_err(db)?;
+    if updated == 0 {
+        tx.execute(
+            &format!("INSERT INTO {quoted}.schema_version (version) VALUES ($1)"),
+            &[&version],
+        )
+        .map_err(db)?;
+    }
+    tx.commit().map_err(db)
+}
+
+/// `name` as a quoted SQL identifier.
+pub fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}

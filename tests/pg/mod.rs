@@ -1,0 +1,198 @@
+//! A throwaway PostgreSQL server for the tests, started from the binaries
+//! on PATH (`initdb`, `postgres`), as redis-rs's tests start
+//! `redis-server`: a temporary data directory, a Unix socket in it, no TCP
+//! port, trust authentication for user `dque`. One server per test binary,
+//! started at first use; a watchdog stops it and removes its directory
+//! when the test process is gone (however it ends).
+//!
+//! The server refuses to run as root: as root, it runs as user `postgres`
+//! (`runuser`). Without the binaries a test is skipped with one line
+//! naming the package, unless `CI=true`, where it fails.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A running server: connect with [`PgServer::url`].
+#[derive(Debug)]
+pub struct PgServer {
+    dir: PathBuf,
+}
+
+impl PgServer {
+    /// The server of this test binary, started if needed; `None` (after
+    /// printing why) when PostgreSQL is not installed and this is not CI.
+    pub fn get() -> Option<&'static PgServer> {
+        static SERVER: OnceLock<Option<PgServer>> = OnceLock::new();
+        SERVER.get_or_init(start).as_ref()
+    }
+
+    /// A connection string for database `postgres` as user `dque`.
+    pub fn url(&self) -> String {
+        format!(
+            "host={} user=dque dbname=postgres",
+            self.socket_dir().display()
+        )
+    }
+
+    /// The ADDRESS of the `dque` command for `queue` on this server.
+    pub fn address(&self, queue: &str) -> String {
+        // libpq's URI form, the socket directory as `host`, percent-encoded.
+        let host: String = self.socket_dir().display().to_string().replace('/', "%2F");
+        format!("postgres://dque@{host}/postgres#{queue}")
+    }
+
+    fn socket_dir(&self) -> PathBuf {
+        self.dir.clone()
+    }
+
+    /// Stops the server at once (`-m immediate`: a crash, as far as the
+    /// data is concerned) and starts it again.
+    #[allow(clippy::zombie_processes)] // the server outlives this call
+    pub fn restart_immediate(&self) {
+        let data = self.dir.join("data");
+        let stop = as_postgres(&["pg_ctl", "-D", path(&data), "-m", "immediate", "stop"])
+            .output()
+            .expect("pg_ctl stop");
+        assert!(stop.status.success(), "pg_ctl stop: {stop:?}");
+        let server = server_command(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start postgres again");
+        drop(server);
+        wait_ready(&self.dir);
+    }
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 path")
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// `args` run as user `postgres` when this process is root.
+fn as_postgres(args: &[&str]) -> Command {
+    if is_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).args(args);
+        command
+    } else {
+        let mut command = Command::new(args[0]);
+        command.args(&args[1..]);
+        command
+    }
+}
+
+fn installed() -> bool {
+    ["initdb", "postgres", "pg_ctl"].iter().all(|binary| {
+        Command::new(binary)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+fn server_command(dir: &Path) -> Command {
+    let data = dir.join("data");
+    let mut command = as_postgres(&[
+        "postgres",
+        "-D",
+        path(&data),
+        "-k",
+        path(dir),
+        "-c",
+        "listen_addresses=",
+        "-c",
+        "max_connections=200",
+    ]);
+    command.stdin(Stdio::null());
+    command
+}
+
+// The server and its watchdog outlive the test process on purpose (the
+// watchdog stops the server once the process is gone): never waited for.
+#[allow(clippy::zombie_processes)]
+fn start() -> Option<PgServer> {
+    if !installed() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true and PostgreSQL is not installed: install Debian's `postgresql`"
+        );
+        eprintln!("skipped: PostgreSQL is not installed (Debian: apt-get install postgresql)");
+        return None;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("dque-pg-")
+        .tempdir()
+        .expect("temp dir")
+        .keep();
+    if is_root() {
+        let chown = Command::new("chown")
+            .args(["-R", "postgres:postgres", path(&dir)])
+            .status()
+            .expect("chown");
+        assert!(chown.success());
+    }
+    let initdb = as_postgres(&[
+        "initdb",
+        "-D",
+        path(&dir.join("data")),
+        "-U",
+        "dque",
+        "--auth=trust",
+        "--no-instructions",
+    ])
+    .output()
+    .expect("initdb");
+    assert!(initdb.status.success(), "initdb: {initdb:?}");
+    let log = std::fs::File::create(dir.join("server.log")).expect("log file");
+    let server = server_command(&dir)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start postgres");
+    // The watchdog: once this process is gone, stop the server (SIGINT:
+    // fast shutdown) and remove the directory.
+    let watchdog = format!(
+        "while [ -d /proc/{me} ]; do sleep 0.2; done; \
+         pg_ctl -D {data} -m immediate stop >/dev/null 2>&1; rm -rf {dir}",
+        me = std::process::id(),
+        data = path(&dir.join("data")),
+        dir = path(&dir),
+    );
+    as_postgres(&["sh", "-c", &watchdog])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the watchdog");
+    drop(server);
+    wait_ready(&dir);
+    Some(PgServer { dir })
+}
+
+/// Waits until the server takes connections.
+fn wait_ready(dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let url = format!("host={} user=dque dbname=postgres", dir.display());
+    loop {
+        match postgres::Client::connect(&url, postgres::NoTls) {
+            Ok(_) => return,
+            Err(e) => {
+                let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+                assert!(
+                    Instant::now() < deadline,
+                    "PostgreSQL did not start: {e}\n{log}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
