@@ -58,8 +58,16 @@ impl Backend for Postgres {
     }
 }
 
+/// Tests share the server; the one that restarts it has it alone.
+static SERVER_USE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn sharing() -> std::sync::RwLockReadGuard<'static, ()> {
+    SERVER_USE.read().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Runs `check` if a server is there (else the skip line was printed).
 fn with_server(check: impl FnOnce(&Postgres)) {
+    let _sharing = sharing();
     if PgServer::get().is_some() {
         check(&Postgres::new());
     }
@@ -101,4 +109,127 @@ mod suite {
         a_blocked_lease_wakes_for_an_enqueue,
         a_blocked_lease_wakes_when_a_job_falls_due,
     );
+}
+
+/// A queue of its own on the test server, with `lease_time`.
+fn queue(name: &str, lease_time: std::time::Duration) -> dque::jobs::PgJobs {
+    let server = PgServer::get().expect("checked by the caller");
+    let unique = format!("{}-{name}", Postgres::new().prefix);
+    PgOptions::new()
+        .lease_time(lease_time)
+        .max_attempts(10)
+        .connect(&server.url(), &unique)
+        .expect("connect")
+}
+
+/// The same queue again, on a new connection.
+fn same_queue(of: &dque::jobs::PgJobs, lease_time: std::time::Duration) -> dque::jobs::PgJobs {
+    let server = PgServer::get().expect("checked by the caller");
+    PgOptions::new()
+        .lease_time(lease_time)
+        .max_attempts(10)
+        .connect(&server.url(), of.name())
+        .expect("connect")
+}
+
+// Eight workers, each on its own connection, lease and ack 2,000 jobs of
+// mixed priorities at once: every job is acked exactly once.
+#[test]
+fn concurrent_workers_ack_every_job_exactly_once() {
+    use dque::jobs::NewJob;
+    use std::time::Duration;
+    let _sharing = sharing();
+    if PgServer::get().is_none() {
+        return;
+    }
+    let lease = Duration::from_secs(60);
+    let producer = queue("concurrent", lease);
+    let jobs: Vec<NewJob> = (0..2000)
+        .map(|n| NewJob::new(format!("{n}")).priority((n % 5) as i32))
+        .collect();
+    producer.enqueue_batch(jobs).unwrap();
+    let done = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..8 {
+            let worker = same_queue(&producer, lease);
+            let done = &done;
+            scope.spawn(move || {
+                while let Some(job) = worker.lease().unwrap() {
+                    let body = String::from_utf8(job.body.clone()).unwrap();
+                    worker.ack(job).unwrap();
+                    done.lock().unwrap().push(body);
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap();
+    done.sort();
+    let before = done.len();
+    done.dedup();
+    assert_eq!((before, done.len()), (2000, 2000), "each job once");
+    assert_eq!(producer.counts().unwrap(), Default::default());
+}
+
+// A worker that dies holding leases (its connection gone, no ack): the jobs
+// come back after the lease time to another worker, the attempt counted.
+#[test]
+fn leases_of_a_vanished_worker_come_back_after_the_lease_time() {
+    use dque::jobs::NewJob;
+    use std::time::Duration;
+    let _sharing = sharing();
+    if PgServer::get().is_none() {
+        return;
+    }
+    let lease = Duration::from_millis(500);
+    let producer = queue("vanished", lease);
+    producer
+        .enqueue_batch((0..3).map(|n| NewJob::new(format!("{n}"))).collect())
+        .unwrap();
+    {
+        let doomed = same_queue(&producer, lease);
+        let held: Vec<_> = (0..3).map(|_| doomed.lease().unwrap().unwrap()).collect();
+        assert_eq!(held.len(), 3);
+        // As a process killed with SIGKILL: no close, no hand-back.
+        std::mem::forget(held);
+        std::mem::forget(doomed);
+    }
+    let other = same_queue(&producer, lease);
+    assert!(other.lease().unwrap().is_none(), "held until their time");
+    std::thread::sleep(Duration::from_millis(600));
+    let again: Vec<_> = (0..3)
+        .map(|_| other.lease().unwrap().expect("back"))
+        .collect();
+    assert!(again.iter().all(|job| job.attempt == 2), "{again:?}");
+    for job in again {
+        other.ack(job).unwrap();
+    }
+}
+
+// The server crashes (`pg_ctl stop -m immediate`) and comes back: every
+// enqueue that returned is there; a handle gets a clear error while the
+// server is down.
+#[test]
+fn an_immediate_restart_loses_nothing_committed() {
+    use dque::jobs::NewJob;
+    use std::time::Duration;
+    let _alone = SERVER_USE.write().unwrap_or_else(|e| e.into_inner());
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let lease = Duration::from_secs(60);
+    let producer = queue("restart", lease);
+    producer
+        .enqueue_batch((0..100).map(|n| NewJob::new(format!("{n}"))).collect())
+        .unwrap();
+    producer.enqueue(NewJob::new("last").id("last")).unwrap();
+    server.restart_immediate();
+    let broken = producer.enqueue(NewJob::new("on a dead connection"));
+    let backend = matches!(broken, Err(dque::Error::Backend { .. }));
+    assert!(backend, "{broken:?}");
+    let after = same_queue(&producer, lease);
+    assert_eq!(after.counts().unwrap().ready, 101);
+    assert!(!after
+        .enqueue(NewJob::new("last").id("last"))
+        .unwrap()
+        .is_added());
 }
