@@ -145,7 +145,7 @@ fn concurrent_workers_ack_every_job_exactly_once() {
     let lease = Duration::from_secs(60);
     let producer = queue("concurrent", lease);
     let jobs: Vec<NewJob> = (0..2000)
-        .map(|n| NewJob::new(format!("{n}")).priority((n % 5) as i32))
+        .map(|n| NewJob::new(format!("{n}")).priority(n % 5))
         .collect();
     producer.enqueue_batch(jobs).unwrap();
     let done = std::sync::Mutex::new(Vec::new());
