@@ -126,7 +126,10 @@ impl Model {
         }
     }
 
-    /// Waiting jobs in the order `waiting()` lists them.
+    /// Waiting jobs in the order `waiting()` lists them: by priority, each
+    /// priority's ready (and leased) jobs then its jobs due by now and not
+    /// moved yet (they will be appended, in due order); then the scheduled
+    /// jobs by due time.
     fn waiting(&mut self) -> Vec<(String, WaitState, u32)> {
         let mut ready: Vec<_> = self
             .ready
@@ -138,20 +141,47 @@ impl Model {
                     .map(|(place, job)| (*place, job, WaitState::Leased)),
             )
             .collect();
+        self.scheduled.sort_by_key(|(due, order, _)| (*due, *order));
+        // A due job sorts after every ready job of its priority.
+        ready.extend(
+            self.scheduled
+                .iter()
+                .filter(|(due, _, _)| *due <= self.now)
+                .enumerate()
+                .map(|(n, (_, _, job))| {
+                    (
+                        (job.priority, u64::MAX / 2 + n as u64),
+                        job,
+                        WaitState::Ready,
+                    )
+                }),
+        );
         ready.sort_by_key(|(place, _, _)| *place);
         let mut listed: Vec<_> = ready
             .into_iter()
             .map(|(_, job, state)| (job.body.clone(), state, job.attempts))
             .collect();
-        self.scheduled.sort_by_key(|(due, order, _)| (*due, *order));
-        listed.extend(self.scheduled.iter().map(|(due, _, job)| {
-            (
-                job.body.clone(),
-                WaitState::Scheduled(at(*due)),
-                job.attempts,
-            )
-        }));
+        listed.extend(
+            self.scheduled
+                .iter()
+                .filter(|(due, _, _)| *due > self.now)
+                .map(|(due, _, job)| {
+                    (
+                        job.body.clone(),
+                        WaitState::Scheduled(at(*due)),
+                        job.attempts,
+                    )
+                }),
+        );
         listed
+    }
+
+    /// Jobs due by now and not moved yet (ready, as far as reads go).
+    fn due(&self) -> usize {
+        self.scheduled
+            .iter()
+            .filter(|(due, _, _)| *due <= self.now)
+            .count()
     }
 
     /// Every waiting or leased job, for ops that pick one.
@@ -356,8 +386,8 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
         }
         let counts = queue.counts().expect("counts");
         let expected = (
-            model.ready.len() as u64,
-            model.scheduled.len() as u64,
+            (model.ready.len() + model.due()) as u64,
+            (model.scheduled.len() - model.due()) as u64,
             model.held.len() as u64,
             model.dead as u64,
         );

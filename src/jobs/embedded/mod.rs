@@ -1040,53 +1040,84 @@ impl JobQueue for EmbeddedJobs {
     }
 
     fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
+        let now_ms = unix_ms(self.now());
+        // The schedule first: jobs due by now are ready (the next call that
+        // writes moves them to the end of their lanes, in due order), the
+        // rest are listed last, the `max` soonest, kept in a heap.
+        let mut due: BTreeMap<i32, Vec<(u64, u64, Job)>> = BTreeMap::new();
+        let mut soonest: BinaryHeap<(u64, u64, Vec<u8>)> = BinaryHeap::new();
+        if let Some(schedule) = &self.schedule {
+            for pending in schedule.queue.iter() {
+                let pending = pending?;
+                let at = Envelope::due_ms_of(&pending.item).unwrap_or(0);
+                if at <= now_ms {
+                    let envelope =
+                        Envelope::decode(&pending.item).map_err(|source| Error::Decode {
+                            id: pending.id,
+                            source,
+                        })?;
+                    let lane = due.entry(envelope.job.priority).or_default();
+                    if lane.len() < max {
+                        lane.push((at, pending.id, envelope.job));
+                    }
+                } else if soonest.len() < max
+                    || soonest
+                        .peek()
+                        .is_some_and(|top| (at, pending.id) < (top.0, top.1))
+                {
+                    soonest.push((at, pending.id, pending.item));
+                    if soonest.len() > max {
+                        soonest.pop();
+                    }
+                }
+            }
+        }
+        let lanes: BTreeMap<i32, Arc<RawQueue>> = self.lanes.all()?.into_iter().collect();
+        let mut priorities: Vec<i32> = lanes.keys().chain(due.keys()).copied().collect();
+        priorities.sort_unstable();
+        priorities.dedup();
         let mut found = Vec::new();
-        for (_, lane) in self.lanes.all()? {
-            for pending in lane.iter() {
+        for priority in priorities {
+            if let Some(lane) = lanes.get(&priority) {
+                for pending in lane.iter() {
+                    if found.len() >= max {
+                        return Ok(found);
+                    }
+                    let pending = pending?;
+                    let mut envelope = self.job_of(pending.item, pending.id, pending.attempts)?;
+                    envelope.job.attempt = envelope.attempts_before + u32::from(pending.attempts);
+                    let state = if pending.leased {
+                        WaitState::Leased
+                    } else {
+                        WaitState::Ready
+                    };
+                    found.push(Waiting {
+                        job: envelope.job,
+                        state,
+                    });
+                }
+            }
+            let mut fallen = due.remove(&priority).unwrap_or_default();
+            fallen.sort_by_key(|(at, record, _)| (*at, *record));
+            for (_, _, job) in fallen {
                 if found.len() >= max {
                     return Ok(found);
                 }
-                let pending = pending?;
-                let mut envelope = self.job_of(pending.item, pending.id, pending.attempts)?;
-                envelope.job.attempt = envelope.attempts_before + u32::from(pending.attempts);
-                let state = if pending.leased {
-                    WaitState::Leased
-                } else {
-                    WaitState::Ready
-                };
                 found.push(Waiting {
-                    job: envelope.job,
-                    state,
+                    job,
+                    state: WaitState::Ready,
                 });
             }
         }
-        let Some(schedule) = &self.schedule else {
-            return Ok(found);
-        };
-        // The `room` soonest due, kept in a heap of that size.
-        let room = max - found.len();
-        let mut soonest: BinaryHeap<(u64, u64, Vec<u8>)> = BinaryHeap::new();
-        for pending in schedule.queue.iter() {
-            let pending = pending?;
-            let due = Envelope::due_ms_of(&pending.item).unwrap_or(0);
-            if room > 0
-                && (soonest.len() < room
-                    || soonest
-                        .peek()
-                        .is_some_and(|top| (due, pending.id) < (top.0, top.1)))
-            {
-                soonest.push((due, pending.id, pending.item));
-                if soonest.len() > room {
-                    soonest.pop();
-                }
+        for (at, record, bytes) in soonest.into_sorted_vec() {
+            if found.len() >= max {
+                break;
             }
-        }
-        for (due, record, bytes) in soonest.into_sorted_vec() {
             let envelope =
                 Envelope::decode(&bytes).map_err(|source| Error::Decode { id: record, source })?;
             found.push(Waiting {
                 job: envelope.job,
-                state: WaitState::Scheduled(from_unix_ms(due)),
+                state: WaitState::Scheduled(from_unix_ms(at)),
             });
         }
         Ok(found)
@@ -1168,7 +1199,10 @@ impl JobQueue for EmbeddedJobs {
             counts.dead += lane.dead_len()?;
         }
         if let Some(schedule) = &self.schedule {
-            counts.scheduled = schedule.queue.len() as u64;
+            // Jobs due by now count as ready before they are moved.
+            let due = schedule.due_by(unix_ms(self.now()))?;
+            counts.ready += due;
+            counts.scheduled = (schedule.queue.len() as u64).saturating_sub(due);
         }
         Ok(counts)
     }

@@ -56,6 +56,28 @@ impl Schedule {
         self.index.lock().due.insert((due_ms, record));
     }
 
+    /// How many scheduled records are due by `now_ms` and not moved yet.
+    /// A read (the index may learn of records other processes added).
+    pub fn due_by(&self, now_ms: u64) -> Result<u64> {
+        self.catch_up()?;
+        let due: Vec<u64> = {
+            let index = self.index.lock();
+            index
+                .due
+                .range(..(now_ms.saturating_add(1), 0))
+                .map(|&(_, record)| record)
+                .collect()
+        };
+        let mut count = 0;
+        for record in due {
+            // Moved by another process meanwhile: no longer scheduled.
+            if self.queue.is_unsettled(record)? {
+                count += 1;
+            }
+        }
+        Ok(count)
+    }
+
     /// When the next indexed record falls due.
     pub fn next_due(&self) -> Option<u64> {
         self.index.lock().due.first().map(|&(due, _)| due)
