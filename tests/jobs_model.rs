@@ -361,9 +361,11 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         }
                     }
                     (Op::SetPriority(_, priority), None, Some(i)) => {
-                        let (due, _, mut job) = model.scheduled.remove(i);
-                        job.priority = priority;
-                        model.schedule(due, job);
+                        if model.scheduled[i].2.priority != priority {
+                            let (due, _, mut job) = model.scheduled.remove(i);
+                            job.priority = priority;
+                            model.schedule(due, job);
+                        }
                     }
                     (Op::Cancel(_), Some(i), _) => {
                         model.ready.remove(i);

@@ -1018,6 +1018,10 @@ impl JobQueue for EmbeddedJobs {
             }
         }
         let taken = self.take_waiting(id, location)?;
+        if taken.envelope.job.priority == priority {
+            // A scheduled job already of that priority: nothing moves.
+            return taken.queue.lessor().release(taken.record, taken.attempt);
+        }
         let mut envelope = taken.envelope.clone();
         envelope.job.priority = priority;
         self.move_taken(taken, &envelope)

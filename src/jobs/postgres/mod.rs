@@ -783,11 +783,17 @@ impl JobQueue for PgJobs {
         let now = self.now();
         let at = now.checked_add(delay).unwrap_or(now);
         let mut client = self.client()?;
-        // In place (its ready time kept) when at once; else ready then.
+        // In place (its ready time and order kept) when at once; else ready
+        // then, after the jobs scheduled for that time before it.
+        let later = format!(
+            "state = 0, lease_until = NULL, lease_token = NULL, ready_at = $4, \
+             seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))",
+            jobs = self.tables.jobs
+        );
         let set = if delay.is_zero() {
             "state = 0, lease_until = NULL, lease_token = NULL"
         } else {
-            "state = 0, lease_until = NULL, lease_token = NULL, ready_at = $4"
+            later.as_str()
         };
         let at_ms = ms(at);
         let params: Vec<&(dyn postgres::types::ToSql + Sync)> = if delay.is_zero() {
