@@ -108,6 +108,7 @@ mod suite {
         queue_sets_lease_in_order_or_round_robin,
         a_blocked_lease_wakes_for_an_enqueue,
         a_blocked_lease_wakes_when_a_job_falls_due,
+        a_batch_lease_takes_jobs_in_lease_order,
     );
 }
 

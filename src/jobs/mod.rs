@@ -124,6 +124,26 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// As [`lease`](Self::lease).
     fn lease_timeout(&self, wait: Duration) -> Result<Option<JobLease>>;
 
+    /// Leases up to `max` ready jobs at once, in the order single leases
+    /// would take them (a backend may do it in one round trip).
+    ///
+    /// # Errors
+    ///
+    /// As [`lease`](Self::lease); an error after the first lease keeps the
+    /// ones taken (they are returned, and the error is not).
+    fn lease_batch(&self, max: usize) -> Result<Vec<JobLease>> {
+        let mut leases = Vec::new();
+        while leases.len() < max {
+            match self.lease() {
+                Ok(Some(lease)) => leases.push(lease),
+                Ok(None) => break,
+                Err(e) if leases.is_empty() => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(leases)
+    }
+
     /// Ends the job: it ran.
     ///
     /// # Errors

@@ -73,6 +73,7 @@ macro_rules! jobs_api_suite {
             queue_sets_lease_in_order_or_round_robin,
             a_blocked_lease_wakes_for_an_enqueue,
             a_blocked_lease_wakes_when_a_job_falls_due,
+            a_batch_lease_takes_jobs_in_lease_order,
         );
     };
     (@tests $backend:expr; $($check:ident),* $(,)?) => {
@@ -648,6 +649,27 @@ pub fn a_blocked_lease_wakes_when_a_job_falls_due(backend: &dyn Backend) {
     let leased = q.lease_timeout(Duration::from_secs(20)).unwrap();
     mover.join().unwrap();
     assert_eq!(leased.map(|l| body(&l)).as_deref(), Some("due"));
+}
+
+pub fn a_batch_lease_takes_jobs_in_lease_order(backend: &dyn Backend) {
+    let (q, _) = new_queue(backend, "lease_batch");
+    for (body, priority) in [("c", 2), ("a", 0), ("b", 1), ("a2", 0), ("later", 9)] {
+        put(q.as_ref(), NewJob::new(body).priority(priority));
+    }
+    put(
+        q.as_ref(),
+        NewJob::new("scheduled").delay(Duration::from_secs(60)),
+    );
+    let batch = q.lease_batch(4).unwrap();
+    let bodies: Vec<String> = batch.iter().map(body).collect();
+    assert_eq!(bodies, ["a", "a2", "b", "c"]);
+    assert!(batch.iter().all(|lease| lease.attempt == 1));
+    for lease in batch {
+        q.ack(lease).unwrap();
+    }
+    let rest: Vec<String> = q.lease_batch(10).unwrap().iter().map(body).collect();
+    assert_eq!(rest, ["later"], "scheduled jobs stay out");
+    assert!(q.lease_batch(10).unwrap().is_empty());
 }
 
 /// The clock's time, for expectations.

@@ -379,6 +379,9 @@ impl PgJobs {
              RETURNING id",
             jobs = self.tables.jobs
         );
+        // One round trip: the insert, and the notification (the same one
+        // sent for every row is delivered once, at the commit).
+        let sql = format!("WITH added AS ({sql}) SELECT id, pg_notify($11, $1) FROM added");
         let rows = client
             .query(
                 &sql,
@@ -393,6 +396,7 @@ impl PgJobs {
                     &values,
                     &ready,
                     &order,
+                    &CHANNEL,
                 ],
             )
             .map_err(db)?;
@@ -409,27 +413,25 @@ impl PgJobs {
                 }
             })
             .collect();
-        if !added.is_empty() {
-            client
-                .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &self.queue])
-                .map_err(db)?;
-        }
         Ok(answers)
     }
 
-    /// Leases the first ready job (or one whose lease ended), without waiting.
-    fn lease_now(&self) -> Result<Option<JobLease>> {
+    /// Leases up to `max` of the first ready jobs (or ones whose lease
+    /// ended) with one statement, without waiting.
+    fn lease_up_to(&self, max: usize) -> Result<Vec<JobLease>> {
         let now = self.now();
         let mut client = self.client()?;
-        loop {
+        let mut leases = Vec::new();
+        while leases.len() < max {
             let real_now = Self::real_now_ms();
+            let want = i64::try_from(max - leases.len()).unwrap_or(i64::MAX);
             let sql = format!(
                 "WITH next AS (
                      SELECT seq FROM {jobs}
                      WHERE queue = $1
                        AND ((state = 0 AND ready_at <= $2) OR (state = 1 AND lease_until <= $3))
                      ORDER BY priority, ready_at, seq
-                     LIMIT 1
+                     LIMIT $5
                      FOR UPDATE SKIP LOCKED)
                  UPDATE {jobs} j
                  SET state = 1, attempts = j.attempts + 1, lease_until = $3 + $4,
@@ -444,51 +446,74 @@ impl PgJobs {
                     .collect::<Vec<_>>()
                     .join(", "),
             );
-            let row = client
-                .query_opt(
+            let rows = client
+                .query(
                     &sql,
                     &[
                         &self.queue,
                         &ms(now),
                         &real_now,
                         &duration_ms(self.lease_time),
+                        &want,
                     ],
                 )
                 .map_err(db)?;
-            let Some(row) = row else {
-                return Ok(None);
-            };
-            let job = job_of(&row);
-            let seq: i64 = row.get("seq");
-            let token: i64 = row.get("lease_token");
-            if job.attempt > self.max_attempts {
-                // Leased that often by workers that never came back.
-                let reason = format!(
-                    "attempts used up: {} attempts, the last ones never ended",
-                    job.attempt - 1
-                );
-                self.bury(&mut *client, seq, token, &reason, now)?;
-                continue;
+            if rows.is_empty() {
+                break;
             }
-            if job.attempt == 1 {
-                let ready: i64 = row.get("ready_at");
-                let waited = now
-                    .duration_since(from_unix_ms(ready.max(0) as u64))
-                    .unwrap_or_default();
-                self.record_timing(&mut *client, now, "wait", waited)?;
+            let mut taken: Vec<(Row, Job)> = rows
+                .into_iter()
+                .map(|row| {
+                    let job = job_of(&row);
+                    (row, job)
+                })
+                .collect();
+            // RETURNING keeps no order: the lease order is the queue's.
+            taken.sort_by_key(|(row, job)| {
+                (
+                    job.priority,
+                    row.get::<_, i64>("ready_at"),
+                    row.get::<_, i64>("seq"),
+                )
+            });
+            let mut buried = false;
+            for (row, job) in taken {
+                let seq: i64 = row.get("seq");
+                let token: i64 = row.get("lease_token");
+                if job.attempt > self.max_attempts {
+                    // Leased that often by workers that never came back.
+                    let reason = format!(
+                        "attempts used up: {} attempts, the last ones never ended",
+                        job.attempt - 1
+                    );
+                    self.bury(&mut *client, seq, token, &reason, now)?;
+                    buried = true;
+                    continue;
+                }
+                if job.attempt == 1 {
+                    let ready: i64 = row.get("ready_at");
+                    let waited = now
+                        .duration_since(from_unix_ms(ready.max(0) as u64))
+                        .unwrap_or_default();
+                    self.record_timing(&mut *client, now, "wait", waited)?;
+                }
+                self.held.lock().insert(seq, token);
+                leases.push(JobLease {
+                    job,
+                    token: LeaseToken {
+                        part: seq,
+                        record: token as u64,
+                        attempt: 0,
+                        queue: self.handle,
+                        leased_ms: unix_ms(now),
+                    },
+                });
             }
-            self.held.lock().insert(seq, token);
-            return Ok(Some(JobLease {
-                job,
-                token: LeaseToken {
-                    part: seq,
-                    record: token as u64,
-                    attempt: 0,
-                    queue: self.handle,
-                    leased_ms: unix_ms(now),
-                },
-            }));
+            if !buried {
+                break;
+            }
         }
+        Ok(leases)
     }
 
     /// Forgets `lease` (settled, or lost).
@@ -729,13 +754,17 @@ impl JobQueue for PgJobs {
     }
 
     fn lease(&self) -> Result<Option<JobLease>> {
-        self.lease_now()
+        Ok(self.lease_up_to(1)?.pop())
+    }
+
+    fn lease_batch(&self, max: usize) -> Result<Vec<JobLease>> {
+        self.lease_up_to(max)
     }
 
     fn lease_timeout(&self, wait: Duration) -> Result<Option<JobLease>> {
         let deadline = Instant::now().checked_add(wait);
         loop {
-            if let Some(lease) = self.lease_now()? {
+            if let Some(lease) = self.lease_up_to(1)?.pop() {
                 return Ok(Some(lease));
             }
             let left = deadline.map_or(LEASE_POLL, |d| d.saturating_duration_since(Instant::now()));
