@@ -10,6 +10,7 @@ use dque::jobs::{JobQueue, PgOptions};
 
 #[macro_use]
 mod jobs_api;
+mod child;
 mod pg;
 use jobs_api::{Backend, Settings};
 use pg::PgServer;
@@ -171,39 +172,98 @@ fn concurrent_workers_ack_every_job_exactly_once() {
     assert_eq!(producer.counts().unwrap(), Default::default());
 }
 
-// A worker that dies holding leases (its connection gone, no ack): the jobs
-// come back after the lease time to another worker, the attempt counted.
+const CHILD_QUEUE: &str = "DQUE_PG_QUEUE";
+const CHILD_URL: &str = "DQUE_PG_URL";
+
+/// The child's body: leases three jobs, says so, and waits to be killed.
+fn leasing_child() {
+    let url = std::env::var(CHILD_URL).unwrap();
+    let queue = std::env::var(CHILD_QUEUE).unwrap();
+    let jobs = PgOptions::new()
+        .lease_time(std::time::Duration::from_millis(700))
+        .max_attempts(10)
+        .connect(&url, &queue)
+        .unwrap();
+    let held: Vec<_> = (0..3).map(|_| jobs.lease().unwrap().unwrap()).collect();
+    println!("@@ LEASED {}", held.len());
+    std::thread::sleep(std::time::Duration::from_secs(60));
+}
+
+// A worker process killed with SIGKILL while it holds leases: the jobs come
+// back after the lease time to another worker, the attempt counted.
 #[test]
-fn leases_of_a_vanished_worker_come_back_after_the_lease_time() {
+fn leases_of_a_killed_worker_come_back_after_the_lease_time() {
     use dque::jobs::NewJob;
+    use std::io::BufRead;
     use std::time::Duration;
-    let _sharing = sharing();
-    if PgServer::get().is_none() {
+    if child::run_as_child(leasing_child) {
         return;
     }
-    let lease = Duration::from_millis(500);
-    let producer = queue("vanished", lease);
+    let _sharing = sharing();
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let lease = Duration::from_millis(700);
+    let producer = queue("killed", lease);
     producer
         .enqueue_batch((0..3).map(|n| NewJob::new(format!("{n}"))).collect())
         .unwrap();
-    {
-        let doomed = same_queue(&producer, lease);
-        let held: Vec<_> = (0..3).map(|_| doomed.lease().unwrap().unwrap()).collect();
-        assert_eq!(held.len(), 3);
-        // As a process killed with SIGKILL: no close, no hand-back.
-        std::mem::forget(held);
-        std::mem::forget(doomed);
-    }
+    let mut worker = child::command("leases_of_a_killed_worker_come_back_after_the_lease_time")
+        .env(CHILD_URL, server.url())
+        .env(CHILD_QUEUE, producer.name())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = worker.stdout.take().unwrap();
+    let leased = std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line.contains("@@ LEASED 3"));
+    assert!(leased, "the child leased its jobs");
+    worker.kill().unwrap();
+    worker.wait().unwrap();
     let other = same_queue(&producer, lease);
     assert!(other.lease().unwrap().is_none(), "held until their time");
-    std::thread::sleep(Duration::from_millis(600));
-    let again: Vec<_> = (0..3)
-        .map(|_| other.lease().unwrap().expect("back"))
-        .collect();
+    std::thread::sleep(Duration::from_millis(800));
+    let again = other.lease_batch(3).unwrap();
+    assert_eq!(again.len(), 3);
     assert!(again.iter().all(|job| job.attempt == 2), "{again:?}");
     for job in again {
         other.ack(job).unwrap();
     }
+}
+
+// A database whose schema a newer dque made is refused with a clear error,
+// and nothing is changed.
+#[test]
+fn a_schema_of_a_newer_version_is_refused() {
+    let _sharing = sharing();
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let schema = format!("newer_{}", std::process::id());
+    let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+    client
+        .batch_execute(&format!(
+            "CREATE SCHEMA {schema}; CREATE TABLE {schema}.schema_version (version integer);
+             INSERT INTO {schema}.schema_version VALUES ({});",
+            dque::jobs::SCHEMA_VERSION + 1
+        ))
+        .unwrap();
+    let refused = PgOptions::new().schema(&schema).connect(&server.url(), "q");
+    let message = match refused {
+        Err(dque::Error::Backend { reason, .. }) => reason,
+        other => panic!("{other:?}"),
+    };
+    assert!(message.contains("newer dque"), "{message}");
+    let tables: i64 = client
+        .query_one(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1",
+            &[&schema],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 1, "nothing was made");
 }
 
 // The server crashes (`pg_ctl stop -m immediate`) and comes back: every
