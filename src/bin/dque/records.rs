@@ -5,16 +5,18 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use dque::jobs::{job_from_record, StoredJob, JOB_CODEC_ID};
+use dque::jobs::{job_from_record, StoredJob, WaitState, JOB_CODEC_ID};
 use dque::{JobPart, QueueFiles, StoredRecord};
 
+use crate::address::{Address, Make};
 use crate::fail::{Failure, EMPTY};
 
 /// Options of `dque peek`.
 #[derive(Debug, clap::Args)]
 pub struct PeekArgs {
-    /// The queue directory.
-    pub dir: PathBuf,
+    /// The queue: a directory (or postgres://…#QUEUE).
+    #[arg(value_name = "ADDRESS")]
+    pub address: Address,
     /// How many records to show, from the head.
     #[arg(short = 'n', long, default_value_t = 10,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
@@ -42,8 +44,10 @@ pub struct DumpArgs {
 /// Options of `dque dead`.
 #[derive(Debug, clap::Args)]
 pub struct DeadArgs {
-    /// The queue directory (its dead letters are in DIR/dead).
-    pub dir: PathBuf,
+    /// The queue: a directory (its dead letters are in DIR/dead), or
+    /// postgres://…#QUEUE.
+    #[arg(value_name = "ADDRESS")]
+    pub address: Address,
     #[command(flatten)]
     pub format: Format,
 }
@@ -64,9 +68,12 @@ pub struct Format {
 const SHOWN: usize = 200;
 
 pub fn peek(args: &PeekArgs) -> Result<ExitCode, Failure> {
+    let Address::Dir(dir) = &args.address else {
+        return peek_server(args);
+    };
     let mut shown = 0;
     let mut raw = None;
-    let jobs = is_jobs_queue(&args.dir)?;
+    let jobs = is_jobs_queue(dir)?;
     let wanted_record = match (&args.id, jobs) {
         (Some(id), false) => Some(
             id.parse::<u64>()
@@ -80,7 +87,7 @@ pub fn peek(args: &PeekArgs) -> Result<ExitCode, Failure> {
         (Some(id), true) => job_from_record(record.payload).is_ok_and(|s| s.job.id == *id),
     };
     let limit = if args.id.is_some() { 1 } else { args.count };
-    walk(&args.dir, jobs, |part, record, out| {
+    walk(dir, jobs, |part, record, out| {
         if !wanted(&record) {
             return Ok(ControlFlow::Continue(()));
         }
@@ -121,6 +128,90 @@ pub fn dump(args: &DumpArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `peek` of a server's queue: its waiting jobs through the Jobs API.
+fn peek_server(args: &PeekArgs) -> Result<ExitCode, Failure> {
+    let queue = args.address.open(Make::No)?;
+    let fail = |e| args.address.failure(e);
+    let waiting = match &args.id {
+        Some(id) => queue
+            .waiting(usize::MAX)
+            .map_err(fail)?
+            .into_iter()
+            .filter(|w| w.job.id == *id)
+            .take(1)
+            .collect(),
+        None => queue.waiting(args.count).map_err(fail)?,
+    };
+    if waiting.is_empty() {
+        let what = match &args.id {
+            Some(id) => format!("no waiting job has id {id}"),
+            None => "the queue is empty".into(),
+        };
+        return Err(Failure::new(EMPTY, what));
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if args.raw {
+        out.write_all(&waiting[0].job.body)
+            .map_err(Failure::other)?;
+        return finish(out, None).map(|()| ExitCode::SUCCESS);
+    }
+    let mut broken = None;
+    for w in &waiting {
+        let due = match w.state {
+            WaitState::Scheduled(at) => Some(at),
+            _ => None,
+        };
+        let stored = StoredJob::new(w.job.clone(), due);
+        let part = if due.is_some() {
+            JobPart::Scheduled
+        } else {
+            JobPart::Lane(w.job.priority)
+        };
+        if let Err(e) = print_job(&mut out, part, None, &stored, &args.format) {
+            broken = Some(e);
+            break;
+        }
+    }
+    finish(out, broken)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `dead` of a server's queue: its dead jobs through the Jobs API.
+fn dead_server(args: &DeadArgs) -> Result<ExitCode, Failure> {
+    let queue = args.address.open(Make::No)?;
+    let dead = queue
+        .dead(usize::MAX)
+        .map_err(|e| args.address.failure(e))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut broken = None;
+    for (n, job) in dead.iter().enumerate() {
+        let shown = Shown::new(&job.job.body, &args.format);
+        let written = if args.format.json {
+            let mut value = serde_json::json!({
+                "dead_id": n,
+                "job": job.job.id,
+                "priority": job.job.priority,
+                "attempts": job.job.attempt,
+                "reason": job.reason,
+            });
+            shown.add_to(&mut value);
+            writeln!(out, "{value}")
+        } else {
+            writeln!(
+                out,
+                "dead {n:<4} job {} priority {} attempts {:<2} reason {:?}\n          {shown}",
+                job.job.id, job.job.priority, job.job.attempt, job.reason
+            )
+        };
+        if let Err(e) = written {
+            broken = Some(e);
+            break;
+        }
+    }
+    finish(out, broken)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Whether the queue at `dir` holds jobs (its records are job envelopes).
 fn is_jobs_queue(dir: &Path) -> Result<bool, Failure> {
     let fail = |e| Failure::from_queue(dir, e);
@@ -131,14 +222,17 @@ fn is_jobs_queue(dir: &Path) -> Result<bool, Failure> {
 }
 
 pub fn dead(args: &DeadArgs) -> Result<ExitCode, Failure> {
-    let fail = |e| Failure::from_queue(&args.dir, e);
-    let jobs = is_jobs_queue(&args.dir)?;
+    let Address::Dir(dir) = &args.address else {
+        return dead_server(args);
+    };
+    let fail = |e| Failure::from_queue(dir, e);
+    let jobs = is_jobs_queue(dir)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut broken = None;
     // A jobs queue keeps the dead letters of each priority lane.
-    for (part, dir) in dque::job_parts(&args.dir).map_err(fail)? {
+    for (part, part_dir) in dque::job_parts(dir).map_err(fail)? {
         let JobPart::Lane(_) = part else { continue };
-        let files = QueueFiles::open(&dir).map_err(fail)?;
+        let files = QueueFiles::open(&part_dir).map_err(fail)?;
         let visited = files.visit_dead_letters(|letter| {
             match print_dead_letter(&mut out, &letter, jobs, &args.format) {
                 Ok(()) => ControlFlow::Continue(()),
@@ -211,7 +305,7 @@ fn print_record(
     format: &Format,
 ) -> std::io::Result<()> {
     match jobs.then(|| job_from_record(record.payload).ok()).flatten() {
-        Some(stored) => print_job(out, part, record, &stored, format),
+        Some(stored) => print_job(out, part, Some(record), &stored, format),
         None => print_plain(out, record, format),
     }
 }
@@ -239,17 +333,18 @@ fn print_plain(
     )
 }
 
-/// A job: its id, priority, attempts, due time, headers, then the body.
+/// A job: its id, priority, attempts, due time, headers, then the body
+/// (and, stored in a queue directory, its record's place).
 fn print_job(
     out: &mut dyn Write,
     part: JobPart,
-    record: &StoredRecord<'_>,
+    record: Option<&StoredRecord<'_>>,
     stored: &StoredJob,
     format: &Format,
 ) -> std::io::Result<()> {
     let job = &stored.job;
     let shown = Shown::new(&job.body, format);
-    let attempts = job.attempt + u32::from(record.attempts);
+    let attempts = job.attempt + record.map_or(0, |r| u32::from(r.attempts));
     let due = match (part, stored.due) {
         (JobPart::Scheduled, Some(due)) => Some(
             due.duration_since(std::time::UNIX_EPOCH)
@@ -270,10 +365,12 @@ fn print_job(
             "headers": headers,
             "scheduled": matches!(part, JobPart::Scheduled),
             "due": due,
-            "record": record.id,
-            "segment": record.segment,
-            "offset": record.offset,
         });
+        if let Some(record) = record {
+            value["record"] = record.id.into();
+            value["segment"] = record.segment.into();
+            value["offset"] = record.offset.into();
+        }
         shown.add_to(&mut value);
         return writeln!(out, "{value}");
     }

@@ -1,6 +1,5 @@
 //! `dque requeue`: dead letters back into their queue.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::address::{Address, Make};
@@ -15,8 +14,9 @@ jobs queue the jobs' ids (`job ID`). Each goes back at the end of the queue (a j
 priority), its attempts starting over."
 )]
 pub struct RequeueArgs {
-    /// The queue directory.
-    pub dir: PathBuf,
+    /// The queue: a directory (or postgres://…#QUEUE).
+    #[arg(value_name = "ADDRESS")]
+    pub address: Address,
     /// Dead letters to put back, by their dead-letter id (a job's id in a
     /// jobs queue).
     #[arg(required_unless_present = "all")]
@@ -27,8 +27,11 @@ pub struct RequeueArgs {
 }
 
 pub fn run(args: &RequeueArgs) -> Result<ExitCode, Failure> {
-    let fail = |e| Failure::from_queue(&args.dir, e);
-    let files = dque::QueueFiles::open(&args.dir).and_then(|f| f.stats());
+    let Address::Dir(dir) = &args.address else {
+        return requeue_jobs(args);
+    };
+    let fail = |e| Failure::from_queue(dir, e);
+    let files = dque::QueueFiles::open(dir).and_then(|f| f.stats());
     if files.map_err(fail)?.codec_id == dque::jobs::JOB_CODEC_ID {
         return requeue_jobs(args);
     }
@@ -41,7 +44,7 @@ pub fn run(args: &RequeueArgs) -> Result<ExitCode, Failure> {
         })
         .collect::<Result<Vec<u64>, _>>()?;
     // Whatever the codec: a dead letter holds the item as its queue stored it.
-    let queue = patiently(|| open_raw(&args.dir, &joining(), true)).map_err(fail)?;
+    let queue = patiently(|| open_raw(dir, &joining(), true)).map_err(fail)?;
     let ids = if args.all {
         queue
             .dead_letters()
@@ -55,22 +58,18 @@ pub fn run(args: &RequeueArgs) -> Result<ExitCode, Failure> {
     requeue_each(&ids, |&id| match queue.requeue_dead(id) {
         Err(dque::Error::NotPending { id }) => Err(Failure::other(format!(
             "no dead letter has id {id}; `dque dead {}` lists them",
-            args.dir.display()
+            dir.display()
         ))),
         other => other.map_err(fail),
     })?;
     queue.close().map_err(fail)?;
-    println!(
-        "requeued {} dead letters into {}",
-        ids.len(),
-        args.dir.display()
-    );
+    println!("requeued {} dead letters into {}", ids.len(), dir.display());
     Ok(ExitCode::SUCCESS)
 }
 
 /// Requeues dead jobs of a jobs queue by their job ids.
 fn requeue_jobs(args: &RequeueArgs) -> Result<ExitCode, Failure> {
-    let address = Address::Dir(args.dir.clone());
+    let address = &args.address;
     let queue = address.open(Make::No)?;
     let fail = |e| address.failure(e);
     let ids: Vec<String> = if args.all {
@@ -82,16 +81,12 @@ fn requeue_jobs(args: &RequeueArgs) -> Result<ExitCode, Failure> {
     requeue_each(&ids, |id| match queue.requeue_dead(id) {
         Err(dque::Error::NoSuchJob { id }) => Err(Failure::other(format!(
             "no dead job has id {id:?}; `dque dead {}` lists them",
-            args.dir.display()
+            args.address
         ))),
         other => other.map_err(fail),
     })?;
     queue.close().map_err(fail)?;
-    println!(
-        "requeued {} dead jobs into {}",
-        ids.len(),
-        args.dir.display()
-    );
+    println!("requeued {} dead jobs into {}", ids.len(), args.address);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -172,6 +172,13 @@ pub struct StoredJob {
     pub due: Option<std::time::SystemTime>,
 }
 
+impl StoredJob {
+    /// A job and its due time, as a tool shows them.
+    pub fn new(job: Job, due: Option<std::time::SystemTime>) -> Self {
+        StoredJob { job, due }
+    }
+}
+
 /// Reads a record of a jobs queue as the job it holds.
 ///
 /// ```
