@@ -1362,6 +1362,9 @@ fn requeue_puts_dead_letters_back_into_a_typed_queue() {
 
 #[test]
 fn push_pop_and_workers_work_beside_a_program_that_shares_the_queue() {
+    // Serial: a command spawned while another test holds a queue open
+    // holds that queue's lock until it execs (fork copies the descriptor).
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
     let program: RawQueue = Options::new().shared(true).create(&path).unwrap();
@@ -1391,6 +1394,9 @@ fn push_pop_and_workers_work_beside_a_program_that_shares_the_queue() {
 
 #[test]
 fn pop_wait_is_woken_by_a_push_from_another_process() {
+    // Serial: a command spawned while another test holds a queue open
+    // holds that queue's lock until it execs (fork copies the descriptor).
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
     let program: RawQueue = Options::new().shared(true).create(&path).unwrap();
@@ -1413,6 +1419,9 @@ fn pop_wait_is_woken_by_a_push_from_another_process() {
 
 #[test]
 fn several_commands_at_once_on_one_queue_just_work() {
+    // Serial: a command spawned while another test holds a queue open
+    // holds that queue's lock until it execs (fork copies the descriptor).
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
     dque(&["push", s(&path), "--create", "seed"]).code(OK);
