@@ -6,6 +6,7 @@
 
 mod schema;
 
+use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use super::clock::{from_unix_ms, unix_ms, Clock, SystemClock};
 use super::job::{
     DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, WaitState, Waiting,
 };
-use super::stats::{failure_group, Counts, DayStats, Histogram, QueueStats, Timing};
+use super::stats::{Counts, DayStats, Histogram, QueueStats, Timing};
 use super::{Backoff, JobQueue};
 use crate::error::{Error, Result};
 
@@ -158,8 +159,32 @@ impl PgOptions {
             handle: HANDLES.fetch_add(1, Ordering::Relaxed),
             closed: AtomicBool::new(false),
             held: Mutex::new(std::collections::HashMap::new()),
+            pending: Mutex::new(PendingStats {
+                days: BTreeMap::new(),
+                flushed_at: Instant::now(),
+            }),
         })
     }
+}
+
+/// How often a handle merges its statistics into the tables.
+const STATS_EVERY: Duration = Duration::from_secs(1);
+
+/// What a handle saw since it last merged its statistics.
+#[derive(Debug)]
+struct PendingStats {
+    days: BTreeMap<u64, DayStats>,
+    flushed_at: Instant,
+}
+
+/// A timing as the table keeps it: count, sum, sum of squares, histogram.
+fn sums(timing: &Timing) -> (i64, f64, f64, Vec<i64>) {
+    let count = timing.count as i64;
+    let sum = timing.mean * timing.count as f64;
+    // sum of squares = vk + n * mean²
+    let sumsq = timing.sum_squares + timing.count as f64 * timing.mean * timing.mean;
+    let hist = timing.histogram.buckets.iter().map(|&b| b as i64).collect();
+    (count, sum, sumsq, hist)
 }
 
 /// Which handles exist, so a lease cannot be settled through another one.
@@ -209,6 +234,8 @@ pub struct PgJobs {
     clock: Arc<dyn Clock>,
     handle: usize,
     closed: AtomicBool,
+    /// Statistics not merged into the tables yet.
+    pending: Mutex<PendingStats>,
     /// The leases this handle gave out and has not settled (row, token):
     /// handed back when it closes, as a closed embedded handle's are.
     held: Mutex<std::collections::HashMap<i64, i64>>,
@@ -495,7 +522,7 @@ impl PgJobs {
                     let waited = now
                         .duration_since(from_unix_ms(ready.max(0) as u64))
                         .unwrap_or_default();
-                    self.record_timing(&mut *client, now, "wait", waited)?;
+                    self.record(now, |day| day.wait.record(waited));
                 }
                 self.held.lock().insert(seq, token);
                 leases.push(JobLease {
@@ -601,7 +628,7 @@ impl PgJobs {
         );
         let buried = client.execute(&sql, &[&seq, &token, &reason]).map_err(db)? > 0;
         if buried {
-            self.record_failure(client, now, reason)?;
+            self.record(now, |day| day.record_failure(reason));
         }
         Ok(buried)
     }
@@ -613,71 +640,116 @@ impl PgJobs {
             .map_err(db)
     }
 
-    /// Makes sure today's statistics row exists.
-    fn stats_row(&self, client: &mut impl GenericClient, day: i64) -> Result<()> {
-        let sql = format!(
-            "INSERT INTO {stats} (queue, day) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            stats = self.tables.stats
-        );
-        client
-            .execute(&sql, &[&self.queue, &day])
-            .map(drop)
-            .map_err(db)
+    /// Adds to the statistics of the day holding `now` (kept in memory,
+    /// merged into the tables at most once a second and when the handle
+    /// closes: no round trip per job).
+    fn record(&self, now: SystemTime, add: impl FnOnce(&mut DayStats)) {
+        let day = day_of(now) as u64;
+        let mut pending = self.pending.lock();
+        add(pending
+            .days
+            .entry(day)
+            .or_insert_with(|| DayStats::new(day)));
     }
 
-    /// Adds one wait or run duration (`which`: `wait` or `run`).
-    fn record_timing(
+    /// Merges the statistics kept in memory if a second has passed.
+    fn flush_stats_if_due(&self, client: &mut impl GenericClient) -> Result<()> {
+        if self.pending.lock().flushed_at.elapsed() >= STATS_EVERY {
+            self.flush_stats(client)?;
+        }
+        Ok(())
+    }
+
+    /// Merges the statistics kept in memory into the tables, one
+    /// statement a day (and one a failure group).
+    fn flush_stats(&self, client: &mut impl GenericClient) -> Result<()> {
+        let days = {
+            let mut pending = self.pending.lock();
+            pending.flushed_at = Instant::now();
+            std::mem::take(&mut pending.days)
+        };
+        let merged = self.merge_days(client, &days);
+        if merged.is_err() {
+            // Kept for the next flush.
+            let mut pending = self.pending.lock();
+            for (day, stats) in days {
+                pending
+                    .days
+                    .entry(day)
+                    .or_insert_with(|| DayStats::new(day))
+                    .merge(&stats);
+            }
+        }
+        merged
+    }
+
+    fn merge_days(
         &self,
         client: &mut impl GenericClient,
-        now: SystemTime,
-        which: &str,
-        duration: Duration,
+        days: &BTreeMap<u64, DayStats>,
     ) -> Result<()> {
-        let day = day_of(now);
-        self.stats_row(client, day)?;
-        let seconds = duration.as_secs_f64();
-        let bucket = Histogram::bucket_of(duration) as i32 + 1;
+        let add = |column: &str| {
+            format!(
+                "{column} = {stats}.{column} + EXCLUDED.{column}",
+                stats = self.tables.stats
+            )
+        };
+        let add_hist = |column: &str| {
+            format!(
+                "{column} = ARRAY(SELECT a + b FROM unnest({stats}.{column}, EXCLUDED.{column}) AS t(a, b))",
+                stats = self.tables.stats
+            )
+        };
         let sql = format!(
-            "UPDATE {stats} SET {w}_count = {w}_count + 1, {w}_sum = {w}_sum + $3,
-                 {w}_sumsq = {w}_sumsq + $3 * $3, {w}_hist[$4] = {w}_hist[$4] + 1
-             WHERE queue = $1 AND day = $2",
+            "INSERT INTO {stats} (queue, day, wait_count, wait_sum, wait_sumsq, wait_hist,
+                                  run_count, run_sum, run_sumsq, run_hist, retries)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             ON CONFLICT (queue, day) DO UPDATE SET {}, {}, {}, {}, {}, {}, {}, {}, {}",
+            add("wait_count"),
+            add("wait_sum"),
+            add("wait_sumsq"),
+            add_hist("wait_hist"),
+            add("run_count"),
+            add("run_sum"),
+            add("run_sumsq"),
+            add_hist("run_hist"),
+            add("retries"),
             stats = self.tables.stats,
-            w = which
         );
-        client
-            .execute(&sql, &[&self.queue, &day, &seconds, &bucket])
-            .map(drop)
-            .map_err(db)
-    }
-
-    fn record_failure(
-        &self,
-        client: &mut impl GenericClient,
-        now: SystemTime,
-        reason: &str,
-    ) -> Result<()> {
-        let sql = format!(
-            "INSERT INTO {failures} (queue, day, grp, count) VALUES ($1, $2, $3, 1)
-             ON CONFLICT (queue, day, grp) DO UPDATE SET count = {failures}.count + 1",
+        let failures = format!(
+            "INSERT INTO {failures} (queue, day, grp, count) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (queue, day, grp) DO UPDATE SET count = {failures}.count + EXCLUDED.count",
             failures = self.tables.failures
         );
-        client
-            .execute(&sql, &[&self.queue, &day_of(now), &failure_group(reason)])
-            .map(drop)
-            .map_err(db)
-    }
-
-    fn record_retry(&self, client: &mut impl GenericClient, now: SystemTime) -> Result<()> {
-        let day = day_of(now);
-        self.stats_row(client, day)?;
-        let sql = format!(
-            "UPDATE {stats} SET retries = retries + 1 WHERE queue = $1 AND day = $2",
-            stats = self.tables.stats
-        );
-        client
-            .execute(&sql, &[&self.queue, &day])
-            .map(drop)
-            .map_err(db)
+        for (&day, stats) in days {
+            let day = day as i64;
+            let (wait, run) = (sums(&stats.wait), sums(&stats.run));
+            let retries = stats.retries as i64;
+            client
+                .execute(
+                    &sql,
+                    &[
+                        &self.queue,
+                        &day,
+                        &wait.0,
+                        &wait.1,
+                        &wait.2,
+                        &wait.3,
+                        &run.0,
+                        &run.1,
+                        &run.2,
+                        &run.3,
+                        &retries,
+                    ],
+                )
+                .map_err(db)?;
+            for (group, count) in &stats.failures {
+                client
+                    .execute(&failures, &[&self.queue, &day, group, &(*count as i64)])
+                    .map_err(db)?;
+            }
+        }
+        Ok(())
     }
 
     /// Waits up to `wait` for a notification of this queue (or any other
@@ -796,7 +868,8 @@ impl JobQueue for PgJobs {
         let ran = now
             .duration_since(from_unix_ms(lease.token.leased_ms))
             .unwrap_or_default();
-        self.record_timing(&mut *client, now, "run", ran)
+        self.record(now, |day| day.run.record(ran));
+        self.flush_stats_if_due(&mut *client)
     }
 
     fn nack(&self, lease: JobLease, retry: Retry, reason: &str) -> Result<Nacked> {
@@ -832,7 +905,8 @@ impl JobQueue for PgJobs {
         };
         self.on_lease(&mut *client, &lease, set, &params)?;
         self.settled(&lease);
-        self.record_retry(&mut *client, now)?;
+        self.record(now, |day| day.retries += 1);
+        self.flush_stats_if_due(&mut *client)?;
         self.notify(&mut *client)?;
         Ok(Nacked::Retrying { at })
     }
@@ -1076,6 +1150,14 @@ impl JobQueue for PgJobs {
                 .failures
                 .insert(row.get(1), row.get::<_, i64>(2).max(0) as u64);
         }
+        // With what this handle has not merged yet (a read writes nothing).
+        for (&day, stats) in &self.pending.lock().days {
+            match days.iter_mut().find(|d| d.day == day) {
+                Some(known) => known.merge(stats),
+                None => days.push(stats.clone()),
+            }
+        }
+        days.sort_by_key(|d| d.day);
         Ok(QueueStats {
             queue: self.queue.clone(),
             counts,
@@ -1087,7 +1169,9 @@ impl JobQueue for PgJobs {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        self.hand_back_held()
+        let handed_back = self.hand_back_held();
+        let flushed = self.flush_stats(&mut *self.client.lock());
+        handed_back.and(flushed)
     }
 }
 
