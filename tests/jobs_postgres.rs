@@ -134,41 +134,72 @@ fn same_queue(of: &dque::jobs::PgJobs, lease_time: std::time::Duration) -> dque:
         .expect("connect")
 }
 
-// Eight workers, each on its own connection, lease and ack 2,000 jobs of
-// mixed priorities at once: every job is acked exactly once.
+/// The child's body for the exactly-once run: leases and acks until the
+/// queue is empty, printing each job's body.
+fn draining_child() {
+    let url = std::env::var(CHILD_URL).unwrap();
+    let queue = std::env::var(CHILD_QUEUE).unwrap();
+    let jobs = PgOptions::new().connect(&url, &queue).unwrap();
+    let mut out = std::io::stdout().lock();
+    loop {
+        let batch = jobs.lease_batch(5).unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        for job in batch {
+            let body = String::from_utf8(job.body.clone()).unwrap();
+            jobs.ack(job).unwrap();
+            std::io::Write::write_all(&mut out, format!("@@ A {body}\n").as_bytes()).unwrap();
+        }
+    }
+}
+
+// Eight worker processes, each on its own connection, lease and ack 2,000
+// jobs of mixed priorities at once: every job is acked exactly once.
 #[test]
-fn concurrent_workers_ack_every_job_exactly_once() {
+fn worker_processes_ack_every_job_exactly_once() {
     use dque::jobs::NewJob;
     use std::time::Duration;
-    let _sharing = sharing();
-    if PgServer::get().is_none() {
+    if child::run_as_child(draining_child) {
         return;
     }
-    let lease = Duration::from_secs(60);
-    let producer = queue("concurrent", lease);
+    let _sharing = sharing();
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let producer = queue("concurrent", Duration::from_secs(60));
     let jobs: Vec<NewJob> = (0..2000)
         .map(|n| NewJob::new(format!("{n}")).priority(n % 5))
         .collect();
     producer.enqueue_batch(jobs).unwrap();
-    let done = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..8 {
-            let worker = same_queue(&producer, lease);
-            let done = &done;
-            scope.spawn(move || {
-                while let Some(job) = worker.lease().unwrap() {
-                    let body = String::from_utf8(job.body.clone()).unwrap();
-                    worker.ack(job).unwrap();
-                    done.lock().unwrap().push(body);
-                }
-            });
-        }
-    });
-    let mut done = done.into_inner().unwrap();
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            child::command("worker_processes_ack_every_job_exactly_once")
+                .env(CHILD_URL, server.url())
+                .env(CHILD_QUEUE, producer.name())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut done = Vec::new();
+    let mut busy = 0;
+    for worker in workers {
+        let output = worker.wait_with_output().unwrap();
+        assert!(output.status.success(), "a worker failed: {output:?}");
+        let acked: Vec<String> = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| line.split_once("@@ A ").map(|(_, b)| b.to_owned()))
+            .collect();
+        busy += usize::from(!acked.is_empty());
+        done.extend(acked);
+    }
     done.sort();
     let before = done.len();
     done.dedup();
     assert_eq!((before, done.len()), (2000, 2000), "each job once");
+    assert!(busy >= 2, "the work was shared ({busy} workers acked any)");
     assert_eq!(producer.counts().unwrap(), Default::default());
 }
 
