@@ -48,11 +48,12 @@ pub trait Backend {
 }
 
 /// One `#[test]` per check of the suite, for `$backend` (an expression
-/// building a [`Backend`]).
+/// building a [`Backend`]); or, with `run = f`, each check handed to
+/// `f: fn(fn(&dyn Backend))`, which may set up (or skip) around it.
 #[macro_export]
 macro_rules! jobs_api_suite {
-    ($backend:expr) => {
-        $crate::jobs_api_suite!(@tests $backend;
+    (run = $runner:path) => {
+        $crate::jobs_api_suite!(@each $runner;
             smaller_priority_first_and_fifo_within,
             scheduled_jobs_wait_for_their_time_in_due_order,
             a_due_job_keeps_its_place_among_equal_priorities,
@@ -76,13 +77,20 @@ macro_rules! jobs_api_suite {
             a_batch_lease_takes_jobs_in_lease_order,
         );
     };
-    (@tests $backend:expr; $($check:ident),* $(,)?) => {
+    (@each $runner:path; $($check:ident),* $(,)?) => {
         $(
             #[test]
             fn $check() {
-                jobs_api::$check(&$backend);
+                $runner(jobs_api::$check);
             }
         )*
+    };
+    ($backend:expr) => {
+        /// Runs a check on a new backend.
+        fn run_on_a_new_backend(check: fn(&dyn jobs_api::Backend)) {
+            check(&$backend);
+        }
+        $crate::jobs_api_suite!(run = run_on_a_new_backend);
     };
 }
 
