@@ -1,6 +1,8 @@
 //! What a job is: the one to enqueue, the one leased, and the answers of
 //! enqueue and nack. Backend-neutral: plain data.
 
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
@@ -157,6 +159,27 @@ pub(crate) fn check_header(name: &str, value: &str) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// A new job id: 32 hex digits, a random prefix drawn once per process
+/// and a counter (unique without a system call per job).
+pub(crate) fn new_job_id() -> String {
+    static PREFIX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let prefix = *PREFIX.get_or_init(|| {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        hasher.write_u128(
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        hasher.finish()
+    });
+    format!(
+        "{prefix:016x}{:016x}",
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// A job as a backend holds it.

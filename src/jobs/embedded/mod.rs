@@ -8,9 +8,8 @@ mod signal;
 mod stats_file;
 
 use std::collections::{BTreeMap, BinaryHeap};
-use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -29,7 +28,8 @@ use self::signal::Signal;
 use self::stats_file::StatsBook;
 use super::clock::{from_unix_ms, unix_ms, Clock, SystemClock};
 use super::job::{
-    DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, RunAt, WaitState, Waiting,
+    new_job_id, DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, RunAt,
+    WaitState, Waiting,
 };
 use super::stats::{Counts, QueueStats};
 use super::{Backoff, JobQueue};
@@ -716,27 +716,6 @@ impl EmbeddedJobs {
         self.signal.notify();
         Ok(())
     }
-
-    /// A new job id: 32 hex digits, a random prefix drawn once per process
-    /// and a counter (unique without a system call per job).
-    fn make_id() -> String {
-        static PREFIX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let prefix = *PREFIX.get_or_init(|| {
-            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-            hasher.write_u32(std::process::id());
-            hasher.write_u128(
-                SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos()),
-            );
-            hasher.finish()
-        });
-        format!(
-            "{prefix:016x}{:016x}",
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        )
-    }
 }
 
 /// A scheduled job fallen due, leased to be moved to its lane.
@@ -789,7 +768,7 @@ impl EmbeddedJobs {
         let caller_id = job.id.is_some();
         Envelope {
             job: Job {
-                id: job.id.unwrap_or_else(Self::make_id),
+                id: job.id.unwrap_or_else(new_job_id),
                 body: job.body,
                 priority: job.priority,
                 headers: job.headers,

@@ -7,7 +7,6 @@
 mod schema;
 
 use std::collections::BTreeMap;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -21,7 +20,8 @@ pub use schema::SCHEMA_VERSION;
 
 use super::clock::{from_unix_ms, unix_ms, Clock, SystemClock};
 use super::job::{
-    DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, WaitState, Waiting,
+    new_job_id, DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, WaitState,
+    Waiting,
 };
 use super::stats::{Counts, DayStats, Histogram, QueueStats, Timing};
 use super::{Backoff, JobQueue};
@@ -420,21 +420,6 @@ impl PgJobs {
         ms(SystemTime::now())
     }
 
-    fn make_id() -> String {
-        let mut id = String::with_capacity(32);
-        for salt in 0..2u8 {
-            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-            hasher.write_u8(salt);
-            hasher.write_u128(
-                SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos()),
-            );
-            id.push_str(&format!("{:016x}", hasher.finish()));
-        }
-        id
-    }
-
     /// Adds `job` in the caller's transaction (or on any client): the job
     /// exists if and only if that transaction commits. Workers are told at
     /// the commit (NOTIFY is transactional).
@@ -492,7 +477,7 @@ impl PgJobs {
         for (at, job) in jobs.into_iter().enumerate() {
             ready.push(ms(job.ready_at(now).max(now)));
             caller.push(job.id.is_some());
-            ids.push(job.id.unwrap_or_else(Self::make_id));
+            ids.push(job.id.unwrap_or_else(new_job_id));
             priorities.push(job.priority);
             bodies.push(job.body);
             // One JSON array of names and one of values per job, made
