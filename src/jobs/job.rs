@@ -267,7 +267,10 @@ impl Enqueued {
 
     /// Whether the job was added by this call.
     pub fn is_added(&self) -> bool {
-        matches!(self, Enqueued::Added(_))
+        match self {
+            Enqueued::Added(_) => true,
+            Enqueued::AlreadyQueued(_) => false,
+        }
     }
 }
 
