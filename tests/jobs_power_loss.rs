@@ -222,3 +222,35 @@ fn every_job_operation_survives_power_loss() {
         );
     }
 }
+
+// Found in review: in Turbo and Periodic mode the caller ids' pointer files
+// were never fsynced, even by `sync()`: after a power loss the job was there
+// but its id file could be gone, and a producer retrying the enqueue added
+// the job again.
+#[test]
+fn synced_caller_ids_survive_power_loss() {
+    for seed in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q");
+        let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+        let queue = options(&clock, Durability::Turbo).create(&path).unwrap();
+        let plan = FaultPlan::install(&path);
+        queue.enqueue(NewJob::new("ready").id("ready-1")).unwrap();
+        queue
+            .enqueue(
+                NewJob::new("later")
+                    .id("later-1")
+                    .delay(Duration::from_secs(60)),
+            )
+            .unwrap();
+        queue.sync().unwrap();
+        let image = plan.crash_image(seed);
+        let at = dir.path().join("image");
+        image.write_to(&at).unwrap();
+        let reopened = options(&clock, Durability::Turbo).open(&at).unwrap();
+        for id in ["ready-1", "later-1"] {
+            let again = reopened.enqueue(NewJob::new("again").id(id)).unwrap();
+            assert!(!again.is_added(), "seed {seed}: {id} was enqueued twice");
+        }
+    }
+}

@@ -59,6 +59,8 @@ pub struct Ids {
     sync: bool,
     /// This process's half of the ids' lock.
     mutex: parking_lot::Mutex<()>,
+    /// Pointers replaced without an fsync (Turbo, Periodic), for `sync`.
+    unsynced: parking_lot::Mutex<Vec<PathBuf>>,
 }
 
 impl Ids {
@@ -67,6 +69,7 @@ impl Ids {
             dir: QueueDir::new(path),
             sync,
             mutex: parking_lot::Mutex::new(()),
+            unsynced: parking_lot::Mutex::new(Vec::new()),
         }
     }
 
@@ -174,7 +177,34 @@ impl Ids {
             crate::faults::renamed(&temp, &path);
             Ok(())
         };
-        write().map_err(|e| Error::io(&path, e))
+        write().map_err(|e| Error::io(&path, e))?;
+        // Made durable by the next `sync` (Turbo and Periodic).
+        self.unsynced.lock().push(path);
+        Ok(())
+    }
+
+    /// Makes the pointers written since the last call durable, files and
+    /// directory (Safe mode writes each durably already).
+    pub fn sync(&self) -> Result<()> {
+        let unsynced = std::mem::take(&mut *self.unsynced.lock());
+        if unsynced.is_empty() {
+            return Ok(());
+        }
+        for path in &unsynced {
+            let synced = crate::faults::check(crate::faults::FaultOp::Sync, path)
+                .and_then(|()| fs::File::open(path))
+                .and_then(|file| file.sync_data());
+            match synced {
+                Ok(()) => crate::faults::synced(path, crate::faults::Durable::File),
+                // Removed since (its job ended): nothing to keep.
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => {
+                    self.unsynced.lock().extend(unsynced.iter().cloned());
+                    return Err(Error::io(path, e));
+                }
+            }
+        }
+        self.dir.sync()
     }
 
     /// Where `id` points, if its file names a record.

@@ -242,7 +242,8 @@ impl EmbeddedJobs {
     }
 
     /// Makes everything written so far durable, in every part of the
-    /// queue (as [`DQue::sync`](crate::DQue::sync) does for one).
+    /// queue and the caller ids' files (as [`DQue::sync`](crate::DQue::sync)
+    /// does for one queue).
     ///
     /// # Errors
     ///
@@ -251,10 +252,12 @@ impl EmbeddedJobs {
         for (_, lane) in self.lanes.known() {
             lane.sync()?;
         }
-        match &self.schedule {
-            Some(schedule) => schedule.queue.sync(),
-            None => Ok(()),
+        if let Some(schedule) = &self.schedule {
+            schedule.queue.sync()?;
         }
+        // The caller ids' pointers too: after a power loss a retried
+        // enqueue must still find its id.
+        self.ids.as_ref().map_or(Ok(()), Ids::sync)
     }
 
     /// Whether this is a plain FIFO queue of bodies (no priorities,

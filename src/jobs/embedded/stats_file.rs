@@ -6,14 +6,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::fs::{self, File};
-use std::io::Write as _;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::{Error, Result};
 use crate::jobs::clock::unix_ms;
 use crate::jobs::stats::{DayStats, Histogram, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS};
+use crate::log::layout::QueueDir;
 use crate::log::lock::lock_exclusive;
 
 /// Days kept on record.
@@ -116,15 +116,12 @@ pub fn read_days(dir: &Path) -> Result<BTreeMap<u64, DayStats>> {
     })
 }
 
+/// Replaces the file whole and durably (temp file, fsync, rename, fsync
+/// of the directory): a power loss leaves the old statistics or the new,
+/// never a torn file that would stop every later merge. Once a second at
+/// most, so the fsyncs cost nothing a job would notice.
 fn write_days(dir: &Path, days: &BTreeMap<u64, DayStats>) -> Result<()> {
-    let path = dir.join("days");
-    let temp = dir.join("days.tmp");
-    let write = || -> std::io::Result<()> {
-        let mut file = File::create(&temp)?;
-        file.write_all(render(days).as_bytes())?;
-        fs::rename(&temp, &path)
-    };
-    write().map_err(|e| Error::io(&path, e))
+    QueueDir::new(dir.to_path_buf()).write_durably(&dir.join("days"), render(days).as_bytes())
 }
 
 /// One block per day:
