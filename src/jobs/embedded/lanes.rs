@@ -34,7 +34,12 @@ struct State {
     /// by another process changes it.
     listed: Option<SystemTime>,
     listed_at: Instant,
+    /// When the directory's mtime was last read.
+    looked_at: Instant,
 }
+
+/// How often a handle in shared mode reads the lanes directory's mtime.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The most priorities one embedded job queue holds jobs of: each is a
 /// lane with its own files (two descriptors, one mapping) that every
@@ -58,6 +63,7 @@ impl Lanes {
                 open: BTreeMap::from([(0, root)]),
                 listed: None,
                 listed_at: Instant::now(),
+                looked_at: Instant::now(),
             }),
         }
     }
@@ -129,13 +135,22 @@ impl Lanes {
         if !self.options.shared && self.state.read().listed.is_some() {
             return Ok(());
         }
+        // Shared: not a stat(2) per lease; a lane made meanwhile waits at
+        // most this long to be seen (one looked for is seen at once).
+        {
+            let state = self.state.read();
+            if !force && state.listed.is_some() && state.looked_at.elapsed() < LOOK_EVERY {
+                return Ok(());
+            }
+        }
         let modified = fs::metadata(dir)
             .and_then(|m| m.modified())
             .map_err(|e| Error::io(dir, e))?;
         {
-            let state = self.state.read();
+            let mut state = self.state.write();
             let fresh = state.listed_at.elapsed() < RELIST_EVERY;
             if !force && fresh && state.listed == Some(modified) {
+                state.looked_at = Instant::now();
                 return Ok(());
             }
         }
@@ -160,6 +175,7 @@ impl Lanes {
         }
         state.listed = Some(modified);
         state.listed_at = Instant::now();
+        state.looked_at = state.listed_at;
         Ok(())
     }
 
