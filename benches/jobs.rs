@@ -23,42 +23,11 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use dque::jobs::{EmbeddedJobs, JobOptions, JobQueue, ManualClock, NewJob};
 use dque::{Durability, Options, RawQueue};
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{env_usize, rate, tempdir, Rng};
+
 const PAYLOAD: usize = 100;
-
-fn env_usize(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn tempdir() -> tempfile::TempDir {
-    match std::env::var_os("DQUE_BENCH_DIR") {
-        Some(base) => tempfile::tempdir_in(base).unwrap(),
-        None => tempfile::tempdir().unwrap(),
-    }
-}
-
-/// Items per second of `n` calls of `op`.
-fn rate(n: usize, mut op: impl FnMut(usize)) -> f64 {
-    let start = Instant::now();
-    for i in 0..n {
-        op(i);
-    }
-    n as f64 / start.elapsed().as_secs_f64()
-}
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
 
 /// The plain FIFO: enqueue `n`, then lease and ack each.
 fn plain(durability: Durability, n: usize) -> (f64, f64) {

@@ -19,17 +19,13 @@ use dque::jobs::{EmbeddedJobs, JobOptions, JobQueue, NewJob, PgOptions};
 use dque::Options;
 use postgres::{Client, NoTls};
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "../tests/pg/mod.rs"]
 mod pg;
+use common::env_usize;
 
 const BODY: usize = 100;
-
-fn env_usize(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// Jobs per second of `n` jobs done in `f`.
 fn rate(n: usize, f: impl FnOnce()) -> f64 {

@@ -22,34 +22,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dque::{Durability, Options, RawQueue};
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{env_usize, rate, tempdir};
+
 const CHILD: &str = "DQUE_BENCH_CHILD";
 const PAYLOAD: usize = 100;
 
-fn env_usize(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn options(durability: Durability, shared: bool) -> Options {
     Options::new().durability(durability).shared(shared)
-}
-
-fn tempdir() -> tempfile::TempDir {
-    match std::env::var_os("DQUE_BENCH_DIR") {
-        Some(base) => tempfile::tempdir_in(base).unwrap(),
-        None => tempfile::tempdir().unwrap(),
-    }
-}
-
-/// Items per second of `n` calls of `op`.
-fn rate(n: usize, mut op: impl FnMut(usize)) -> f64 {
-    let start = Instant::now();
-    for i in 0..n {
-        op(i);
-    }
-    n as f64 / start.elapsed().as_secs_f64()
 }
 
 /// One process: enqueue `n` items, then dequeue them, exclusive or shared.
