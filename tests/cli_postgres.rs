@@ -2,29 +2,11 @@
 //! real throwaway server: push with the job flags, work, pop, peek, dead,
 //! requeue and stats, as on a directory.
 
-use std::process::{Command, Output, Stdio};
-
 mod pg;
 use pg::PgServer;
 
-fn dque(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dque"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run dque")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = dque(args);
-    assert!(
-        out.status.success(),
-        "dque {args:?}: {:?}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 stdout")
-}
+mod dque_cmd;
+use dque_cmd::{dque, ok};
 
 #[test]
 fn every_jobs_command_works_on_a_postgres_queue() {

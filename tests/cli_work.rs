@@ -4,27 +4,11 @@
 //! `dque stats --json`. Runs the real binary.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn dque(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dque"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run dque")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = dque(args);
-    assert!(
-        out.status.success(),
-        "dque {args:?}: {:?}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 stdout")
-}
+mod dque_cmd;
+use dque_cmd::{dque, ok};
 
 fn s(path: &Path) -> &str {
     path.to_str().expect("UTF-8 path")
