@@ -254,3 +254,47 @@ fn synced_caller_ids_survive_power_loss() {
         }
     }
 }
+
+// Found in review: a nack with a delay whose last step failed (the end of
+// the job's old record: a full disk, say) returned the error with the job
+// in its lane and in the schedule both. The copy in the schedule is taken
+// back now: the error means no effect.
+#[test]
+fn a_nack_that_fails_leaves_the_job_where_it_was() {
+    use dque::faults::FaultOp;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+    // The same nack once without a fault: its last write step is the ack
+    // of the lane's record.
+    let writes = {
+        let path = dir.path().join("dry");
+        let queue = options(&clock, Durability::Safe).create(&path).unwrap();
+        queue.enqueue(NewJob::new("job").id("j")).unwrap();
+        let lease = queue.lease().unwrap().expect("the job");
+        let plan = FaultPlan::install(&path);
+        queue
+            .nack(lease, Retry::After(Duration::from_secs(60)), "later")
+            .unwrap();
+        plan.count(FaultOp::Write)
+    };
+    let path = dir.path().join("q");
+    let queue = options(&clock, Durability::Safe).create(&path).unwrap();
+    queue.enqueue(NewJob::new("job").id("j")).unwrap();
+    let lease = queue.lease().unwrap().expect("the job");
+    let plan = FaultPlan::install(&path);
+    plan.fail_nth(FaultOp::Write, writes, std::io::ErrorKind::StorageFull);
+    let failed = queue.nack(lease, Retry::After(Duration::from_secs(60)), "later");
+    assert!(failed.is_err(), "{failed:?}");
+    let counts = queue.counts().unwrap();
+    assert_eq!((counts.scheduled, counts.leased), (0, 1), "{counts:?}");
+    drop(plan);
+    queue.close().unwrap();
+    // After a restart the job is back in its lane, once, its id still held.
+    let reopened = options(&clock, Durability::Safe).open(&path).unwrap();
+    assert!(!reopened
+        .enqueue(NewJob::new("again").id("j"))
+        .unwrap()
+        .is_added());
+    let waiting = reopened.waiting(10).unwrap();
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+}

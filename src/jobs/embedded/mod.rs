@@ -927,7 +927,7 @@ impl JobQueue for EmbeddedJobs {
     }
 
     fn nack(&self, lease: JobLease, retry: Retry, reason: &str) -> Result<Nacked> {
-        let (_, lane) = self.lane_of(&lease)?;
+        let (priority, lane) = self.lane_of(&lease)?;
         if lease.job.attempt >= self.max_attempts {
             let attempts = lease.job.attempt;
             self.fail_lease(lease, &format!("{reason} (attempts used up: {attempts})"))?;
@@ -957,9 +957,20 @@ impl JobQueue for EmbeddedJobs {
             job: lease.job,
         };
         let location = self.place(&envelope)?;
-        self.durable_before_moving_on(location)?;
-        self.point(&envelope.job, location);
-        lessor.ack(record, attempt)?;
+        let moved = self.durable_before_moving_on(location).and_then(|()| {
+            self.point(&envelope.job, location);
+            lessor.ack(record, attempt)
+        });
+        if let Err(e) = moved {
+            // The job stays where it was, leased: its copy in the schedule
+            // goes (no one leases a record there before it is due), so the
+            // error means what it says: no effect.
+            if let Some(queue) = self.part(location)? {
+                let _ = queue.cancel(location.record());
+            }
+            self.point(&envelope.job, Location::Lane(priority, record));
+            return Err(e);
+        }
         self.record_stats(now, |day| day.retries += 1);
         self.signal.notify();
         Ok(Nacked::Retrying { at })
