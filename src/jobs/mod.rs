@@ -60,6 +60,8 @@ pub(crate) mod embedded;
 mod job;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
 mod several;
 mod stats;
 
@@ -74,6 +76,11 @@ pub use job::{
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{PgJobs, PgOptions, SCHEMA_VERSION};
+#[cfg(feature = "redis")]
+pub use redis::{
+    QlessJob, QlessPut, QueueCounts, RedisJobs, RedisOptions, WorkerJobs, DEFAULT_KLASS,
+    KLASS_HEADER,
+};
 pub use several::{Order, QueueSet, SET_POLL};
 pub use stats::{
     failure_group, Counts, DayStats, Histogram, QueueStats, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS,

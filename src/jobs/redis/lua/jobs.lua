@@ -1,0 +1,396 @@
+-- The Jobs API's commands: enqueue, lease, settle, browse.
+
+local commands = {}
+
+-- Fields of one job in a put, after mode and queue.
+local PUT_FIELDS = 11
+
+-- put MODE QUEUE then per job: JID KLASS DATA PRIORITY TAGS DELAY RETRIES
+-- DEPENDS HAS_BODY BODY HEADERS. MODE `new`: an id that is waiting,
+-- scheduled, running or depending anywhere is left alone (answer 0);
+-- `move`: such a job is moved here (qless's put). Answers 1 or 0 per job.
+-- All jobs are checked before any is written.
+function commands.put(now, real, args)
+  local mode, queue = args[1], args[2]
+  if queue == nil or queue == '' then return ERR.invalid('a queue name is needed') end
+  local jobs = {}
+  for i = 3, #args, PUT_FIELDS do
+    local job = {
+      jid = args[i], klass = args[i + 1], data = args[i + 2], priority = tonumber(args[i + 3]),
+      tags = decode_list(args[i + 4]), delay = tonumber(args[i + 5]), retries = tonumber(args[i + 6]),
+      depends = decode_list(args[i + 7]), has_body = args[i + 8] == '1', body = args[i + 9],
+      headers = args[i + 10],
+    }
+    if not job.jid or job.jid == '' then return ERR.invalid('a job id is needed') end
+    if not job.priority or not job.delay or not job.retries or job.retries < 0 then
+      return ERR.invalid('job ' .. job.jid .. ': priority, delay and retries must be numbers')
+    end
+    jobs[#jobs + 1] = job
+  end
+  promote(queue, now)
+  local added = {}
+  for _, new in ipairs(jobs) do
+    local key = job_key(new.jid)
+    local old = load_job(new.jid)
+    if old and mode == 'new' and ACTIVE[old.state] then
+      added[#added + 1] = 0
+    else
+      if old then
+        unplace(new.jid, old)
+        if old.state == 'failed' then count_stat(old.queue, now, 'failed', -1) end
+        for _, tag in ipairs(decode_list(old.tags)) do
+          redis.call('zrem', NS .. 't:' .. tag, new.jid)
+          if tonumber(redis.call('zincrby', NS .. 'tags', -1, tag)) <= 0 then
+            redis.call('zrem', NS .. 'tags', tag)
+          end
+        end
+        for _, dependency in ipairs(redis.call('smembers', key .. '-dependencies')) do
+          redis.call('srem', job_key(dependency) .. '-dependents', new.jid)
+        end
+        redis.call('del', key .. '-dependencies')
+        redis.call('hdel', key, 'dque-body', 'dque-headers', 'dque-score', 'dque-lease', 'dque-died',
+          'failure')
+      end
+      redis.call('hset', key, 'jid', new.jid, 'klass', new.klass, 'data', new.data,
+        'priority', new.priority, 'tags', cjson.encode(new.tags), 'state', 'waiting', 'worker', '',
+        'expires', 0, 'queue', queue, 'retries', new.retries, 'remaining', new.retries,
+        'time', time_text(now), 'dque-put', time_text(now),
+        'throttles', cjson.encode({ NS .. 'q:' .. queue }))
+      if new.has_body then redis.call('hset', key, 'dque-body', new.body) end
+      if new.headers ~= '' then redis.call('hset', key, 'dque-headers', new.headers) end
+      history(new.jid, now, 'put', { q = queue })
+      redis.call('zadd', NS .. 'queues', 'NX', now, queue)
+      for _, tag in ipairs(new.tags) do
+        redis.call('zadd', NS .. 't:' .. tag, now, new.jid)
+        redis.call('zincrby', NS .. 'tags', 1, tag)
+      end
+      local waiting_on = 0
+      for _, dependency in ipairs(new.depends) do
+        local state = redis.call('hget', job_key(dependency), 'state')
+        if state and state ~= 'complete' then
+          redis.call('sadd', key .. '-dependencies', dependency)
+          redis.call('sadd', job_key(dependency) .. '-dependents', new.jid)
+          waiting_on = waiting_on + 1
+        end
+      end
+      if waiting_on > 0 then
+        redis.call('hset', key, 'state', 'depends')
+        redis.call('zadd', queue_key(queue, 'depends'), now, new.jid)
+      elseif new.delay > 0 then
+        redis.call('hset', key, 'state', 'scheduled')
+        redis.call('zadd', queue_key(queue, 'scheduled'), now + new.delay, new.jid)
+      else
+        add_work(queue, new.jid, new.priority, now)
+      end
+      added[#added + 1] = 1
+    end
+  end
+  return added
+end
+
+-- pop QUEUE WORKER COUNT LEASE_SECONDS TOKEN: leases up to COUNT jobs,
+-- each until REAL + LEASE_SECONDS, with tokens TOKEN:1, TOKEN:2, ...
+function commands.pop(now, real, args)
+  local queue, worker = args[1], args[2]
+  local count, lease_for, token = tonumber(args[3]), tonumber(args[4]), args[5]
+  promote(queue, now)
+  reclaim(queue, now, real)
+  local work = queue_key(queue, 'work')
+  local popped = redis.call('zrevrange', work, 0, count - 1, 'WITHSCORES')
+  local replies = {}
+  if #popped > 0 then
+    redis.call('zadd', NS .. 'workers', now, worker)
+  end
+  for i = 1, #popped, 2 do
+    local jid, score = popped[i], popped[i + 1]
+    redis.call('zrem', work, jid)
+    local job = load_job(jid)
+    local expires = real + lease_for
+    local lease = token .. ':' .. ((i + 1) / 2)
+    record_duration('wait', queue, now, now - (tonumber(job.time) or now))
+    redis.call('hset', job_key(jid), 'state', 'running', 'worker', worker, 'expires', expires,
+      'time', time_text(now), 'dque-score', score, 'dque-lease', lease)
+    redis.call('zadd', queue_key(queue, 'locks'), expires, jid)
+    redis.call('zadd', worker_key(worker), expires, jid)
+    for _, tid in ipairs(decode_list(job.throttles)) do
+      redis.call('zadd', NS .. 'th:' .. tid .. '-locks', 1, jid)
+    end
+    history(jid, now, 'popped', { worker = worker })
+    job.state, job.worker, job['dque-lease'] = 'running', worker, lease
+    replies[#replies + 1] = job_reply(job, 'running', expires)
+  end
+  return replies
+end
+
+-- complete JID QUEUE WORKER TOKEN NEXT_QUEUE DELAY: ends a held job, or
+-- (NEXT_QUEUE) moves it on to another queue, ready after DELAY.
+function commands.complete(now, real, args)
+  local jid, queue, worker, token, next_queue, delay = args[1], args[2], args[3], args[4],
+      args[5], tonumber(args[6]) or 0
+  local job, err = held_job(jid, queue, worker, token, real)
+  if not job then return err end
+  local key = job_key(jid)
+  drop_lock(jid, job.queue, worker, job.throttles)
+  record_duration('run', job.queue, now, now - (tonumber(job.time) or now))
+  history(jid, now, 'done')
+  redis.call('hdel', key, 'dque-lease', 'dque-score')
+  if next_queue ~= '' then
+    redis.call('hset', key, 'queue', next_queue, 'worker', '', 'expires', 0, 'failure', '{}',
+      'time', time_text(now), 'throttles', cjson.encode({ NS .. 'q:' .. next_queue }))
+    history(jid, now, 'put', { q = next_queue })
+    redis.call('zadd', NS .. 'queues', 'NX', now, next_queue)
+    promote(next_queue, now)
+    if delay > 0 then
+      redis.call('hset', key, 'state', 'scheduled')
+      redis.call('zadd', queue_key(next_queue, 'scheduled'), now + delay, jid)
+    else
+      redis.call('hset', key, 'state', 'waiting')
+      add_work(next_queue, jid, job.priority, now)
+    end
+    return 'waiting'
+  end
+  redis.call('hset', key, 'state', 'complete', 'worker', '', 'expires', 0, 'queue', '',
+    'failure', '{}', 'time', time_text(now))
+  redis.call('zadd', NS .. 'completed', now, jid)
+  release_dependents(jid, now)
+  prune_completed(now)
+  return 'complete'
+end
+
+-- retry JID QUEUE WORKER TOKEN DELAY GROUP MESSAGE: counts the attempt
+-- and runs the job again after DELAY (0: in its old place), or fails it
+-- in GROUP when no retries remain. Answers `waiting`, `scheduled` or
+-- `failed`.
+function commands.retry(now, real, args)
+  local jid, queue, worker, token = args[1], args[2], args[3], args[4]
+  local delay, group, message = tonumber(args[5]) or 0, args[6], args[7]
+  local job, err = held_job(jid, queue, worker, token, real)
+  if not job then return err end
+  local key = job_key(jid)
+  drop_lock(jid, job.queue, worker, job.throttles)
+  local remaining = (tonumber(job.remaining) or 0) - 1
+  redis.call('hset', key, 'remaining', remaining)
+  redis.call('hdel', key, 'dque-lease')
+  if remaining < 0 then
+    fail_job(jid, job.queue, worker, group, message, now)
+    return 'failed'
+  end
+  count_stat(job.queue, now, 'retries', 1)
+  redis.call('hset', key, 'worker', '', 'expires', 0, 'time', time_text(now),
+    'failure', cjson.encode({ group = group, message = message, when = math.floor(now), worker = worker }))
+  if delay > 0 then
+    redis.call('hset', key, 'state', 'scheduled')
+    redis.call('zadd', queue_key(job.queue, 'scheduled'), now + delay, jid)
+    return 'scheduled'
+  end
+  redis.call('hset', key, 'state', 'waiting')
+  return_work(job.queue, jid, job.priority, job['dque-score'], now)
+  return 'waiting'
+end
+
+-- release JID QUEUE WORKER TOKEN: hands a held job back uncounted, to its
+-- old place.
+function commands.release(now, real, args)
+  local jid, queue, worker, token = args[1], args[2], args[3], args[4]
+  local job, err = held_job(jid, queue, worker, token, real)
+  if not job then return err end
+  drop_lock(jid, job.queue, worker, job.throttles)
+  redis.call('hset', job_key(jid), 'state', 'waiting', 'worker', '', 'expires', 0)
+  redis.call('hdel', job_key(jid), 'dque-lease')
+  return_work(job.queue, jid, job.priority, job['dque-score'], now)
+  return 'waiting'
+end
+
+-- abandon JID QUEUE WORKER TOKEN: ends a held lease as if it expired
+-- now (the attempt counted): what a closing handle does with its leases.
+function commands.abandon(now, real, args)
+  local jid, queue, worker, token = args[1], args[2], args[3], args[4]
+  local job, err = held_job(jid, queue, worker, token, real)
+  if not job then return err end
+  time_out(job.queue, jid, now, now)
+  return 'waiting'
+end
+
+-- heartbeat JID QUEUE WORKER TOKEN LEASE_SECONDS: extends a held lease.
+function commands.heartbeat(now, real, args)
+  local jid, queue, worker, token = args[1], args[2], args[3], args[4]
+  local job, err = held_job(jid, queue, worker, token, real)
+  if not job then return err end
+  local expires = real + tonumber(args[5])
+  redis.call('hset', job_key(jid), 'expires', expires)
+  redis.call('zadd', queue_key(job.queue, 'locks'), expires, jid)
+  redis.call('zadd', worker_key(worker), expires, jid)
+  redis.call('zadd', NS .. 'workers', now, worker)
+  return tostring(expires)
+end
+
+-- fail JID QUEUE WORKER TOKEN GROUP MESSAGE: fails a held job at once.
+function commands.fail(now, real, args)
+  local jid, queue, worker, token, group, message = args[1], args[2], args[3], args[4], args[5], args[6]
+  if group == nil or group == '' then return ERR.invalid('a failure group is needed') end
+  local job, err = held_job(jid, queue, worker, token, real)
+  if not job then return err end
+  drop_lock(jid, job.queue, worker, job.throttles)
+  redis.call('hdel', job_key(jid), 'dque-lease', 'dque-score')
+  fail_job(jid, job.queue, worker, group, message, now)
+  return 'failed'
+end
+
+-- The job `jid` of `queue` (any queue when empty), or nil and the error.
+local function job_of_queue(jid, queue)
+  local job = load_job(jid)
+  if not job or (queue ~= '' and job.queue ~= queue) then return nil, ERR.nojob(jid) end
+  return job
+end
+
+-- priority JID QUEUE PRIORITY LEASED_OK: a waiting job goes to the end of
+-- its new priority; a scheduled or depending one keeps its place. A
+-- running job is refused unless LEASED_OK (qless changes it in place).
+function commands.priority(now, real, args)
+  local jid, queue, priority, leased_ok = args[1], args[2], tonumber(args[3]), args[4] == '1'
+  if not priority then return ERR.invalid('a priority is a number') end
+  promote(queue, now)
+  local job, err = job_of_queue(jid, queue)
+  if not job then return err end
+  local state = job.state
+  if state == 'complete' or state == 'failed' then return ERR.nojob(jid) end
+  if state == 'running' and not leased_ok then return ERR.leased(jid) end
+  if tonumber(job.priority) == priority then return 'unchanged' end
+  redis.call('hset', job_key(jid), 'priority', priority)
+  if state == 'waiting' then
+    redis.call('zrem', queue_key(job.queue, 'work'), jid)
+    add_work(job.queue, jid, priority, now)
+  end
+  return 'changed'
+end
+
+-- cancel QUEUE JID...: deletes waiting, scheduled or depending jobs of
+-- QUEUE (with no QUEUE: jobs in any state, as qless does): all of them,
+-- or none when one is held, is gone, or is a dependency of a job that
+-- stays.
+function commands.cancel(now, real, args)
+  local queue = args[1]
+  local doomed = {}
+  for i = 2, #args do doomed[args[i]] = true end
+  for i = 2, #args do
+    local jid = args[i]
+    local job, err = job_of_queue(jid, queue)
+    if not job then return err end
+    -- The Jobs API (a queue named) cancels waiting jobs only; qless's
+    -- cancel (no queue) takes a job in any state.
+    local settled = job.state == 'complete' or job.state == 'failed'
+    if settled and queue ~= '' then return ERR.nojob(jid) end
+    if job.state == 'running' and queue ~= '' then return ERR.leased(jid) end
+    for _, dependent in ipairs(redis.call('smembers', job_key(jid) .. '-dependents')) do
+      if not doomed[dependent] then
+        return ERR.invalid('job ' .. jid .. ' is a dependency of ' .. dependent .. ', which stays')
+      end
+    end
+  end
+  for i = 2, #args do
+    local jid = args[i]
+    unplace(jid, load_job(jid))
+    history(jid, now, 'canceled')
+    delete_job(jid)
+  end
+  return #args - 1
+end
+
+-- requeue JID QUEUE: a failed job of QUEUE runs again, its retries
+-- restored (qless's put of a failed job).
+function commands.requeue(now, real, args)
+  local jid, queue = args[1], args[2]
+  local job, err = job_of_queue(jid, queue)
+  if not job then return err end
+  if job.state ~= 'failed' then return ERR.nojob(jid) end
+  unlist_failed(jid, job.failure)
+  count_stat(job.queue, now, 'failed', -1)
+  redis.call('hset', job_key(jid), 'state', 'waiting', 'remaining', job.retries, 'worker', '',
+    'expires', 0, 'time', time_text(now))
+  redis.call('hdel', job_key(jid), 'dque-died')
+  history(jid, now, 'put', { q = job.queue })
+  add_work(job.queue, jid, job.priority, now)
+  return 'waiting'
+end
+
+-- The failed jobs of `queue`, in the order they failed.
+local function failed_of(queue)
+  local found = {}
+  for _, group in ipairs(redis.call('smembers', NS .. 'failures')) do
+    for _, jid in ipairs(redis.call('lrange', NS .. 'f:' .. group, 0, -1)) do
+      local job = load_job(jid)
+      if job and job.state == 'failed' and job.queue == queue then
+        found[#found + 1] = job
+      end
+    end
+  end
+  local function died(job)
+    return tonumber(job['dque-died']) or tonumber(decode_list(job.failure).when) or 0
+  end
+  table.sort(found, function(a, b)
+    local da, db = died(a), died(b)
+    if da ~= db then return da < db end
+    return a.jid < b.jid
+  end)
+  return found
+end
+
+-- waiting QUEUE MAX: ready and running jobs in pop order (a running one
+-- where it was popped from), then scheduled ones by due time.
+function commands.waiting(now, real, args)
+  local queue, max = args[1], tonumber(args[2])
+  promote(queue, now)
+  reclaim(queue, now, real)
+  local listed = {}
+  if max <= 0 then return listed end
+  local ready = redis.call('zrevrange', queue_key(queue, 'work'), 0, max - 1, 'WITHSCORES')
+  local entries = {}
+  for i = 1, #ready, 2 do
+    entries[#entries + 1] = { jid = ready[i], score = tonumber(ready[i + 1]), state = 'waiting' }
+  end
+  local locks = redis.call('zrange', queue_key(queue, 'locks'), 0, -1, 'WITHSCORES')
+  for i = 1, #locks, 2 do
+    local jid = locks[i]
+    local job = redis.call('hmget', job_key(jid), 'dque-score', 'priority', 'time')
+    local score = tonumber(job[1]) or ((tonumber(job[2]) or 0) - (tonumber(job[3]) or 0) / 1e10)
+    entries[#entries + 1] = { jid = jid, score = score, state = 'running', at = locks[i + 1] }
+  end
+  table.sort(entries, function(a, b) return a.score > b.score end)
+  for _, entry in ipairs(entries) do
+    if #listed >= max then return listed end
+    listed[#listed + 1] = job_reply(load_job(entry.jid), entry.state, entry.at)
+  end
+  local left = max - #listed
+  if left > 0 then
+    local scheduled = redis.call('zrange', queue_key(queue, 'scheduled'), 0, left - 1, 'WITHSCORES')
+    for i = 1, #scheduled, 2 do
+      listed[#listed + 1] = job_reply(load_job(scheduled[i]), 'scheduled', scheduled[i + 1])
+    end
+  end
+  return listed
+end
+
+-- dead QUEUE MAX: the failed jobs of QUEUE, oldest failure first.
+function commands.dead(now, real, args)
+  local queue, max = args[1], tonumber(args[2])
+  local listed = {}
+  for _, job in ipairs(failed_of(queue)) do
+    if #listed >= max then break end
+    listed[#listed + 1] = job_reply(job)
+  end
+  return listed
+end
+
+-- counts QUEUE: ready, scheduled, running, failed and depending jobs.
+function commands.counts(now, real, args)
+  local queue = args[1]
+  promote(queue, now)
+  reclaim(queue, now, real)
+  return {
+    redis.call('zcard', queue_key(queue, 'work')),
+    redis.call('zcard', queue_key(queue, 'scheduled')),
+    redis.call('zcard', queue_key(queue, 'locks')),
+    #failed_of(queue),
+    redis.call('zcard', queue_key(queue, 'depends')),
+  }
+end

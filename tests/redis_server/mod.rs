@@ -1,0 +1,135 @@
+//! A throwaway `redis-server` for the tests, started from PATH as
+//! redis-rs's own tests start it: a temporary directory, a unix socket in
+//! it, no TCP port, no persistence. One server per test binary, started at
+//! first use; a watchdog stops it and removes its directory once the test
+//! process is gone (however it ends). Without `redis-server` a test is
+//! skipped with one line naming the package, unless `CI=true`, where it
+//! fails.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A running server: connect with [`RedisServer::url`].
+#[derive(Debug)]
+pub struct RedisServer {
+    dir: PathBuf,
+}
+
+impl RedisServer {
+    /// The server of this test binary, started if needed; `None` (after
+    /// printing why) when `redis-server` is not installed and this is not
+    /// CI.
+    pub fn get() -> Option<&'static RedisServer> {
+        static SERVER: OnceLock<Option<RedisServer>> = OnceLock::new();
+        SERVER.get_or_init(start).as_ref()
+    }
+
+    /// The server's unix socket.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("redis.sock")
+    }
+
+    /// A URL of database `db` for the redis crate and for Python's clients.
+    pub fn url(&self, db: u32) -> String {
+        format!("unix://{}?db={db}", self.socket().display())
+    }
+
+    /// The ADDRESS of the `dque` command for `queue` in database `db`.
+    pub fn address(&self, db: u32, queue: &str) -> String {
+        format!("redis+unix://{}?db={db}#{queue}", self.socket().display())
+    }
+
+    /// Runs `redis-cli` with `args` on this server; its output.
+    pub fn cli(&self, db: u32, args: &[&str]) -> String {
+        let output = Command::new("redis-cli")
+            .arg("-s")
+            .arg(self.socket())
+            .arg("-n")
+            .arg(db.to_string())
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        assert!(output.status.success(), "redis-cli {args:?}: {output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+}
+
+fn installed() -> bool {
+    Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 path")
+}
+
+// The server and its watchdog outlive the test process on purpose (the
+// watchdog stops the server once the process is gone): never waited for.
+#[allow(clippy::zombie_processes)]
+fn start() -> Option<RedisServer> {
+    if !installed() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true and redis-server is not installed: install Debian's `redis-server`"
+        );
+        eprintln!("skipped: redis-server is not installed (Debian: apt-get install redis-server)");
+        return None;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("dque-redis-")
+        .tempdir()
+        .expect("temp dir")
+        .keep();
+    let socket = dir.join("redis.sock");
+    let log = std::fs::File::create(dir.join("server.log")).expect("log file");
+    let server = Command::new("redis-server")
+        .args(["--port", "0", "--unixsocket"])
+        .arg(&socket)
+        .args([
+            "--unixsocketperm",
+            "700",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args(["--databases", "64", "--dir"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server");
+    let watchdog = format!(
+        "while [ -d /proc/{me} ]; do sleep 0.2; done; kill {server} 2>/dev/null; \
+         sleep 0.5; kill -9 {server} 2>/dev/null; rm -rf {dir}",
+        me = std::process::id(),
+        server = server.id(),
+        dir = path(&dir),
+    );
+    Command::new("sh")
+        .args(["-c", &watchdog])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the watchdog");
+    drop(server);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !socket.exists() {
+        let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+        assert!(
+            Instant::now() < deadline,
+            "redis-server did not start:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(RedisServer { dir })
+}
