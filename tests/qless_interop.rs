@@ -1,0 +1,296 @@
+//! dque's Redis backend and the real Python qless clients (qless-py
+//! 0.11.4, reqless 0.13.3) on the same jobs in the same Redis: each side
+//! leases, completes, fails and retries what the other put, and sees the
+//! other's state, history and statistics. A real throwaway `redis-server`
+//! (`tests/redis_server/`), real clients (`tests/qless_clients/`).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use dque::jobs::{JobQueue, NewJob, QlessPut, RedisJobs, RedisOptions, Retry};
+use dque::Error;
+use serde_json::{json, Value};
+
+mod qless_clients;
+mod redis_server;
+use qless_clients::{Client, Kind};
+use redis_server::RedisServer;
+
+/// A database of its own on the binary's server, a Rust handle on `queue`
+/// and a Python client of `kind`; `None` when a part is missing (skipped).
+fn setup(kind: Kind, queue: &str, lease: Duration) -> Option<(RedisJobs, Client, u32)> {
+    static DB: AtomicU32 = AtomicU32::new(0);
+    let server = RedisServer::get()?;
+    qless_clients::python()?;
+    let db = DB.fetch_add(1, Ordering::Relaxed) % 64;
+    let url = server.url(db);
+    let rust = RedisOptions::new()
+        .lease_time(lease)
+        .worker(format!("rust-{db}"))
+        .connect(&url, queue)
+        .expect("connect");
+    let python = Client::start(kind, &url, &format!("python-{db}"));
+    Some((rust, python, db))
+}
+
+fn events(job: &Value) -> Vec<String> {
+    job["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn python_puts_rust_leases_and_acks_python_sees_it_complete() {
+    for kind in Kind::BOTH {
+        let Some((rust, mut py, _)) = setup(kind, "mail", Duration::from_secs(60)) else {
+            return;
+        };
+        let jid = py.put(json!({"queue": "mail", "data": "{\"to\": \"ops\"}", "klass": "py.Mail"}));
+        let lease = rust.lease().unwrap().expect("the Python job");
+        assert_eq!(lease.id, jid);
+        assert_eq!(lease.body, br#"{"to": "ops"}"#, "{kind:?}");
+        assert_eq!(lease.header("klass"), Some("py.Mail"));
+        assert_eq!((lease.attempt, lease.priority), (1, 0));
+        let seen = py.get(&jid).unwrap();
+        assert_eq!(
+            (seen["state"].as_str(), seen["worker"].as_str()),
+            (Some("running"), Some(rust.worker()))
+        );
+        rust.ack(lease).unwrap();
+        let seen = py.get(&jid).unwrap();
+        assert_eq!(seen["state"], "complete", "{kind:?}");
+        assert_eq!(events(&seen), ["put", "popped", "done"]);
+        // Each side sees the day's statistics of both.
+        let stats = py.call(json!({"op": "stats", "queue": "mail"}));
+        assert_eq!(
+            (
+                stats["wait"]["count"].as_u64(),
+                stats["run"]["count"].as_u64()
+            ),
+            (Some(1), Some(1))
+        );
+        let ours = rust.stats().unwrap();
+        let day = ours.days.last().expect("today");
+        assert_eq!((day.wait.count, day.run.count), (1, 1));
+        assert!((day.run.mean - stats["run"]["mean"].as_f64().unwrap()).abs() < 1e-9);
+    }
+}
+
+#[test]
+fn rust_puts_with_priority_tags_delay_and_retries_python_pops_and_completes() {
+    for kind in Kind::BOTH {
+        let Some((rust, mut py, _)) = setup(kind, "build", Duration::from_secs(60)) else {
+            return;
+        };
+        let urgent = rust
+            .put(
+                NewJob::new(r#"{"target": "release"}"#)
+                    .priority(-5)
+                    .header("klass", "ci.Build")
+                    .delay(Duration::from_millis(300)),
+                QlessPut::new().tags(["nightly", "arm"]).retries(2),
+            )
+            .unwrap();
+        let plain = rust.enqueue(NewJob::new("not JSON")).unwrap();
+        let first = py.pop("build").expect("the ready job");
+        assert_eq!(first["jid"], plain.id(), "the delayed one is not due yet");
+        assert_eq!(
+            first["data"], "\"not JSON\"",
+            "a body that is not JSON is a JSON string"
+        );
+        assert_eq!(first["klass"], dque::jobs::DEFAULT_KLASS);
+        std::thread::sleep(Duration::from_millis(350));
+        let job = py.pop("build").expect("due now");
+        assert_eq!(job["jid"], urgent.id());
+        assert_eq!(job["priority"], 5, "qless's priorities run the other way");
+        assert_eq!(job["tags"], json!(["nightly", "arm"]));
+        assert_eq!(
+            (job["retries"].as_i64(), job["remaining"].as_i64()),
+            (Some(2), Some(2))
+        );
+        assert_eq!(job["klass"], "ci.Build");
+        assert_eq!(job["data"], r#"{"target": "release"}"#);
+        py.call(json!({"op": "complete", "jid": urgent.id()}));
+        py.call(json!({"op": "complete", "jid": plain.id()}));
+        let record = rust.job(urgent.id()).unwrap().unwrap();
+        assert_eq!(record.state, "complete");
+        assert_eq!(record.history_events(), ["put", "popped", "done"]);
+        assert_eq!(rust.job(plain.id()).unwrap().unwrap().job.body, b"not JSON");
+        assert_eq!(rust.counts().unwrap(), Default::default());
+    }
+}
+
+#[test]
+fn an_expired_rust_lease_goes_to_a_python_worker_with_a_retry_used() {
+    for kind in Kind::BOTH {
+        let Some((rust, mut py, _)) = setup(kind, "slow", Duration::from_millis(300)) else {
+            return;
+        };
+        let id = rust
+            .put(NewJob::new("{}"), QlessPut::new().retries(3))
+            .unwrap();
+        // qless clients take an expired job only after the grace period
+        // (default 10 s) more.
+        py.call(json!({"op": "config", "name": "grace-period", "value": 0}));
+        let lease = rust.lease().unwrap().unwrap();
+        assert!(py.pop("slow").is_none(), "held by the Rust worker");
+        std::thread::sleep(Duration::from_millis(400));
+        let job = py.pop("slow").expect("the lease ended");
+        assert_eq!(job["jid"], id.id());
+        assert_eq!(
+            job["remaining"], 2,
+            "{kind:?}: the timed-out attempt counted"
+        );
+        assert!(events(&job).contains(&"timed-out".to_owned()), "{job}");
+        let late = rust.ack(lease);
+        let lost = matches!(late, Err(Error::LeaseLost { .. }));
+        assert!(lost, "{late:?}");
+        py.call(json!({"op": "complete", "jid": id.id()}));
+        assert_eq!(rust.job(id.id()).unwrap().unwrap().state, "complete");
+    }
+}
+
+#[test]
+fn failures_and_unfail_cross_sides() {
+    for kind in Kind::BOTH {
+        let Some((rust, mut py, _)) = setup(kind, "parse", Duration::from_secs(60)) else {
+            return;
+        };
+        // Python puts, Rust fails, Python lists the group and unfails.
+        let jid = py.put(json!({"queue": "parse", "data": "{}"}));
+        let lease = rust.lease().unwrap().unwrap();
+        rust.fail(lease, "bad-input: line 3").unwrap();
+        let failed = py.call(json!({"op": "failed", "group": "bad-input"}));
+        assert_eq!(failed["total"], 1, "{failed}");
+        let seen = py.get(&jid).unwrap();
+        assert_eq!(seen["state"], "failed");
+        assert_eq!(seen["failure"]["group"], "bad-input");
+        assert_eq!(seen["failure"]["message"], "bad-input: line 3");
+        assert_eq!(
+            py.call(json!({"op": "unfail", "group": "bad-input", "queue": "parse"})),
+            1
+        );
+        let again = rust.lease().unwrap().expect("unfailed");
+        assert_eq!((again.id.as_str(), again.attempt), (jid.as_str(), 1));
+        rust.ack(again).unwrap();
+
+        // Rust puts, Python fails, Rust lists the dead letter and requeues.
+        let id = rust.enqueue(NewJob::new("{}")).unwrap();
+        let job = py.pop("parse").unwrap();
+        assert_eq!(job["jid"], id.id());
+        py.call(
+            json!({"op": "fail", "jid": id.id(), "group": "py-error", "message": "KeyError: x"}),
+        );
+        let dead = rust.dead(10).unwrap();
+        assert_eq!(dead.len(), 1);
+        assert_eq!(
+            (dead[0].job.id.as_str(), dead[0].reason.as_str()),
+            (id.id(), "KeyError: x")
+        );
+        assert_eq!(rust.counts().unwrap().dead, 1);
+        rust.requeue_dead(id.id()).unwrap();
+        let job = py.pop("parse").expect("requeued");
+        assert_eq!(job["jid"], id.id());
+        assert!(py.call(json!({"op": "failed", "group": "py-error"}))["total"] == 0);
+        py.call(json!({"op": "complete", "jid": id.id()}));
+        // Python's retry and Rust's nack both use up retries.
+        let id = rust
+            .put(NewJob::new("{}"), QlessPut::new().retries(1))
+            .unwrap();
+        py.pop("parse").unwrap();
+        py.call(json!({"op": "retry", "jid": id.id(), "group": "flaky", "message": "try again"}));
+        let lease = rust.lease().unwrap().unwrap();
+        assert_eq!(lease.attempt, 2, "{kind:?}");
+        let nacked = rust
+            .nack(lease, Retry::After(Duration::ZERO), "flaky: again")
+            .unwrap();
+        assert_eq!(nacked, dque::jobs::Nacked::Dead);
+        let seen = py.get(id.id()).unwrap();
+        assert_eq!(
+            (seen["state"].as_str(), seen["remaining"].as_i64()),
+            (Some("failed"), Some(-1))
+        );
+    }
+}
+
+#[test]
+fn both_sides_putting_pop_in_one_priority_order() {
+    for kind in Kind::BOTH {
+        let Some((rust, mut py, _)) = setup(kind, "mixed", Duration::from_secs(60)) else {
+            return;
+        };
+        let mut expected = Vec::new();
+        // (side, Jobs API priority); qless's is the negation.
+        let plan = [
+            ("py", 0),
+            ("rust", 0),
+            ("py", -1),
+            ("rust", 3),
+            ("rust", -2),
+            ("py", 0),
+            ("rust", -1),
+        ];
+        for (n, (side, priority)) in plan.iter().enumerate() {
+            let id = if *side == "py" {
+                py.put(json!({"queue": "mixed", "data": format!("{{\"n\": {n}}}"), "priority": -priority}))
+            } else {
+                rust.enqueue(NewJob::new(format!("{{\"n\": {n}}}")).priority(*priority))
+                    .unwrap()
+                    .id()
+                    .to_owned()
+            };
+            expected.push((*priority, n, id));
+        }
+        expected.sort();
+        let mut popped = Vec::new();
+        for turn in 0..expected.len() {
+            if turn % 2 == 0 {
+                let lease = rust.lease().unwrap().unwrap();
+                popped.push(lease.id.clone());
+                rust.ack(lease).unwrap();
+            } else {
+                let job = py.pop("mixed").unwrap();
+                let jid = job["jid"].as_str().unwrap().to_owned();
+                py.call(json!({"op": "complete", "jid": jid}));
+                popped.push(jid);
+            }
+        }
+        let order: Vec<String> = expected.into_iter().map(|(_, _, id)| id).collect();
+        assert_eq!(popped, order, "{kind:?}");
+    }
+}
+
+#[test]
+fn a_dependency_across_the_two_sides() {
+    for kind in Kind::BOTH {
+        let Some((rust, mut py, _)) = setup(kind, "chain", Duration::from_secs(60)) else {
+            return;
+        };
+        // Python's job waits on Rust's.
+        let first = rust.enqueue(NewJob::new("{}")).unwrap();
+        let second = py.put(json!({"queue": "chain", "data": "{}", "depends": [first.id()]}));
+        assert_eq!(py.get(&second).unwrap()["state"], "depends");
+        let lease = rust.lease().unwrap().unwrap();
+        assert_eq!(lease.id, first.id());
+        assert!(py.pop("chain").is_none(), "{kind:?}: waits on the first");
+        rust.ack(lease).unwrap();
+        let job = py.pop("chain").expect("ready once the first completed");
+        assert_eq!(job["jid"], second.as_str());
+        py.call(json!({"op": "complete", "jid": second}));
+        // Rust's job waits on Python's.
+        let third = py.put(json!({"queue": "chain", "data": "{}"}));
+        let fourth = rust
+            .put(NewJob::new("{}"), QlessPut::new().depends([third.as_str()]))
+            .unwrap();
+        assert_eq!(py.get(fourth.id()).unwrap()["dependencies"], json!([third]));
+        assert_eq!(py.pop("chain").unwrap()["jid"], third.as_str());
+        assert!(rust.lease().unwrap().is_none());
+        py.call(json!({"op": "complete", "jid": third}));
+        let lease = rust.lease().unwrap().expect("ready now");
+        assert_eq!(lease.id, fourth.id());
+        rust.ack(lease).unwrap();
+    }
+}
