@@ -65,7 +65,7 @@ fn make_venv() -> Option<PathBuf> {
     // One test binary at a time sets it up (others wait on the lock).
     std::fs::create_dir_all(env!("CARGO_TARGET_TMPDIR")).expect("target tmp dir");
     let lock = std::fs::File::create(dir.with_extension("lock")).expect("lock file");
-    lock.lock().expect("lock the venv");
+    fs4::FileExt::lock(&lock).expect("lock the venv");
     if stamp.exists() {
         return Some(python);
     }
