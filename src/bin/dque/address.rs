@@ -1,6 +1,7 @@
 //! ADDRESS: where the jobs commands find a queue. A queue directory, or
-//! `postgres://…#QUEUE` / `postgresql://…#QUEUE` / `redis://…#QUEUE` for
-//! the server backends (the queue's name after `#`). Every jobs command
+//! `postgres://…#QUEUE` / `postgresql://…#QUEUE` for PostgreSQL and
+//! `redis://HOST:PORT[/DB]#QUEUE` / `redis+unix:///SOCKET[?db=N]#QUEUE` for
+//! Redis (the queue's name after `#`). Every jobs command
 //! opens its queue here, as a `dyn JobQueue`, so each works on every
 //! backend this build has.
 
@@ -28,7 +29,7 @@ pub enum Address {
     },
 }
 
-const SCHEMES: [&str; 3] = ["postgres", "postgresql", "redis"];
+const SCHEMES: [&str; 4] = ["postgres", "postgresql", "redis", "redis+unix"];
 
 impl FromStr for Address {
     type Err = String;
@@ -41,7 +42,7 @@ impl FromStr for Address {
             // `./weird://name` is a directory; a bare unknown scheme is a typo.
             return Err(format!(
                 "{text:?}: unknown scheme {scheme:?}; an ADDRESS is a queue directory, \
-                 postgres://…#QUEUE or redis://…#QUEUE"
+                 postgres://…#QUEUE, redis://…#QUEUE or redis+unix://…#QUEUE"
             ));
         }
         let Some((url, queue)) = text.split_once('#') else {
@@ -114,14 +115,8 @@ impl Address {
     pub fn open_tuned(&self, make: Make, tuning: &Tuning) -> Result<Arc<dyn JobQueue>, Failure> {
         let path = match self {
             Address::Dir(path) => path,
-            Address::Server { scheme, url, queue } if scheme != "redis" => {
-                return open_postgres(url, queue, tuning);
-            }
-            Address::Server { .. } => {
-                return Err(Failure::other(
-                    "redis:// addresses need the Redis backend, which this build of dque \
-                     does not have yet; use a queue directory or postgres://",
-                ))
+            Address::Server { scheme, url, queue } => {
+                return open_server(scheme, url, queue, tuning);
             }
         };
         // Any item the format can hold: the library's default cap protects
@@ -158,18 +153,36 @@ impl Address {
     }
 }
 
-/// Opens queue `queue` of the PostgreSQL server at `url` (a server's queue
-/// exists as soon as it is named: `--create` changes nothing there).
-fn open_postgres(url: &str, queue: &str, tuning: &Tuning) -> Result<Arc<dyn JobQueue>, Failure> {
-    let mut options = dque::jobs::PgOptions::new();
-    if let Some(attempts) = tuning.max_attempts {
-        options = options.max_attempts(attempts);
-    }
-    if let Some(backoff) = tuning.backoff {
-        options = options.backoff(backoff);
-    }
-    let opened = options.connect(url, queue).map_err(Failure::other)?;
-    Ok(Arc::new(opened) as Arc<dyn JobQueue>)
+/// `options`, a server backend's builder, with a worker's tuning.
+macro_rules! tuned {
+    ($options:expr, $tuning:expr) => {{
+        let mut options = $options;
+        if let Some(attempts) = $tuning.max_attempts {
+            options = options.max_attempts(attempts);
+        }
+        if let Some(backoff) = $tuning.backoff {
+            options = options.backoff(backoff);
+        }
+        options
+    }};
+}
+
+/// Opens queue `queue` of the server at `url`: Redis (in qless's data
+/// model) for the redis schemes, else PostgreSQL. A server's queue exists
+/// as soon as it is named: `--create` changes nothing there.
+fn open_server(
+    scheme: &str,
+    url: &str,
+    queue: &str,
+    tuning: &Tuning,
+) -> Result<Arc<dyn JobQueue>, Failure> {
+    Ok(if scheme.starts_with("redis") {
+        let options = tuned!(dque::jobs::RedisOptions::new(), tuning);
+        Arc::new(options.connect(url, queue).map_err(Failure::other)?)
+    } else {
+        let options = tuned!(dque::jobs::PgOptions::new(), tuning);
+        Arc::new(options.connect(url, queue).map_err(Failure::other)?)
+    })
 }
 
 #[cfg(test)]
@@ -193,6 +206,14 @@ mod tests {
             "no queue name"
         );
         assert!("redis://h#".parse::<Address>().is_err(), "empty queue name");
+        assert_eq!(
+            "redis+unix:///run/redis.sock?db=2#mail".parse(),
+            Ok(Address::Server {
+                scheme: "redis+unix".into(),
+                url: "redis+unix:///run/redis.sock?db=2".into(),
+                queue: "mail".into()
+            })
+        );
         assert!("ftp://h#q".parse::<Address>().is_err(), "unknown scheme");
     }
 }

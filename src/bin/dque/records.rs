@@ -14,7 +14,7 @@ use crate::fail::{Failure, EMPTY};
 /// Options of `dque peek`.
 #[derive(Debug, clap::Args)]
 pub struct PeekArgs {
-    /// The queue: a directory (or postgres://…#QUEUE).
+    /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
     #[arg(value_name = "ADDRESS")]
     pub address: Address,
     /// How many records to show, from the head.
@@ -45,7 +45,7 @@ pub struct DumpArgs {
 #[derive(Debug, clap::Args)]
 pub struct DeadArgs {
     /// The queue: a directory (its dead letters are in DIR/dead), or
-    /// postgres://…#QUEUE.
+    /// postgres://…#QUEUE, redis://…#QUEUE.
     #[arg(value_name = "ADDRESS")]
     pub address: Address,
     #[command(flatten)]

@@ -14,7 +14,7 @@ jobs queue the jobs' ids (`job ID`). Each goes back at the end of the queue (a j
 priority), its attempts starting over."
 )]
 pub struct RequeueArgs {
-    /// The queue: a directory (or postgres://…#QUEUE).
+    /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
     #[arg(value_name = "ADDRESS")]
     pub address: Address,
     /// Dead letters to put back, by their dead-letter id (a job's id in a

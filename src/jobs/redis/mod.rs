@@ -101,8 +101,10 @@ impl RedisOptions {
         self
     }
 
-    /// The attempts of a job this handle enqueues (default 5): qless's
-    /// `retries` is one less. A job keeps the retries it was put with.
+    /// The attempts a job gets (default 5): a job this handle enqueues gets
+    /// qless's `retries` one less, and a nack through this handle makes a
+    /// job dead after this many attempts even if its own retries (a qless
+    /// client's job: 5 by default) are not used up.
     #[must_use]
     pub fn max_attempts(mut self, attempts: u16) -> Self {
         self.max_attempts = attempts.max(1);
@@ -587,6 +589,13 @@ impl JobQueue for RedisJobs {
     }
 
     fn nack(&self, lease: JobLease, retry: Retry, reason: &str) -> Result<Nacked> {
+        // The job's own retries (qless's) or this handle's attempts,
+        // whichever run out first.
+        if lease.job.attempt >= u32::from(self.max_attempts) {
+            let attempts = lease.job.attempt;
+            self.fail(lease, &format!("{reason} (attempts used up: {attempts})"))?;
+            return Ok(Nacked::Dead);
+        }
         let delay = match retry {
             Retry::Backoff => self.backoff.delay(lease.job.attempt),
             Retry::After(delay) => delay,
