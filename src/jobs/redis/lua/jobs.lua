@@ -134,6 +134,9 @@ function commands.complete(now, real, args)
   record_duration('run', job.queue, now, now - (tonumber(job.time) or now))
   history(jid, now, 'done')
   redis.call('hdel', key, 'dque-lease', 'dque-score')
+  -- qless restores a completed job's retries (it starts over in a next
+  -- queue).
+  redis.call('hset', key, 'remaining', job.retries)
   if next_queue ~= '' then
     redis.call('hset', key, 'queue', next_queue, 'worker', '', 'expires', 0, 'failure', '{}',
       'time', time_text(now), 'throttles', cjson.encode({ NS .. 'q:' .. next_queue }))
