@@ -174,8 +174,8 @@ fn run(seed: u64, steps: usize) {
                             assert_eq!(
                                 lease.attempt,
                                 attempt,
-                                "{}",
-                                format!("seed {seed}, steps:\n{}", log.join("\n"))
+                                "seed {seed}, steps:\n{}",
+                                log.join("\n")
                             );
                         }
                         rust_held.insert(id.clone(), lease);
@@ -185,12 +185,7 @@ fn run(seed: u64, steps: usize) {
                         .pop(queue)
                         .map(|job| job["jid"].as_str().unwrap().to_owned()),
                 };
-                assert_eq!(
-                    got,
-                    expected,
-                    "{}",
-                    format!("seed {seed}, steps:\n{}", log.join("\n"))
-                );
+                assert_eq!(got, expected, "seed {seed}, steps:\n{}", log.join("\n"));
                 if let Some(id) = got {
                     let job = model.jobs.get_mut(&id).unwrap();
                     if let State::Waiting(order) = job.state {
@@ -231,8 +226,8 @@ fn run(seed: u64, steps: usize) {
                             assert_eq!(
                                 nacked,
                                 Nacked::Dead,
-                                "{}",
-                                format!("seed {seed}, steps:\n{}", log.join("\n"))
+                                "seed {seed}, steps:\n{}",
+                                log.join("\n")
                             );
                             job.state = State::Failed;
                         } else {
@@ -283,21 +278,21 @@ fn run(seed: u64, steps: usize) {
             assert_eq!(
                 seen["state"],
                 model.qless_state(&id),
-                "{id}: {}",
-                format!("seed {seed}, steps:\n{}", log.join("\n"))
+                "{id}: seed {seed}, steps:\n{}",
+                log.join("\n")
             );
             assert_eq!(
                 seen["remaining"],
                 model.jobs[&id].remaining,
-                "{id}: {}",
-                format!("seed {seed}, steps:\n{}", log.join("\n"))
+                "{id}: seed {seed}, steps:\n{}",
+                log.join("\n")
             );
             let ours = rust.job(&id).unwrap().unwrap();
             assert_eq!(
                 ours.state,
                 model.qless_state(&id),
-                "{}",
-                format!("seed {seed}, steps:\n{}", log.join("\n"))
+                "seed {seed}, steps:\n{}",
+                log.join("\n")
             );
         }
     }
