@@ -27,13 +27,28 @@ pub const KLASS_HEADER: &str = "klass";
 
 /// A body as qless's `data`, and the exact bytes when `data` cannot be them.
 pub(crate) fn encode_body(body: &[u8]) -> (String, Option<&[u8]>) {
-    if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() {
+    // qless's complete refuses data that decodes to `false`: kept as text.
+    let json = serde_json::from_slice::<serde_json::Value>(body)
+        .is_ok_and(|value| value != serde_json::Value::Bool(false));
+    if json {
         // Valid JSON is valid UTF-8.
         return (String::from_utf8_lossy(body).into_owned(), None);
     }
-    let text = String::from_utf8_lossy(body);
-    let data = serde_json::to_string(&text).expect("a string always serializes");
-    (data, Some(body))
+    (text_data(body), Some(body))
+}
+
+/// The JSON string qless clients see for a body that is not JSON.
+fn text_data(body: &[u8]) -> String {
+    serde_json::to_string(&String::from_utf8_lossy(body)).expect("a string always serializes")
+}
+
+/// Whether `data` is still what dque wrote for `body` (a qless client's
+/// put of the same id rewrites `data` and leaves dque's fields behind;
+/// its complete may re-encode the same string, `/` as `\/`).
+fn data_matches(data: &[u8], body: &[u8]) -> bool {
+    let seen = serde_json::from_slice::<serde_json::Value>(data);
+    let wrote = serde_json::from_str::<serde_json::Value>(&text_data(body));
+    matches!((seen, wrote), (Ok(seen), Ok(wrote)) if seen == wrote)
 }
 
 /// The `klass` and the `dque-headers` field (empty: no headers) of a job.
@@ -151,11 +166,17 @@ impl JobReply {
         let text = |i: usize| text_of(&fields[i]);
         let number = |i: usize| text(i).parse::<f64>().unwrap_or(0.0);
         let data = bytes_of(&fields[1]).unwrap_or_default();
-        let body = bytes_of(&fields[2]).unwrap_or(data);
+        // dque's own fields hold only while qless's agree with them.
+        let body = match bytes_of(&fields[2]) {
+            Some(raw) if data_matches(&data, &raw) => raw,
+            _ => data,
+        };
         let klass = text(4);
-        let headers = match bytes_of(&fields[3]) {
-            Some(json) => serde_json::from_slice::<Vec<(String, String)>>(&json)
-                .map_err(|e| protocol(&format!("dque-headers: {e}")))?,
+        let ours = bytes_of(&fields[3])
+            .and_then(|json| serde_json::from_slice::<Vec<(String, String)>>(&json).ok())
+            .filter(|headers| encode_headers(headers).0 == klass);
+        let headers = match ours {
+            Some(headers) => headers,
             None if klass.is_empty() || klass == DEFAULT_KLASS => Vec::new(),
             None => vec![(KLASS_HEADER.to_owned(), klass)],
         };
@@ -241,6 +262,18 @@ mod tests {
         assert_eq!(data, "\"\u{fffd}a\"");
         assert_eq!(raw, Some(&[0xff, b'a'][..]));
         assert_eq!(encode_body(b"").1, Some(&b""[..]));
+        assert_eq!(
+            encode_body(b"false"),
+            ("\"false\"".to_owned(), Some(&b"false"[..]))
+        );
+        assert_eq!(encode_body(b"true").1, None);
+    }
+
+    #[test]
+    fn dque_fields_hold_only_while_data_agrees() {
+        assert!(data_matches(br#""a/b""#, b"a/b"));
+        assert!(data_matches(br#""a\/b""#, b"a/b"), "cjson's escaped slash");
+        assert!(!data_matches(br#"{"to":"new"}"#, b"hello"));
     }
 
     #[test]

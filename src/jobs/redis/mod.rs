@@ -52,6 +52,24 @@ const MAX_BODY: usize = crate::options::DEFAULT_MAX_ITEM_BYTES as usize;
 
 static HANDLES: AtomicUsize = AtomicUsize::new(1);
 
+/// The longest list a browsing call asks the script for (Redis takes
+/// ranges as 64-bit signed numbers; `usize::MAX` would not fit).
+const MAX_LISTED: usize = i32::MAX as usize;
+
+/// A random number for handle `handle`'s lease tokens.
+fn lease_nonce(handle: usize) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_usize(handle);
+    hasher.write_u32(std::process::id());
+    hasher.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.finish()
+}
+
 /// Options of a [`RedisJobs`] handle.
 ///
 /// ```no_run
@@ -167,6 +185,7 @@ impl RedisOptions {
             backoff: self.backoff,
             clock: Arc::clone(&self.clock),
             handle,
+            nonce: lease_nonce(handle),
             calls: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             held: Mutex::new(HashMap::new()),
@@ -199,6 +218,9 @@ pub struct RedisJobs {
     backoff: Backoff,
     clock: Arc<dyn Clock>,
     handle: usize,
+    /// Makes this handle's lease tokens its own, even beside another
+    /// handle (or an earlier process) with the same worker name.
+    nonce: u64,
     /// Numbers this handle's lease calls (part of each lease's token).
     calls: AtomicU64,
     closed: AtomicBool,
@@ -320,19 +342,30 @@ impl RedisJobs {
             .map(|mut added| added.remove(0))
     }
 
+    /// The token of lease `record` of lease call `call`: the worker's name
+    /// and a bar first (the script tells dque's leases by it), then this
+    /// handle's nonce.
+    fn lease_token(&self, call: i64, record: u64) -> String {
+        format!("{}|{:016x}-{call}:{record}", self.worker, self.nonce)
+    }
+
     fn lease_up_to(&self, max: usize) -> Result<Vec<JobLease>> {
         if max == 0 {
             return Ok(Vec::new());
         }
-        let call = self.calls.fetch_add(1, Ordering::Relaxed);
+        let call = self.calls.fetch_add(1, Ordering::Relaxed) as i64;
+        let base = self.lease_token(call, 0);
+        let base = base
+            .strip_suffix(":0")
+            .expect("the token ends with the record");
         let reply = self.call(
             "pop",
             &[
                 self.queue.as_bytes(),
                 self.worker.as_bytes(),
-                max.to_string().as_bytes(),
+                max.min(MAX_LISTED).to_string().as_bytes(),
                 duration_seconds(self.lease_time).as_bytes(),
-                call.to_string().as_bytes(),
+                base.as_bytes(),
             ],
         )?;
         let mut leases = Vec::new();
@@ -343,7 +376,7 @@ impl RedisJobs {
                 .insert(reply.job.id.clone(), reply.lease.clone());
             leases.push(JobLease {
                 token: LeaseToken {
-                    part: call as i64,
+                    part: call,
                     record: index as u64 + 1,
                     attempt: reply.job.attempt,
                     queue: self.handle,
@@ -351,6 +384,13 @@ impl RedisJobs {
                 },
                 job: reply.job,
             });
+        }
+        // A close that ran meanwhile did not see these: hand them back.
+        if self.closed.load(Ordering::SeqCst) {
+            for lease in leases {
+                let _ = self.settle_anyway("release", &lease);
+            }
+            return Err(Error::Closed);
         }
         Ok(leases)
     }
@@ -365,12 +405,24 @@ impl RedisJobs {
                 ),
             });
         }
-        Ok(format!("{}:{}", lease.token.part, lease.token.record))
+        Ok(self.lease_token(lease.token.part, lease.token.record))
     }
 
     /// Runs settling command `command` on `lease` with `extra` arguments;
     /// `LeaseLost` if the lease no longer holds.
     fn settle(&self, command: &str, lease: &JobLease, extra: &[&[u8]]) -> Result<Value> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        self.settle_with(command, lease, extra)
+    }
+
+    /// [`settle`](Self::settle), even on a closed handle.
+    fn settle_anyway(&self, command: &str, lease: &JobLease) -> Result<Value> {
+        self.settle_with(command, lease, &[])
+    }
+
+    fn settle_with(&self, command: &str, lease: &JobLease, extra: &[&[u8]]) -> Result<Value> {
         let token = self.token_of(lease)?;
         let mut args: Vec<&[u8]> = vec![
             lease.job.id.as_bytes(),
@@ -379,9 +431,14 @@ impl RedisJobs {
             token.as_bytes(),
         ];
         args.extend_from_slice(extra);
-        let result = self.call(command, &args);
+        let result = self.server.call(command, self.now(), &args);
         if command != "heartbeat" {
-            self.held.lock().remove(&lease.job.id);
+            // Only this lease's entry: a stale lease of a job this handle
+            // leased again must not drop the live one.
+            let mut held = self.held.lock();
+            if held.get(&lease.job.id) == Some(&token) {
+                held.remove(&lease.job.id);
+            }
         }
         result.map_err(|e| match e {
             Error::LeaseLost { .. } | Error::NoSuchJob { .. } => Error::LeaseLost {
@@ -659,7 +716,10 @@ impl JobQueue for RedisJobs {
     fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
         let reply = self.call(
             "waiting",
-            &[self.queue.as_bytes(), max.to_string().as_bytes()],
+            &[
+                self.queue.as_bytes(),
+                max.min(MAX_LISTED).to_string().as_bytes(),
+            ],
         )?;
         array_of(&reply)?
             .iter()
@@ -679,7 +739,13 @@ impl JobQueue for RedisJobs {
     }
 
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {
-        let reply = self.call("dead", &[self.queue.as_bytes(), max.to_string().as_bytes()])?;
+        let reply = self.call(
+            "dead",
+            &[
+                self.queue.as_bytes(),
+                max.min(MAX_LISTED).to_string().as_bytes(),
+            ],
+        )?;
         array_of(&reply)?
             .iter()
             .map(|value| {
@@ -720,7 +786,12 @@ impl JobQueue for RedisJobs {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        self.hand_back_held()
+        let handed_back = self.hand_back_held();
+        // qless lists workers; one that holds nothing is forgotten.
+        let forgotten = self
+            .server
+            .call("deregister", self.now(), &[self.worker.as_bytes()]);
+        handed_back.and(forgotten.map(drop))
     }
 }
 

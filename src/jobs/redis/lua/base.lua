@@ -18,7 +18,8 @@ local function worker_key(worker) return NS .. 'w:' .. worker .. ':jobs' end
 local function dque_key(part, queue) return NS .. 'dque:' .. part .. ':' .. queue end
 
 -- Job states whose id a caller's enqueue must not add again.
-local ACTIVE = { waiting = true, scheduled = true, running = true, depends = true, stalled = true }
+local ACTIVE = { waiting = true, scheduled = true, running = true, depends = true, stalled = true,
+  throttled = true }
 
 local DAY = 86400
 
@@ -63,6 +64,13 @@ local function count_stat(queue, now, field, by)
   redis.call('hincrby', NS .. 's:stats:' .. day_of(now) .. ':' .. queue, field, by)
 end
 
+local function config_number(name, default)
+  return tonumber(redis.call('hget', NS .. 'config', name)) or default
+end
+
+-- Appends to a job's history, keeping the last `max-job-history` entries
+-- (reqless's setting, 100 by default): a caller id enqueued daily would
+-- otherwise grow its list for ever.
 local function history(jid, now, what, detail)
   local entry
   if detail then
@@ -70,22 +78,27 @@ local function history(jid, now, what, detail)
   else
     entry = { math.floor(now), what }
   end
-  redis.call('rpush', job_key(jid) .. '-history', cjson.encode(entry))
+  local key = job_key(jid) .. '-history'
+  redis.call('rpush', key, cjson.encode(entry))
+  local keep = config_number('max-job-history', 100)
+  if keep > 0 then redis.call('ltrim', key, -keep, -1) end
 end
 
 -- Puts `jid` on its queue's work set, ready as of time `t`. The score is
 -- qless's (priority minus time / 1e10; the highest is popped first). Two
 -- jobs of one priority must not share a score (ties pop in reverse order
--- of their ids), so a time at or before the last one given at this
--- priority moves just past it: FIFO within a priority, even for jobs
--- enqueued in one call.
+-- of their ids), and the larger the priority the coarser the time a score
+-- resolves (about |priority| * 2.2e-6 s): a time closer than one step
+-- after the last one given at this priority moves one step past it. FIFO
+-- within a priority, even for jobs enqueued in one call.
 local function add_work(queue, jid, priority, t)
   local p = tonumber(priority) or 0
   local last_key = dque_key('last', queue)
   local last = tonumber(redis.call('hget', last_key, tostring(p)))
-  if last and t <= last then
-    -- A step the score still resolves (a double's relative precision).
-    t = last + (math.abs(p) + 1) * 5e-6
+  -- A step the score still resolves (a double's relative precision).
+  local step = (math.abs(p) + 1) * 5e-6
+  if last and t < last + step then
+    t = last + step
   end
   redis.call('hset', last_key, tostring(p), t)
   local score = p - t / 1e10
@@ -94,10 +107,12 @@ local function add_work(queue, jid, priority, t)
 end
 
 -- Puts `jid` back where it was popped from (its old score), so a job
--- handed back goes before newer jobs of its priority.
+-- handed back goes before newer jobs of its priority; unless its priority
+-- changed meanwhile (a qless client may change a running job's), which the
+-- old score would undo: then it goes to the end of its new priority.
 local function return_work(queue, jid, priority, score, now)
   score = tonumber(score)
-  if score then
+  if score and math.ceil(score) == tonumber(priority) then
     redis.call('zadd', queue_key(queue, 'work'), score, jid)
   else
     add_work(queue, jid, priority, now)
@@ -168,7 +183,7 @@ local function time_out(queue, jid, now, at)
   drop_lock(jid, queue, job[1], job[4])
   local remaining = (tonumber(job[2]) or 0) - 1
   redis.call('hset', key, 'remaining', remaining)
-  redis.call('hdel', key, 'dque-lease')
+  redis.call('hdel', key, 'dque-lease', 'grace')
   history(jid, now, 'timed-out')
   count_stat(queue, now, 'retries', 1)
   if remaining < 0 then
@@ -184,14 +199,29 @@ local function time_out(queue, jid, now, at)
   end
 end
 
--- Ends the locks that expired by `real`.
+-- Whether dque's lease (not a qless client's) holds running job `jid`:
+-- dque's lease tokens start with the worker's name and a bar.
+local function dque_holds(jid)
+  local job = redis.call('hmget', job_key(jid), 'worker', 'dque-lease')
+  return job[2] and job[1] and string.sub(job[2], 1, #job[1] + 1) == job[1] .. '|'
+end
+
+-- Ends the locks that expired by `real`. A dque lease ends at its
+-- deadline (the Jobs API's lease time); a qless client's gets qless's
+-- grace period first (`grace-period`, 10 s by default): its lock is moved
+-- on by that once, marked `grace`, as its own clients do, so a worker
+-- whose heartbeat is late does not lose the job early.
 local function reclaim(queue, now, real)
   local locks = queue_key(queue, 'locks')
-  while true do
-    local expired = redis.call('zrangebyscore', locks, '-inf', real, 'WITHSCORES', 'LIMIT', 0, 100)
-    if #expired == 0 then return end
-    for i = 1, #expired, 2 do
-      time_out(queue, expired[i], now, tonumber(expired[i + 1]))
+  local grace = config_number('grace-period', 10)
+  local expired = redis.call('zrangebyscore', locks, '-inf', real, 'WITHSCORES')
+  for i = 1, #expired, 2 do
+    local jid, until_ = expired[i], tonumber(expired[i + 1])
+    if grace > 0 and not dque_holds(jid) and not redis.call('hget', job_key(jid), 'grace') then
+      redis.call('hset', job_key(jid), 'grace', 1)
+      redis.call('zadd', locks, real + grace, jid)
+    else
+      time_out(queue, jid, now, until_)
     end
   end
 end
@@ -205,6 +235,7 @@ local function release_dependents(jid, now)
     if redis.call('scard', key .. '-dependencies') == 0 then
       local job = redis.call('hmget', key, 'state', 'queue', 'priority')
       if job[1] == 'depends' then
+        promote(job[2], now)
         redis.call('zrem', queue_key(job[2], 'depends'), dependent)
         redis.call('hset', key, 'state', 'waiting', 'time', time_text(now))
         add_work(job[2], dependent, job[3], now)
@@ -240,6 +271,8 @@ local function unplace(jid, job)
     redis.call('zrem', queue_key(queue, 'scheduled'), jid)
   elseif state == 'depends' then
     redis.call('zrem', queue_key(queue, 'depends'), jid)
+  elseif state == 'throttled' then
+    redis.call('zrem', queue_key(queue, 'throttled'), jid)
   elseif state == 'running' or state == 'stalled' then
     drop_lock(jid, queue, job.worker, job.throttles)
   elseif state == 'failed' then
@@ -247,10 +280,6 @@ local function unplace(jid, job)
   elseif state == 'complete' then
     redis.call('zrem', NS .. 'completed', jid)
   end
-end
-
-local function config_number(name, default)
-  return tonumber(redis.call('hget', NS .. 'config', name)) or default
 end
 
 -- Drops completed jobs beyond the history limits (qless's

@@ -2,6 +2,18 @@
 
 local commands = {}
 
+-- `list` without repeats, in order.
+local function unique(list)
+  local seen, kept = {}, {}
+  for _, item in ipairs(list) do
+    if not seen[item] then
+      seen[item] = true
+      kept[#kept + 1] = item
+    end
+  end
+  return kept
+end
+
 -- Fields of one job in a put, after mode and queue.
 local PUT_FIELDS = 11
 
@@ -17,7 +29,7 @@ function commands.put(now, real, args)
   for i = 3, #args, PUT_FIELDS do
     local job = {
       jid = args[i], klass = args[i + 1], data = args[i + 2], priority = tonumber(args[i + 3]),
-      tags = decode_list(args[i + 4]), delay = tonumber(args[i + 5]), retries = tonumber(args[i + 6]),
+      tags = unique(decode_list(args[i + 4])), delay = tonumber(args[i + 5]), retries = tonumber(args[i + 6]),
       depends = decode_list(args[i + 7]), has_body = args[i + 8] == '1', body = args[i + 9],
       headers = args[i + 10],
     }
@@ -90,11 +102,19 @@ end
 
 -- pop QUEUE WORKER COUNT LEASE_SECONDS TOKEN: leases up to COUNT jobs,
 -- each until REAL + LEASE_SECONDS, with tokens TOKEN:1, TOKEN:2, ...
+-- (TOKEN starts with `WORKER|`). Nothing from a paused queue, and no more
+-- than its `<queue>-max-concurrency` running at once, as qless.
 function commands.pop(now, real, args)
   local queue, worker = args[1], args[2]
   local count, lease_for, token = tonumber(args[3]), tonumber(args[4]), args[5]
+  if redis.call('sismember', NS .. 'paused_queues', queue) == 1 then return {} end
   promote(queue, now)
   reclaim(queue, now, real)
+  local most = config_number(queue .. '-max-concurrency', 0)
+  if most > 0 then
+    count = math.min(count, most - redis.call('zcard', queue_key(queue, 'locks')))
+  end
+  if count <= 0 then return {} end
   local work = queue_key(queue, 'work')
   local popped = redis.call('zrevrange', work, 0, count - 1, 'WITHSCORES')
   local replies = {}
@@ -112,9 +132,8 @@ function commands.pop(now, real, args)
       'time', time_text(now), 'dque-score', score, 'dque-lease', lease)
     redis.call('zadd', queue_key(queue, 'locks'), expires, jid)
     redis.call('zadd', worker_key(worker), expires, jid)
-    for _, tid in ipairs(decode_list(job.throttles)) do
-      redis.call('zadd', NS .. 'th:' .. tid .. '-locks', 1, jid)
-    end
+    -- No reqless throttle lock is taken: dque enforces no throttle, and a
+    -- lock a qless-py worker inherited would never be released.
     history(jid, now, 'popped', { worker = worker })
     job.state, job.worker, job['dque-lease'] = 'running', worker, lease
     replies[#replies + 1] = job_reply(job, 'running', expires)
@@ -221,6 +240,7 @@ function commands.heartbeat(now, real, args)
   if not job then return err end
   local expires = real + tonumber(args[5])
   redis.call('hset', job_key(jid), 'expires', expires)
+  redis.call('hdel', job_key(jid), 'grace')
   redis.call('zadd', queue_key(job.queue, 'locks'), expires, jid)
   redis.call('zadd', worker_key(worker), expires, jid)
   redis.call('zadd', NS .. 'workers', now, worker)
@@ -273,10 +293,12 @@ end
 -- stays.
 function commands.cancel(now, real, args)
   local queue = args[1]
-  local doomed = {}
-  for i = 2, #args do doomed[args[i]] = true end
+  local ids, doomed = {}, {}
   for i = 2, #args do
-    local jid = args[i]
+    if not doomed[args[i]] then ids[#ids + 1] = args[i] end
+    doomed[args[i]] = true
+  end
+  for _, jid in ipairs(ids) do
     local job, err = job_of_queue(jid, queue)
     if not job then return err end
     -- The Jobs API (a queue named) cancels waiting jobs only; qless's
@@ -290,13 +312,11 @@ function commands.cancel(now, real, args)
       end
     end
   end
-  for i = 2, #args do
-    local jid = args[i]
+  for _, jid in ipairs(ids) do
     unplace(jid, load_job(jid))
-    history(jid, now, 'canceled')
     delete_job(jid)
   end
-  return #args - 1
+  return #ids
 end
 
 -- requeue JID QUEUE: a failed job of QUEUE runs again, its retries
@@ -312,6 +332,7 @@ function commands.requeue(now, real, args)
     'expires', 0, 'time', time_text(now))
   redis.call('hdel', job_key(jid), 'dque-died')
   history(jid, now, 'put', { q = job.queue })
+  promote(job.queue, now)
   add_work(job.queue, jid, job.priority, now)
   return 'waiting'
 end
@@ -382,6 +403,17 @@ function commands.dead(now, real, args)
     listed[#listed + 1] = job_reply(job)
   end
   return listed
+end
+
+-- deregister WORKER: forgets a worker that holds no jobs (a closing
+-- handle), so qless's list of workers does not grow with every process.
+function commands.deregister(now, real, args)
+  local worker = args[1]
+  if redis.call('zcard', worker_key(worker)) == 0 then
+    redis.call('zrem', NS .. 'workers', worker)
+    return 1
+  end
+  return 0
 end
 
 -- counts QUEUE: ready, scheduled, running, failed and depending jobs.

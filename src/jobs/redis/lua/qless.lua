@@ -54,6 +54,7 @@ end
 function commands.tagged(now, real, args)
   local key = NS .. 't:' .. args[1]
   local offset, count = tonumber(args[2]), tonumber(args[3])
+  if count <= 0 then return { redis.call('zcard', key), {} } end
   return { redis.call('zcard', key), redis.call('zrange', key, offset, offset + count - 1) }
 end
 
@@ -81,6 +82,7 @@ function commands.depends(now, real, args)
     end
   end
   if redis.call('scard', key .. '-dependencies') == 0 then
+    promote(job.queue, now)
     redis.call('zrem', queue_key(job.queue, 'depends'), jid)
     redis.call('hset', key, 'state', 'waiting', 'time', time_text(now))
     add_work(job.queue, jid, job.priority, now)
@@ -116,6 +118,7 @@ end
 function commands.failed(now, real, args)
   local key = NS .. 'f:' .. args[1]
   local start, limit = tonumber(args[2]), tonumber(args[3])
+  if limit <= 0 then return { redis.call('llen', key), {} } end
   return { redis.call('llen', key), redis.call('lrange', key, start, start + limit - 1) }
 end
 
@@ -123,7 +126,9 @@ end
 -- QUEUE, their retries restored. Answers how many moved.
 function commands.unfail(now, real, args)
   local queue, group, count = args[1], args[2], tonumber(args[3])
+  if count <= 0 then return 0 end
   local list = NS .. 'f:' .. group
+  promote(queue, now)
   local jids = redis.call('lrange', list, -count, -1)
   for _, jid in ipairs(jids) do
     local job = load_job(jid)
