@@ -189,3 +189,251 @@ fn workers_and_config() {
     q.set_config("grace-period", None).unwrap();
     assert_eq!(q.config("grace-period").unwrap(), None);
 }
+
+/// 40 jobs of one priority, enqueued on the real clock, lease in order.
+#[test]
+fn fifo_holds_at_large_priorities_on_the_real_clock() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    for priority in [1000, -1000, 1_000_000] {
+        let q = queue("fifo-large");
+        for n in 0..40 {
+            q.enqueue(NewJob::new(format!("{n}")).priority(priority))
+                .unwrap();
+        }
+        let order: Vec<String> = std::iter::from_fn(|| q.lease().unwrap())
+            .map(|lease| {
+                let body = String::from_utf8(lease.body.clone()).unwrap();
+                q.ack(lease).unwrap();
+                body
+            })
+            .collect();
+        let expected: Vec<String> = (0..40).map(|n| n.to_string()).collect();
+        assert_eq!(order, expected, "priority {priority}");
+    }
+}
+
+#[test]
+fn cancel_with_a_repeated_id_cancels_it_once() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let q = queue("cancel-twice");
+    let id = q.enqueue(NewJob::new("{}")).unwrap();
+    q.cancel_any(&[id.id(), id.id()]).unwrap();
+    assert!(q.job(id.id()).unwrap().is_none());
+}
+
+/// A job leased again by the same handle after its lease ended: settling
+/// the stale lease fails, and the live one is still handed back at close.
+#[test]
+fn a_stale_lease_leaves_the_live_one_to_close() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let server = RedisServer::get().unwrap();
+    let q = RedisOptions::new()
+        .lease_time(Duration::from_millis(200))
+        .connect(&server.url(0), "stale-lease")
+        .unwrap();
+    let id = q.enqueue(NewJob::new("{}")).unwrap();
+    let stale = q.lease().unwrap().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let live = q.lease().unwrap().expect("the lease ended");
+    assert_eq!(live.attempt, 2);
+    let late = q.ack(stale);
+    let lost = matches!(late, Err(dque::Error::LeaseLost { .. }));
+    assert!(lost, "{late:?}");
+    q.close().unwrap();
+    drop(live);
+    let record = queue("stale-lease-reader").job(id.id()).unwrap().unwrap();
+    assert_eq!(record.state, "waiting", "handed back at close");
+}
+
+/// Two handles under one worker name: neither settles the other's lease.
+#[test]
+fn handles_sharing_a_worker_name_keep_their_leases_apart() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let server = RedisServer::get().unwrap();
+    let open = || {
+        RedisOptions::new()
+            .lease_time(Duration::from_millis(200))
+            .worker("w-shared")
+            .connect(&server.url(0), "shared-name")
+            .unwrap()
+    };
+    let (a, b) = (open(), open());
+    a.enqueue(NewJob::new("{}")).unwrap();
+    let stale = a.lease().unwrap().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let live = b.lease().unwrap().expect("the lease ended");
+    let late = a.ack(stale);
+    let lost = matches!(late, Err(dque::Error::LeaseLost { .. }));
+    assert!(lost, "{late:?}");
+    b.ack(live).unwrap();
+}
+
+/// A close racing a lease in another thread leaves no job running.
+#[test]
+fn close_racing_a_lease_leaves_no_job_running() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let server = RedisServer::get().unwrap();
+    for round in 0..30 {
+        let name = format!("close-race-{round}");
+        let q = Arc::new(RedisJobs::connect(&server.url(0), &name).unwrap());
+        for _ in 0..50 {
+            q.enqueue(NewJob::new("{}")).unwrap();
+        }
+        let leaser = {
+            let q = Arc::clone(&q);
+            std::thread::spawn(move || {
+                let mut held = Vec::new();
+                while let Ok(Some(lease)) = q.lease() {
+                    held.push(lease);
+                }
+                held
+            })
+        };
+        std::thread::sleep(Duration::from_micros(300 * (round % 7)));
+        q.close().unwrap();
+        drop(leaser.join().unwrap());
+        let counts = RedisJobs::connect(&server.url(0), &name)
+            .unwrap()
+            .queue_counts()
+            .unwrap();
+        assert_eq!((counts.running, counts.waiting), (0, 50), "round {round}");
+    }
+}
+
+#[test]
+fn a_closed_handle_leaves_the_list_of_workers() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let q = queue("deregister");
+    q.enqueue(NewJob::new("{}")).unwrap();
+    q.ack(q.lease().unwrap().unwrap()).unwrap();
+    let worker = q.worker().to_owned();
+    let listed = |q: &RedisJobs| q.workers().unwrap().iter().any(|w| w.worker == worker);
+    assert!(listed(&q));
+    q.close().unwrap();
+    assert!(!listed(&queue("deregister-reader")));
+}
+
+/// Limits the caller cannot mean literally (all of them, none of them).
+#[test]
+fn unbounded_and_zero_counts() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let q = queue("limits");
+    q.put(NewJob::new("{}"), QlessPut::new().tags(["lim", "lim"]))
+        .unwrap();
+    q.enqueue(NewJob::new("{}")).unwrap();
+    assert_eq!(q.waiting(usize::MAX).unwrap().len(), 2);
+    assert!(q.dead(usize::MAX).unwrap().is_empty());
+    let leases = q.lease_batch(usize::MAX).unwrap();
+    assert_eq!(leases.len(), 2);
+    let first = &leases[0];
+    assert_eq!(q.job(&first.id).unwrap().unwrap().tags, ["lim"], "once");
+    assert_eq!(q.tagged("lim", 0, 0).unwrap(), (1, vec![]));
+    q.untag(&first.id, &["lim"]).unwrap();
+    let server = RedisServer::get().unwrap();
+    assert_eq!(server.cli(0, &["ZSCORE", "ql:tags", "lim"]).trim(), "");
+    assert_eq!(q.failed("nothing", 0, 0).unwrap(), (0, vec![]));
+    assert_eq!(q.unfail("nothing", 0).unwrap(), 0);
+    for lease in leases {
+        q.ack(lease).unwrap();
+    }
+}
+
+/// A job made ready again (requeued, unfailed, its dependency done) goes
+/// after a scheduled job that fell due before it.
+#[test]
+fn jobs_made_ready_again_go_after_due_scheduled_ones() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let settings = Settings::default();
+    let server = RedisServer::get().unwrap();
+    let q = RedisOptions::new()
+        .clock(Arc::new(settings.clock.clone()))
+        .connect(&server.url(0), "ready-again")
+        .unwrap();
+    let failed = q.enqueue(NewJob::new("\"failed\"")).unwrap();
+    q.fail(q.lease().unwrap().unwrap(), "broken: once").unwrap();
+    let gate = q.enqueue(NewJob::new("\"gate\"")).unwrap();
+    let gate_lease = q.lease().unwrap().unwrap();
+    let waiter = q
+        .put(
+            NewJob::new("\"waiter\""),
+            QlessPut::new().depends([gate.id()]),
+        )
+        .unwrap();
+    q.enqueue(NewJob::new("\"due\"").delay(Duration::from_secs(10)))
+        .unwrap();
+    settings.clock.advance(Duration::from_secs(20));
+    q.requeue_dead(failed.id()).unwrap();
+    q.ack(gate_lease).unwrap();
+    let order: Vec<Vec<u8>> = std::iter::from_fn(|| q.lease().unwrap())
+        .map(|lease| {
+            let body = lease.body.clone();
+            q.ack(lease).unwrap();
+            body
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [&b"\"due\""[..], b"\"failed\"", b"\"waiter\""],
+        "{waiter:?}"
+    );
+}
+
+#[test]
+fn a_job_history_keeps_its_last_hundred_entries() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let q = queue("history");
+    for _ in 0..40 {
+        q.enqueue(NewJob::new("{}").id("daily")).unwrap();
+        q.ack(q.lease().unwrap().unwrap()).unwrap();
+    }
+    let record = q.job("daily").unwrap().unwrap();
+    assert_eq!(record.history.len(), 100);
+    assert_eq!(
+        record.history_events().last().map(String::as_str),
+        Some("done")
+    );
+    q.cancel_any(&["daily"]).unwrap();
+}
+
+/// qless's queue controls: pause, and at most N running.
+#[test]
+fn paused_queues_and_max_concurrency() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let server = RedisServer::get().unwrap();
+    let q = queue("controls");
+    for _ in 0..3 {
+        q.enqueue(NewJob::new("{}")).unwrap();
+    }
+    server.cli(0, &["SADD", "ql:paused_queues", q.name()]);
+    assert!(q.lease().unwrap().is_none(), "paused");
+    server.cli(0, &["SREM", "ql:paused_queues", q.name()]);
+    let limit = format!("{}-max-concurrency", q.name());
+    q.set_config(&limit, Some("2")).unwrap();
+    let leases = q.lease_batch(3).unwrap();
+    assert_eq!(leases.len(), 2);
+    assert!(q.lease().unwrap().is_none(), "two running already");
+    q.set_config(&limit, None).unwrap();
+    for lease in leases {
+        q.ack(lease).unwrap();
+    }
+}

@@ -294,3 +294,127 @@ fn a_dependency_across_the_two_sides() {
         rust.ack(lease).unwrap();
     }
 }
+
+/// qless lets a client change a running job's priority: after dque hands
+/// the job back, it runs at its new priority.
+#[test]
+fn a_priority_python_changes_while_rust_holds_the_job_survives_a_release() {
+    let Some((rust, mut py, _)) = setup(Kind::QlessPy, "reprio", Duration::from_secs(60)) else {
+        return;
+    };
+    let low = rust.enqueue(NewJob::new("{}").priority(0)).unwrap();
+    let high = rust.enqueue(NewJob::new("{}").priority(-50)).unwrap();
+    let first = rust.lease().unwrap().unwrap();
+    let second = rust.lease().unwrap().unwrap();
+    assert_eq!(
+        (first.id.as_str(), second.id.as_str()),
+        (high.id(), low.id())
+    );
+    rust.release(first).unwrap();
+    py.call(json!({"op": "priority", "jid": low.id(), "priority": 100}));
+    rust.release(second).unwrap();
+    let next = py.pop("reprio").unwrap();
+    assert_eq!(next["jid"], low.id(), "priority 100 goes first now");
+    assert_eq!(rust.lease().unwrap().unwrap().id, high.id());
+}
+
+/// A qless client's put of an id dque used rewrites the job: dque reads
+/// the new data and class, not what it had kept beside the old ones.
+#[test]
+fn a_python_re_put_replaces_what_dque_wrote() {
+    for kind in Kind::BOTH {
+        let Some((rust, mut py, _)) = setup(kind, "reput", Duration::from_secs(60)) else {
+            return;
+        };
+        rust.enqueue(
+            NewJob::new("hello")
+                .header("klass", "old.Klass")
+                .header("owner", "ops")
+                .id("same"),
+        )
+        .unwrap();
+        rust.ack(rust.lease().unwrap().unwrap()).unwrap();
+        py.put(json!({"queue": "reput", "jid": "same", "data": "{\"to\": \"new\"}", "klass": "new.Klass"}));
+        let lease = rust.lease().unwrap().unwrap();
+        assert_eq!(lease.body, br#"{"to": "new"}"#, "{kind:?}");
+        assert_eq!(
+            lease.headers,
+            [("klass".to_owned(), "new.Klass".to_owned())]
+        );
+        rust.ack(lease).unwrap();
+    }
+}
+
+/// qless's complete refuses data that decodes to `false`: such a body is
+/// kept as text, and Python completes it.
+#[test]
+fn python_completes_a_job_whose_body_is_false() {
+    for kind in Kind::BOTH {
+        let Some((rust, mut py, _)) = setup(kind, "falsy", Duration::from_secs(60)) else {
+            return;
+        };
+        let id = rust.enqueue(NewJob::new("false")).unwrap();
+        py.pop("falsy").unwrap();
+        py.call(json!({"op": "complete", "jid": id.id()}));
+        let record = rust.job(id.id()).unwrap().unwrap();
+        assert_eq!(
+            (record.state.as_str(), record.job.body.as_slice()),
+            ("complete", &b"false"[..])
+        );
+    }
+}
+
+/// A Python worker whose lease ran out keeps its job through qless's grace
+/// period: dque's pop does not take it, and its heartbeat still holds.
+#[test]
+fn a_python_worker_keeps_its_job_through_the_grace_period() {
+    for kind in Kind::BOTH {
+        let Some((rust, mut py, _)) = setup(kind, "grace", Duration::from_secs(60)) else {
+            return;
+        };
+        py.call(json!({"op": "config", "name": "heartbeat", "value": 1}));
+        let jid = py.put(json!({"queue": "grace", "data": "{}"}));
+        py.pop("grace").unwrap();
+        std::thread::sleep(Duration::from_millis(1300));
+        assert!(
+            rust.lease().unwrap().is_none(),
+            "{kind:?}: in its grace period"
+        );
+        py.call(json!({"op": "heartbeat", "jid": jid}));
+        py.call(json!({"op": "complete", "jid": jid}));
+        assert_eq!(py.get(&jid).unwrap()["state"], "complete");
+    }
+}
+
+/// reqless's per-queue throttle: dque takes no lock in it, and releases
+/// the one a reqless worker took when dque settles that worker's job.
+#[test]
+fn reqless_throttle_locks_do_not_leak() {
+    let Some((rust, mut py, db)) = setup(Kind::Reqless, "thr", Duration::from_millis(200)) else {
+        return;
+    };
+    let server = RedisServer::get().unwrap();
+    let locks = |server: &RedisServer| {
+        server
+            .cli(db, &["ZCARD", "ql:th:ql:q:thr-locks"])
+            .trim()
+            .to_owned()
+    };
+    let jid = py.put(json!({"queue": "thr", "data": "{}"}));
+    let lease = rust.lease().unwrap().unwrap();
+    assert_eq!(lease.id, jid);
+    assert_eq!(locks(server), "0", "dque takes no throttle lock");
+    rust.ack(lease).unwrap();
+    // A reqless worker takes a lock and lets its lease run out; dque
+    // reclaims the job and releases the lock.
+    py.call(json!({"op": "config", "name": "heartbeat", "value": 1}));
+    py.call(json!({"op": "config", "name": "grace-period", "value": 0}));
+    let second = py.put(json!({"queue": "thr", "data": "{}"}));
+    py.pop("thr").unwrap();
+    assert_eq!(locks(server), "1", "reqless took one");
+    std::thread::sleep(Duration::from_millis(1200));
+    let lease = rust.lease().unwrap().expect("reclaimed");
+    assert_eq!(lease.id, second);
+    assert_eq!(locks(server), "0");
+    rust.ack(lease).unwrap();
+}

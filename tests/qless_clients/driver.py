@@ -81,6 +81,9 @@ def handle(cmd):
     if op == "retry":
         job = held.pop(cmd["jid"])
         return job.retry(cmd.get("delay", 0), cmd.get("group"), cmd.get("message"))
+    if op == "priority":
+        client.jobs[cmd["jid"]].priority = cmd["priority"]
+        return True
     if op == "heartbeat":
         return held[cmd["jid"]].heartbeat()
     if op == "get":
