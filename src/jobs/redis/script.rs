@@ -1,13 +1,20 @@
 //! The one Lua script (`lua/`), loaded once per server and called by SHA,
 //! and the connection it runs on.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use ::redis::{Connection, Value};
 use parking_lot::Mutex;
 
 use super::encoding::seconds;
 use crate::error::{Error, Result};
+
+/// How long a connection may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a call may wait for the server (a long `unfail` is the
+/// slowest script; a busy server answers `BUSY` rather than hanging).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The script: shared parts first, then the commands, then the entry.
 const SOURCE: &str = concat!(
@@ -75,7 +82,17 @@ impl Server {
     }
 
     fn connect_now(&self) -> Result<Connection> {
-        self.client.get_connection().map_err(|e| backend(&e))
+        let connection = self
+            .client
+            .get_connection_with_timeout(CONNECT_TIMEOUT)
+            .map_err(|e| backend(&e))?;
+        // A server that stops answering fails the call instead of holding
+        // every thread of the handle for ever.
+        connection
+            .set_read_timeout(Some(REPLY_TIMEOUT))
+            .and_then(|()| connection.set_write_timeout(Some(REPLY_TIMEOUT)))
+            .map_err(|e| backend(&e))?;
+        Ok(connection)
     }
 
     /// Runs `f` on the connection, connecting first if the last one failed.
