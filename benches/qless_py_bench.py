@@ -2,9 +2,9 @@
 
     qless_py_bench.py URL QUEUE OP COUNT FIRST WORKER
 
-OP is `put` (COUNT jobs, data {"n": FIRST + i}, one `put` each) or `pop`
+OP is `put` (COUNT jobs, data {"n": FIRST + i}, one `put` each), `pop`
 (pop and complete one job at a time until the queue is empty; COUNT is
-ignored). The process connects and loads the script first, prints
+ignored) or `popbatch` (the same, popping 100 at a time). The process connects and loads the script first, prints
 {"ready": true}, waits for a line on stdin, so that the bench starts every
 process at once and outside its command counts, then runs and prints one
 JSON line: {"op", "jobs", "seconds", "rate"}.
@@ -41,8 +41,19 @@ def pop():
         done += 1
 
 
+def popbatch():
+    done = 0
+    while True:
+        jobs = queue.pop(100)
+        if not jobs:
+            return done
+        for job in jobs:
+            job.complete()
+        done += len(jobs)
+
+
 def main():
-    run = {"put": put, "pop": pop}[OP]
+    run = {"put": put, "pop": pop, "popbatch": popbatch}[OP]
     print(json.dumps({"ready": True}), flush=True)
     sys.stdin.readline()
     start = time.perf_counter()

@@ -7,7 +7,9 @@
 //!   handle each; for qless-py, processes);
 //! - pop + complete (lease + ack), 1 worker and 8, taking the jobs the
 //!   put case before it left;
-//! - dque only: `enqueue_batch` of 100, and `lease_batch` of 100 + acks;
+//! - batches of 100, 1 worker and 8: dque's `enqueue_batch`, and its
+//!   `lease_batch` + acks against qless-py's `pop(100)` + completes (qless
+//!   has no batch put);
 //! - per job, from `INFO commandstats` before and after each case: the
 //!   round trips (commands the clients sent), the Redis commands their Lua
 //!   scripts ran, and the server's time in them.
@@ -291,26 +293,49 @@ fn pop_each(handles: &[RedisJobs]) -> usize {
     })
 }
 
-fn put_batches(handle: &RedisJobs, jobs: usize) -> usize {
-    for start in (0..jobs).step_by(BATCH) {
-        let batch = (start..(start + BATCH).min(jobs)).map(body).collect();
-        handle.enqueue_batch(batch).unwrap();
-    }
-    jobs
+/// Each handle enqueues `per` jobs in batches of [`BATCH`], on a thread
+/// of its own.
+fn put_batches(handles: &[RedisJobs], per: usize) -> usize {
+    std::thread::scope(|scope| {
+        for (h, handle) in handles.iter().enumerate() {
+            scope.spawn(move || {
+                let first = h * per;
+                for start in (first..first + per).step_by(BATCH) {
+                    let batch = (start..(start + BATCH).min(first + per))
+                        .map(body)
+                        .collect();
+                    handle.enqueue_batch(batch).unwrap();
+                }
+            });
+        }
+    });
+    handles.len() * per
 }
 
-fn pop_batches(handle: &RedisJobs) -> usize {
-    let mut done = 0;
-    loop {
-        let leases = handle.lease_batch(BATCH).unwrap();
-        if leases.is_empty() {
-            return done;
-        }
-        done += leases.len();
-        for lease in leases {
-            handle.ack(lease).unwrap();
-        }
-    }
+/// Each handle leases [`BATCH`] at a time and acks them until the queue is
+/// empty; the jobs done.
+fn pop_batches(handles: &[RedisJobs]) -> usize {
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = handles
+            .iter()
+            .map(|handle| {
+                scope.spawn(move || {
+                    let mut done = 0;
+                    loop {
+                        let leases = handle.lease_batch(BATCH).unwrap();
+                        if leases.is_empty() {
+                            return done;
+                        }
+                        done += leases.len();
+                        for lease in leases {
+                            handle.ack(lease).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).sum()
+    })
 }
 
 // -------------------------------------------------------------- qless-py
@@ -427,21 +452,40 @@ fn put_pop_rows(
     ]
 }
 
-fn batch_rows(admin: &mut Admin, url: &str, jobs: usize) -> [Row; 2] {
-    let handle = RedisJobs::connect(url, QUEUE).unwrap();
+/// The batch cases at `workers`: dque's `enqueue_batch` and `lease_batch`
+/// against qless-py's `pop(count)` (qless has no batch put: its column
+/// stays empty), each followed by a complete per job.
+fn batch_rows(
+    admin: &mut Admin,
+    url: &str,
+    python: Option<&Path>,
+    sizes: (usize, usize),
+    workers: usize,
+) -> [Row; 2] {
+    let (jobs, py_jobs) = sizes;
+    let dque = handles(url, workers);
     admin.flush();
-    let put = measure(admin, || put_batches(&handle, jobs));
-    let pop = measure(admin, || pop_batches(&handle));
+    let put = measure(admin, || put_batches(&dque, jobs / workers));
+    let pop = measure(admin, || pop_batches(&dque));
+    let mut qless_pop = None;
+    if let Some(python) = python {
+        admin.flush();
+        let fill = run_py(python, url, "put", py_jobs, workers);
+        fill();
+        let pop = run_py(python, url, "popbatch", 0, workers);
+        qless_pop = Some(measure(admin, pop));
+    }
+    let plural = if workers == 1 { "" } else { "s" };
     [
         Row {
-            case: format!("enqueue_batch of {BATCH}"),
+            case: format!("enqueue_batch of {BATCH}, {workers} producer{plural}"),
             dque: put,
             qless: None,
         },
         Row {
-            case: format!("lease_batch of {BATCH} + acks"),
+            case: format!("lease_batch / pop of {BATCH} + completes, {workers} worker{plural}"),
             dque: pop,
-            qless: None,
+            qless: qless_pop,
         },
     ]
 }
@@ -462,7 +506,15 @@ fn run(config: &[&str], python: Option<&Path>, jobs: usize, py_jobs: usize) -> (
             workers,
         ));
     }
-    rows.extend(batch_rows(&mut admin, &url, jobs));
+    for workers in [1, MANY] {
+        rows.extend(batch_rows(
+            &mut admin,
+            &url,
+            python,
+            (jobs, py_jobs),
+            workers,
+        ));
+    }
     (rows, ping)
 }
 

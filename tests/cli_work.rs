@@ -283,9 +283,12 @@ fn server_addresses_are_parsed_and_a_server_that_is_not_there_is_an_error() {
         String::from_utf8_lossy(&out.stderr).contains("PostgreSQL"),
         "{out:?}"
     );
-    let out = dque(&["stats", "redis://localhost:6379#jobs"]);
+    let out = dque(&["stats", "redis://127.0.0.1:1#jobs"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Redis backend"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Redis"),
+        "{out:?}"
+    );
     let out = dque(&["push", "redis://localhost", "x"]);
     assert_eq!(out.status.code(), Some(2), "no queue name: a usage error");
 }
