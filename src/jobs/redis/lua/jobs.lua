@@ -416,6 +416,19 @@ function commands.deregister(now, real, args)
   return 0
 end
 
+-- How many failed jobs `queue` has (qless files failures by group, not by
+-- queue: every group is read).
+local function failed_count(queue)
+  local count = 0
+  for _, group in ipairs(redis.call('smembers', NS .. 'failures')) do
+    for _, jid in ipairs(redis.call('lrange', NS .. 'f:' .. group, 0, -1)) do
+      local job = redis.call('hmget', job_key(jid), 'state', 'queue')
+      if job[1] == 'failed' and job[2] == queue then count = count + 1 end
+    end
+  end
+  return count
+end
+
 -- counts QUEUE: ready, scheduled, running, failed and depending jobs.
 function commands.counts(now, real, args)
   local queue = args[1]
@@ -425,7 +438,7 @@ function commands.counts(now, real, args)
     redis.call('zcard', queue_key(queue, 'work')),
     redis.call('zcard', queue_key(queue, 'scheduled')),
     redis.call('zcard', queue_key(queue, 'locks')),
-    #failed_of(queue),
+    failed_count(queue),
     redis.call('zcard', queue_key(queue, 'depends')),
   }
 end
