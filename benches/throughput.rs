@@ -22,6 +22,12 @@
 //! | `DQUE_BENCH_PRODUCERS` | `8` | threads of the multi-producer Safe case (which gets 4x the Safe items) |
 //! | `DQUE_BENCH_ONLY` | (all) | run only cases whose name contains one of these comma-separated words |
 //!
+//! The typed API (`DQue<T>`, bincode) is measured beside raw bytes with
+//! three items made from the payload: a struct with a plain `Vec<u8>` field
+//! (serde sends it element by element), the same with `serde_bytes`, and a
+//! job struct (an id, two strings, a number, a `serde_bytes` body), in
+//! Turbo, Periodic and Safe.
+//!
 //! Every case gets a fresh temporary directory, removed afterwards, and the
 //! page cache is written back (`sync`) before each case, so that one case's
 //! writeback does not slow the next one down. The fsync-bound cases (whose
@@ -39,14 +45,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use dque::{Durability, Options, RawQueue};
+use dque::{DQue, Durability, Options, RawQueue};
 use futures::executor::block_on;
 use queue_file::QueueFile;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 #[path = "../src/bin/dque/report.rs"]
 mod report;
 
 const BATCH: usize = 100;
+/// The typed API's target: within 1.3x of raw bytes.
+const TYPED_TARGET: f64 = 1.0 / 1.3;
 const PERIODIC: Duration = Duration::from_millis(100);
 
 const CEIL: &str = "limit";
@@ -192,6 +201,76 @@ fn dque_single(
 ) -> Out {
     let queue = dque_open(dir, durability);
     let enq = timed(n, cap, |_| queue.enqueue_bytes(data).expect("enqueue"));
+    let deq = timed(enq.items, cap, |_| {
+        black_box(queue.dequeue().expect("dequeue").expect("an item"));
+    });
+    queue.close().expect("close");
+    vec![(ENQ, name, enq), (DEQ, name, deq)]
+}
+
+// ------------------------------------------------------- the typed API
+
+/// An item whose bytes are a plain `Vec<u8>`: serde treats it as a
+/// sequence, one element at a time.
+#[derive(Serialize, Deserialize)]
+struct PlainBytes {
+    body: Vec<u8>,
+}
+
+/// The same with `serde_bytes`: one length and one copy.
+#[derive(Serialize, Deserialize)]
+struct SerdeBytes {
+    #[serde(with = "serde_bytes")]
+    body: Vec<u8>,
+}
+
+/// A realistic job: an id, a few strings, a byte body.
+#[derive(Serialize, Deserialize)]
+struct Job {
+    id: u64,
+    kind: String,
+    owner: String,
+    attempt: u32,
+    #[serde(with = "serde_bytes")]
+    body: Vec<u8>,
+}
+
+/// The typed items of the bench, each made from the payload.
+fn plain_bytes(data: &[u8]) -> PlainBytes {
+    PlainBytes {
+        body: data.to_vec(),
+    }
+}
+
+fn serde_bytes_item(data: &[u8]) -> SerdeBytes {
+    SerdeBytes {
+        body: data.to_vec(),
+    }
+}
+
+fn job_item(data: &[u8]) -> Job {
+    Job {
+        id: 7_340_033,
+        kind: "thumbnail".into(),
+        owner: "photos@example.com".into(),
+        attempt: 1,
+        body: data.to_vec(),
+    }
+}
+
+/// `DQue<T>` (bincode): enqueue `n` of the item `make` builds from the
+/// payload, then dequeue as many.
+fn dque_typed<T: Serialize + DeserializeOwned>(
+    dir: &Path,
+    durability: Durability,
+    name: &'static str,
+    item: T,
+    n: usize,
+    cap: Option<Duration>,
+) -> Out {
+    let options = Options::new().durability(durability);
+    let queue = DQue::<T>::create_with(dir.join("q"), &options).expect("create");
+    let enq = timed(n, cap, |_| queue.enqueue(&item).expect("enqueue"));
     let deq = timed(enq.items, cap, |_| {
         black_box(queue.dequeue().expect("dequeue").expect("an item"));
     });
@@ -499,6 +578,15 @@ impl Bench {
                 Box::new(move |d, n, c| dque_producers(d, data, n, producers, c)),
             ),
             (
+                "dque Safe typed job",
+                safe,
+                true,
+                Box::new(|d, n, c| {
+                    let name = "dque Safe, typed: a job struct";
+                    dque_typed(d, Durability::Safe, name, job_item(data), n, c)
+                }),
+            ),
+            (
                 "dque Safe batches",
                 fast,
                 true,
@@ -552,6 +640,57 @@ impl Bench {
                         Durability::Turbo,
                         "dque Turbo, batches of 100",
                         data,
+                        n,
+                        c,
+                    )
+                }),
+            ),
+            (
+                "dque Turbo typed Vec<u8>",
+                fast,
+                false,
+                Box::new(|d, n, c| {
+                    let item = plain_bytes(data);
+                    dque_typed(
+                        d,
+                        Durability::Turbo,
+                        "dque Turbo, typed: Vec<u8> field",
+                        item,
+                        n,
+                        c,
+                    )
+                }),
+            ),
+            (
+                "dque Turbo typed serde_bytes",
+                fast,
+                false,
+                Box::new(|d, n, c| {
+                    let item = serde_bytes_item(data);
+                    let name = "dque Turbo, typed: serde_bytes field";
+                    dque_typed(d, Durability::Turbo, name, item, n, c)
+                }),
+            ),
+            (
+                "dque Turbo typed job",
+                fast,
+                false,
+                Box::new(|d, n, c| {
+                    let name = "dque Turbo, typed: a job struct";
+                    dque_typed(d, Durability::Turbo, name, job_item(data), n, c)
+                }),
+            ),
+            (
+                "dque Periodic typed job",
+                fast,
+                false,
+                Box::new(|d, n, c| {
+                    let name = "dque Periodic(100 ms), typed: a job struct";
+                    dque_typed(
+                        d,
+                        Durability::Periodic(PERIODIC),
+                        name,
+                        job_item(data),
                         n,
                         c,
                     )
@@ -646,7 +785,7 @@ fn print_table(r: &Results, producers: usize) {
 fn print_ratios(r: &Results, producers: usize) {
     // (what, ours, theirs, enqueue rows (or dequeue), target: at least this ratio)
     type Line = (&'static str, &'static str, &'static str, bool, Option<f64>);
-    let lines: [Line; 19] = [
+    let lines: [Line; 25] = [
         (
             "Turbo enqueue / yaque send",
             "dque Turbo",
@@ -780,6 +919,49 @@ fn print_ratios(r: &Results, producers: usize) {
             true,
             None,
         ),
+        // The typed API against raw bytes: within 1.3x (a ratio ≥ 1 / 1.3).
+        (
+            "Turbo typed (serde_bytes field) enqueue / raw enqueue",
+            "dque Turbo, typed: serde_bytes field",
+            "dque Turbo",
+            true,
+            Some(TYPED_TARGET),
+        ),
+        (
+            "Turbo typed (serde_bytes field) dequeue / raw dequeue",
+            "dque Turbo, typed: serde_bytes field",
+            "dque Turbo",
+            false,
+            Some(TYPED_TARGET),
+        ),
+        (
+            "Turbo typed (Vec<u8> field) enqueue / raw enqueue",
+            "dque Turbo, typed: Vec<u8> field",
+            "dque Turbo",
+            true,
+            None,
+        ),
+        (
+            "Turbo typed (Vec<u8> field) dequeue / raw dequeue",
+            "dque Turbo, typed: Vec<u8> field",
+            "dque Turbo",
+            false,
+            None,
+        ),
+        (
+            "Turbo typed (job struct) enqueue / raw enqueue",
+            "dque Turbo, typed: a job struct",
+            "dque Turbo",
+            true,
+            None,
+        ),
+        (
+            "Turbo typed (job struct) dequeue / raw dequeue",
+            "dque Turbo, typed: a job struct",
+            "dque Turbo",
+            false,
+            None,
+        ),
     ];
     println!(
         "\n| {}-byte payloads: ratio of items/s | x | target | met |",
@@ -792,7 +974,10 @@ fn print_ratios(r: &Results, producers: usize) {
         };
         let ratio = a.per_sec() / b.per_sec();
         let (target, met) = match target {
-            Some(t) => (format!("≥ {t}"), if ratio >= t { "yes" } else { "**no**" }),
+            Some(t) => (
+                format!("≥ {t:.2}"),
+                if ratio >= t { "yes" } else { "**no**" },
+            ),
             None => (String::new(), ""),
         };
         let what = what.replace("N producers", &format!("{producers} producers"));
