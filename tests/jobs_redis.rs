@@ -437,3 +437,19 @@ fn paused_queues_and_max_concurrency() {
         q.ack(lease).unwrap();
     }
 }
+
+#[test]
+fn a_lease_tells_a_made_up_id_from_the_callers() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let q = queue("caller-ids");
+    q.enqueue(NewJob::new("{}").id("mine")).unwrap();
+    q.enqueue(NewJob::new("{}")).unwrap();
+    let first = q.lease().unwrap().unwrap();
+    let second = q.lease().unwrap().unwrap();
+    assert_eq!((first.id.as_str(), first.caller_id), ("mine", true));
+    assert!(!second.caller_id, "{second:?}");
+    q.ack(first).unwrap();
+    q.ack(second).unwrap();
+}

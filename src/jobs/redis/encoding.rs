@@ -160,7 +160,7 @@ pub(crate) struct JobReply {
 impl JobReply {
     pub(crate) fn parse(value: &Value) -> Result<JobReply> {
         let fields = array_of(value)?;
-        if fields.len() < 16 {
+        if fields.len() < 17 {
             return Err(protocol(&format!("a job of {} fields", fields.len())));
         }
         let text = |i: usize| text_of(&fields[i]);
@@ -202,9 +202,9 @@ impl JobReply {
         let id = text(0);
         Ok(JobReply {
             job: Job {
-                // A job a qless client made has a random id; dque cannot
-                // tell, and calls every id the caller's.
-                caller_id: true,
+                // dque marks the ids it made up; any other id (a qless
+                // client's uuid included) counts as the caller's.
+                caller_id: text(16) != "1",
                 id,
                 body,
                 priority: priority.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,

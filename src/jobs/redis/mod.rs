@@ -287,6 +287,7 @@ impl RedisJobs {
         for (job, extra) in &jobs {
             Self::check_new(job)?;
             extra.check(job)?;
+            let made = job.id.is_none();
             let id = job.id.clone().unwrap_or_else(new_job_id);
             let (data, raw) = encode_body(&job.body);
             let (klass, headers) = encode_headers(&job.headers);
@@ -310,6 +311,7 @@ impl RedisJobs {
                 },
                 raw.map(<[u8]>::to_vec).unwrap_or_default(),
                 headers.into_bytes(),
+                if made { b"1".to_vec() } else { b"0".to_vec() },
             ]);
             ids.push(id);
         }

@@ -301,7 +301,7 @@ end
 -- A job's fields by name, or nil.
 local FIELDS = { 'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
   'remaining', 'data', 'tags', 'failure', 'time', 'throttles', 'dque-body', 'dque-headers',
-  'dque-put', 'dque-score', 'dque-lease', 'dque-died' }
+  'dque-put', 'dque-score', 'dque-lease', 'dque-died', 'dque-made' }
 
 local function load_job(jid)
   local values = redis.call('hmget', job_key(jid), unpack(FIELDS))
@@ -321,6 +321,7 @@ local function job_reply(job, state, at)
     job.klass or '', job.priority or '0', job.retries or '0', job.remaining or '0',
     job['dque-put'] or job.time or '0', state or job.state or '', tostring(at or ''),
     job.failure or '', job.queue or '', job.worker or '', job.tags or '{}', job['dque-lease'] or '',
+    job['dque-made'] and 1 or 0,
   }
 end
 

@@ -15,10 +15,10 @@ local function unique(list)
 end
 
 -- Fields of one job in a put, after mode and queue.
-local PUT_FIELDS = 11
+local PUT_FIELDS = 12
 
 -- put MODE QUEUE then per job: JID KLASS DATA PRIORITY TAGS DELAY RETRIES
--- DEPENDS HAS_BODY BODY HEADERS. MODE `new`: an id that is waiting,
+-- DEPENDS HAS_BODY BODY HEADERS MADE (1: dque made the id up). MODE `new`: an id that is waiting,
 -- scheduled, running or depending anywhere is left alone (answer 0);
 -- `move`: such a job is moved here (qless's put). Answers 1 or 0 per job.
 -- All jobs are checked before any is written.
@@ -31,7 +31,7 @@ function commands.put(now, real, args)
       jid = args[i], klass = args[i + 1], data = args[i + 2], priority = tonumber(args[i + 3]),
       tags = unique(decode_list(args[i + 4])), delay = tonumber(args[i + 5]), retries = tonumber(args[i + 6]),
       depends = decode_list(args[i + 7]), has_body = args[i + 8] == '1', body = args[i + 9],
-      headers = args[i + 10],
+      headers = args[i + 10], made = args[i + 11] == '1',
     }
     if not job.jid or job.jid == '' then return ERR.invalid('a job id is needed') end
     if not job.priority or not job.delay or not job.retries or job.retries < 0 then
@@ -61,7 +61,7 @@ function commands.put(now, real, args)
         end
         redis.call('del', key .. '-dependencies')
         redis.call('hdel', key, 'dque-body', 'dque-headers', 'dque-score', 'dque-lease', 'dque-died',
-          'failure')
+          'dque-made', 'failure')
       end
       redis.call('hset', key, 'jid', new.jid, 'klass', new.klass, 'data', new.data,
         'priority', new.priority, 'tags', cjson.encode(new.tags), 'state', 'waiting', 'worker', '',
@@ -70,6 +70,7 @@ function commands.put(now, real, args)
         'throttles', cjson.encode({ NS .. 'q:' .. queue }))
       if new.has_body then redis.call('hset', key, 'dque-body', new.body) end
       if new.headers ~= '' then redis.call('hset', key, 'dque-headers', new.headers) end
+      if new.made then redis.call('hset', key, 'dque-made', 1) end
       history(new.jid, now, 'put', { q = queue })
       redis.call('zadd', NS .. 'queues', 'NX', now, queue)
       for _, tag in ipairs(new.tags) do
