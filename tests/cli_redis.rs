@@ -9,7 +9,7 @@ use redis_server::RedisServer;
 mod qless_clients;
 
 mod dque_cmd;
-use dque_cmd::{dque, ok};
+use dque_cmd::{every_jobs_command_on, ok};
 
 #[test]
 fn every_jobs_command_works_on_a_redis_queue() {
@@ -17,63 +17,7 @@ fn every_jobs_command_works_on_a_redis_queue() {
         return;
     };
     let q = server.address(1, "cli");
-    let q = q.as_str();
-    ok(&["push", q, "--priority", "3", "low"]);
-    ok(&[
-        "push",
-        q,
-        "--priority",
-        "-3",
-        "--header",
-        "owner=ops",
-        "--id",
-        "urgent",
-        "urgent",
-    ]);
-    let again = dque(&["push", q, "--id", "urgent", "urgent"]);
-    assert!(String::from_utf8_lossy(&again.stderr).contains("queued already"));
-    ok(&["push", q, "--delay", "3600", "later"]);
-    let peek = ok(&["peek", q]);
-    assert!(
-        peek.find("urgent").unwrap() < peek.find("low").unwrap(),
-        "{peek}"
-    );
-    assert!(peek.contains("owner=\"ops\""), "{peek}");
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let script = format!(
-        "printf '%s %s|' \"$DQUE_JOB_ID\" \"$(cat)\" >> {}",
-        log.path().display()
-    );
-    ok(&["work", q, "--until-empty", "--", "sh", "-c", &script]);
-    let ran = std::fs::read_to_string(log.path()).unwrap();
-    assert!(ran.starts_with("urgent urgent|"), "{ran}");
-    assert!(ran.ends_with(" low|"), "{ran}");
-    ok(&["push", q, "poison"]);
-    ok(&[
-        "work",
-        q,
-        "--until-empty",
-        "--attempts",
-        "1",
-        "--",
-        "sh",
-        "-c",
-        "echo bad >&2; exit 7",
-    ]);
-    let dead = ok(&["dead", q]);
-    assert!(dead.contains("exit 7: bad"), "{dead}");
-    let stats: serde_json::Value = serde_json::from_str(&ok(&["stats", q, "--json"])).unwrap();
-    assert_eq!(stats["counts"]["dead"], 1, "{stats}");
-    assert_eq!(stats["counts"]["scheduled"], 1, "{stats}");
-    assert_eq!(stats["days"][0]["failures"]["exit 7"], 1, "{stats}");
-    ok(&["requeue", q, "--all"]);
-    assert_eq!(ok(&["pop", q]), "poison");
-    let empty = dque(&["pop", q]);
-    assert_eq!(
-        empty.status.code(),
-        Some(6),
-        "only the scheduled job is left"
-    );
+    every_jobs_command_on(&q);
     // The same jobs, as qless keeps them.
     let failed = server.cli(1, &["SMEMBERS", "ql:failures"]);
     assert!(failed.trim().is_empty(), "requeued: {failed}");

@@ -24,6 +24,8 @@ use dque::jobs::{Backoff, EmbeddedJobs, JobOptions, JobQueue, NewJob, Retry};
 use dque::{Durability, Options};
 
 mod child;
+mod rng;
+use rng::Rng;
 
 const QUEUE: &str = "DQUE_JOBS_KILL9_QUEUE";
 /// The most jobs one process moves at once: a batch of due jobs (FORMAT.md, "Moves").
@@ -53,18 +55,6 @@ fn open(path: &Path, mode: &str) -> EmbeddedJobs {
     options(mode).open(path).expect("open the jobs queue")
 }
 
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
-
 /// The child's body: works on the queue until killed, printing
 /// `E body` when an enqueue returned and `A body` when an ack returned.
 fn worker_child() {
@@ -72,7 +62,7 @@ fn worker_child() {
     let mode = std::env::var(MODE).unwrap();
     let name = std::env::var(NAME).unwrap();
     let queue = open(Path::new(&path), &mode);
-    let mut rng = Rng(std::process::id() as u64 * 0x9E37_79B9 + 1);
+    let mut rng = Rng::new(std::process::id() as u64);
     let mut out = std::io::stdout().lock();
     let mut own_ids: Vec<String> = Vec::new();
     for n in 0.. {
@@ -318,7 +308,7 @@ fn worker_processes_run_each_job_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q");
     let queue = options("turbo").create(&path).unwrap();
-    let mut rng = Rng(99);
+    let mut rng = Rng::new(99);
     let jobs: Vec<NewJob> = (0..1500)
         .map(|n| {
             let job = NewJob::new(format!("job{n}")).priority(rng.below(4) as i32);

@@ -13,20 +13,10 @@ use serde_json::json;
 
 mod qless_clients;
 mod redis_server;
+mod rng;
 use qless_clients::{Client, Kind};
 use redis_server::RedisServer;
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
+use rng::Rng;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
@@ -114,7 +104,7 @@ fn run(seed: u64, steps: usize) {
         Client::start(Kind::QlessPy, &url, "qless-py"),
         Client::start(Kind::Reqless, &url, "reqless"),
     ];
-    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut rng = Rng::new(seed);
     let mut model = Model::default();
     let mut rust_held: BTreeMap<String, JobLease> = BTreeMap::new();
     let mut log = Vec::new();

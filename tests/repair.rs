@@ -17,6 +17,9 @@ use dque::{
     RepairReport, StoredRecord, QUARANTINE_DIR,
 };
 
+mod rng;
+use rng::Rng;
+
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
@@ -1087,23 +1090,6 @@ fn repair_twice_second_run_does_nothing() {
 }
 
 /// A small deterministic generator (xorshift64*), so a failure names its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 #[test]
 fn repair_random_damage_of_a_sealed_segment() {
     // Pins: for random queues, one damaged sealed segment loses exactly its

@@ -161,21 +161,26 @@ pub(crate) fn check_header(name: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// A random number (std's random hash keys, the process id, the time and
+/// `salt`): for ids and tokens, not for secrets.
+pub(crate) fn random_u64(salt: u64) -> u64 {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(salt);
+    hasher.write_u32(std::process::id());
+    hasher.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.finish()
+}
+
 /// A new job id: 32 hex digits, a random prefix drawn once per process
 /// and a counter (unique without a system call per job).
 pub(crate) fn new_job_id() -> String {
     static PREFIX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let prefix = *PREFIX.get_or_init(|| {
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u32(std::process::id());
-        hasher.write_u128(
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        hasher.finish()
-    });
+    let prefix = *PREFIX.get_or_init(|| random_u64(0));
     format!(
         "{prefix:016x}{:016x}",
         COUNTER.fetch_add(1, Ordering::Relaxed)

@@ -38,7 +38,8 @@ use self::encoding::{
 use self::script::Server;
 use super::clock::{Clock, SystemClock};
 use super::job::{
-    new_job_id, DeadJob, Enqueued, JobLease, LeaseToken, Nacked, NewJob, Retry, WaitState, Waiting,
+    new_job_id, random_u64, DeadJob, Enqueued, JobLease, LeaseToken, Nacked, NewJob, Retry,
+    WaitState, Waiting,
 };
 use super::stats::{failure_group, Counts, DayStats, Histogram, QueueStats, Timing};
 use super::{Backoff, JobQueue};
@@ -55,20 +56,6 @@ static HANDLES: AtomicUsize = AtomicUsize::new(1);
 /// The longest list a browsing call asks the script for (Redis takes
 /// ranges as 64-bit signed numbers; `usize::MAX` would not fit).
 const MAX_LISTED: usize = i32::MAX as usize;
-
-/// A random number for handle `handle`'s lease tokens.
-fn lease_nonce(handle: usize) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_usize(handle);
-    hasher.write_u32(std::process::id());
-    hasher.write_u128(
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    hasher.finish()
-}
 
 /// Options of a [`RedisJobs`] handle.
 ///
@@ -185,7 +172,7 @@ impl RedisOptions {
             backoff: self.backoff,
             clock: Arc::clone(&self.clock),
             handle,
-            nonce: lease_nonce(handle),
+            nonce: random_u64(handle as u64),
             calls: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             held: Mutex::new(HashMap::new()),
@@ -499,6 +486,14 @@ impl RedisJobs {
             .map(drop)
     }
 
+    /// The jobs listing command `command` answers for this queue, `max` at
+    /// most.
+    fn list(&self, command: &str, max: usize) -> Result<Vec<JobReply>> {
+        let max = max.min(MAX_LISTED).to_string();
+        let reply = self.call(command, &[self.queue.as_bytes(), max.as_bytes()])?;
+        array_of(&reply)?.iter().map(JobReply::parse).collect()
+    }
+
     fn read_days(&self) -> Result<Vec<DayStats>> {
         // qless keeps `ql:s:{wait,run,stats}:<day>:<queue>`; the days on
         // record are found by their keys.
@@ -716,48 +711,33 @@ impl JobQueue for RedisJobs {
     }
 
     fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
-        let reply = self.call(
-            "waiting",
-            &[
-                self.queue.as_bytes(),
-                max.min(MAX_LISTED).to_string().as_bytes(),
-            ],
-        )?;
-        array_of(&reply)?
-            .iter()
-            .map(|value| {
-                let reply = JobReply::parse(value)?;
+        let now = self.now();
+        Ok(self
+            .list("waiting", max)?
+            .into_iter()
+            .map(|reply| {
                 let state = match reply.state.as_str() {
                     "running" => WaitState::Leased,
-                    "scheduled" => WaitState::Scheduled(reply.at.unwrap_or_else(|| self.now())),
+                    "scheduled" => WaitState::Scheduled(reply.at.unwrap_or(now)),
                     _ => WaitState::Ready,
                 };
-                Ok(Waiting {
+                Waiting {
                     job: reply.job,
                     state,
-                })
+                }
             })
-            .collect()
+            .collect())
     }
 
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {
-        let reply = self.call(
-            "dead",
-            &[
-                self.queue.as_bytes(),
-                max.min(MAX_LISTED).to_string().as_bytes(),
-            ],
-        )?;
-        array_of(&reply)?
-            .iter()
-            .map(|value| {
-                let reply = JobReply::parse(value)?;
-                Ok(DeadJob {
-                    reason: reply.failure_message(),
-                    job: reply.job,
-                })
+        Ok(self
+            .list("dead", max)?
+            .into_iter()
+            .map(|reply| DeadJob {
+                reason: reply.failure_message(),
+                job: reply.job,
             })
-            .collect()
+            .collect())
     }
 
     fn requeue_dead(&self, id: &str) -> Result<()> {
