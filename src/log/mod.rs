@@ -6,6 +6,7 @@ pub(crate) mod commit;
 pub(crate) mod format;
 pub(crate) mod layout;
 pub(crate) mod lock;
+pub(crate) mod mapping;
 pub(crate) mod quarantine;
 pub(crate) mod recovery;
 pub(crate) mod segment;

@@ -17,6 +17,7 @@ use crate::log::format::{
     SEGMENT_HEADER_LEN,
 };
 use crate::log::layout::QueueDir;
+use crate::log::mapping::Mapping;
 use crate::log::recovery::{
     damage_before_records, damaged_tail, kept_end, nonzero_len, replay, OpenReport, Repair, Replay,
 };
@@ -36,7 +37,7 @@ pub struct Segment {
     path: PathBuf,
     /// Shared with group-commit leaders, who fsync it outside the queue's lock.
     file: Arc<File>,
-    map: MmapMut,
+    map: Mapping,
     /// The frames so far: each record's offset and payload length (checked
     /// when it was replayed or written; a record's index is its position),
     /// which are settled, their delivery attempts, whether any marker was
@@ -271,17 +272,23 @@ impl Segment {
 
     /// Copies a whole record frame (carrying `payload_len` bytes of payload)
     /// into the mapping with one copy; returns the record's index and the
-    /// bytes written.
+    /// bytes written. With `fault_ahead`, pages after it are faulted in by a
+    /// background thread (see `mapping`): worth it when no fsync follows
+    /// each call (an fsync would also write the pages made dirty ahead).
     pub fn append_record(
         &mut self,
         frame: &[u8],
         payload_len: usize,
+        fault_ahead: bool,
     ) -> Result<(usize, Range<usize>)> {
         debug_assert_eq!(
             frame.len(),
             crate::log::format::record_frame_len(payload_len)
         );
         let range = self.append(frame)?;
+        if fault_ahead {
+            self.map.fault_in_ahead(range.end);
+        }
         let frames = &mut self.frames;
         frames
             .records
@@ -457,13 +464,15 @@ impl SealedCopy {
     }
 }
 
-fn map(file: &File, path: &Path) -> Result<MmapMut> {
+fn map(file: &File, path: &Path) -> Result<Mapping> {
     // SAFETY: the mapping is only valid while no one truncates the file
     // behind our back. In exclusive mode the queue's lock keeps every other
     // dque handle out; in shared mode other handles only ever extend a
     // segment (`grow` never shrinks one) or unlink it (the mapping keeps the
     // inode), and every change is made under the queue's mutex.
-    unsafe { MmapMut::map_mut(file) }.map_err(|e| Error::io(path, e))
+    unsafe { MmapMut::map_mut(file) }
+        .map(Mapping::new)
+        .map_err(|e| Error::io(path, e))
 }
 
 pub(crate) fn check_header(path: &Path, bytes: &[u8], number: u64) -> Result<SegmentHeader> {

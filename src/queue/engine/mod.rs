@@ -210,8 +210,9 @@ impl Engine {
         if !self.tail().accepts(frame.len()) {
             self.roll_over()?;
         }
+        let fault_ahead = self.durability != Durability::Safe;
         let tail = self.tail_mut();
-        let (index, _) = tail.append_record(frame, payload_len)?;
+        let (index, _) = tail.append_record(frame, payload_len, fault_ahead)?;
         let (id, number) = (tail.header.first_id + index as u64, tail.header.number);
         self.wrote(number);
         self.len += 1;
