@@ -453,3 +453,139 @@ fn a_lease_tells_a_made_up_id_from_the_callers() {
     q.ack(first).unwrap();
     q.ack(second).unwrap();
 }
+
+/// A close racing a lease call: a job the caller never got keeps its
+/// attempts (with one attempt it would otherwise die undelivered).
+#[test]
+fn a_lease_that_loses_to_close_counts_no_attempt() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let server = RedisServer::get().unwrap();
+    for round in 0..200u64 {
+        let name = format!("close-attempts-{round}");
+        let q = Arc::new(
+            RedisOptions::new()
+                .max_attempts(1)
+                .connect(&server.url(0), &name)
+                .unwrap(),
+        );
+        let ids: Vec<String> = (0..2)
+            .map(|_| q.enqueue(NewJob::new("{}")).unwrap().id().to_owned())
+            .collect();
+        let leaser = {
+            let q = Arc::clone(&q);
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                while let Ok(leases) = q.lease_batch(2) {
+                    got.extend(leases.into_iter().map(|l| l.id.clone()));
+                }
+                got
+            })
+        };
+        std::thread::sleep(Duration::from_micros(100 + (round * 37) % 900));
+        q.close().unwrap();
+        let delivered = leaser.join().unwrap();
+        let reader = RedisJobs::connect(&server.url(0), &name).unwrap();
+        for id in &ids {
+            let record = reader.job(id).unwrap().unwrap();
+            let counted = record.history_events().contains(&"timed-out".to_owned());
+            assert!(
+                !counted || delivered.contains(id),
+                "round {round}: {id} never delivered, yet {:?}",
+                record.history_events()
+            );
+        }
+    }
+}
+
+/// Times past 1e10 s (or a priority's FIFO steps run far ahead): a job
+/// handed back still goes to its old place.
+#[test]
+fn a_released_job_keeps_its_place_at_any_time() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let server = RedisServer::get().unwrap();
+    let clock =
+        dque::jobs::ManualClock::new(std::time::UNIX_EPOCH + Duration::from_secs(20_000_000_000));
+    let q = RedisOptions::new()
+        .clock(Arc::new(clock))
+        .connect(&server.url(0), "far-future")
+        .unwrap();
+    for body in ["\"a\"", "\"b\"", "\"c\""] {
+        q.enqueue(NewJob::new(body)).unwrap();
+    }
+    q.release(q.lease().unwrap().unwrap()).unwrap();
+    let order: Vec<Vec<u8>> = std::iter::from_fn(|| q.lease().unwrap())
+        .map(|lease| {
+            let body = lease.body.clone();
+            q.ack(lease).unwrap();
+            body
+        })
+        .collect();
+    assert_eq!(order, [&b"\"a\""[..], b"\"b\"", b"\"c\""]);
+}
+
+/// Limits meaning "all of them" in qless's calls too.
+#[test]
+fn qless_calls_take_unbounded_counts() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let q = queue("unbounded");
+    let group = format!("all-{}", q.name());
+    q.enqueue(NewJob::new("{}")).unwrap();
+    q.fail(q.lease().unwrap().unwrap(), &format!("{group}: x"))
+        .unwrap();
+    assert_eq!(q.failed(&group, 0, u64::MAX).unwrap().0, 1);
+    assert_eq!(q.tagged("none", u64::MAX, u64::MAX).unwrap().0, 0);
+    assert_eq!(q.unfail(&group, u64::MAX).unwrap(), 1);
+}
+
+/// A trimmed history keeps its first entry (the first put), as reqless.
+#[test]
+fn a_trimmed_history_keeps_its_first_put() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let server = RedisServer::get().unwrap();
+    let q = RedisOptions::new()
+        .connect(&server.url(3), "short-history")
+        .unwrap();
+    q.set_config("max-job-history", Some("5")).unwrap();
+    let id = q.enqueue(NewJob::new("{}")).unwrap();
+    for _ in 0..5 {
+        q.release(q.lease().unwrap().unwrap()).unwrap();
+    }
+    let events = q.job(id.id()).unwrap().unwrap().history_events();
+    assert_eq!(events, ["put", "popped", "popped", "popped", "popped"]);
+    q.set_config("max-job-history", None).unwrap();
+}
+
+/// Jobs due at one time fall due in the order they were scheduled, whatever
+/// their ids.
+#[test]
+fn jobs_due_at_one_time_keep_their_order() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let settings = Settings::default();
+    let server = RedisServer::get().unwrap();
+    let q = RedisOptions::new()
+        .clock(Arc::new(settings.clock.clone()))
+        .connect(&server.url(4), "same-due")
+        .unwrap();
+    let batch =
+        ["zeta", "alpha", "mid"].map(|id| NewJob::new("{}").id(id).delay(Duration::from_secs(10)));
+    q.enqueue_batch(batch.to_vec()).unwrap();
+    settings.clock.advance(Duration::from_secs(10));
+    let order: Vec<String> = std::iter::from_fn(|| q.lease().unwrap())
+        .map(|lease| {
+            let id = lease.id.clone();
+            q.ack(lease).unwrap();
+            id
+        })
+        .collect();
+    assert_eq!(order, ["zeta", "alpha", "mid"]);
+}

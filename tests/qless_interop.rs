@@ -418,3 +418,30 @@ fn reqless_throttle_locks_do_not_leak() {
     assert_eq!(locks(server), "0");
     rust.ack(lease).unwrap();
 }
+
+/// Dead letters in the order they died, when a qless client failed a job
+/// dque had failed before: its latest failure counts.
+#[test]
+fn dead_letters_follow_a_python_failure_after_a_dque_one() {
+    let Some((rust, mut py, _)) = setup(Kind::QlessPy, "refail", Duration::from_secs(60)) else {
+        return;
+    };
+    let j = rust.enqueue(NewJob::new("{}").id("J")).unwrap();
+    rust.fail(rust.lease().unwrap().unwrap(), "first: J")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let k = rust.enqueue(NewJob::new("{}").id("K")).unwrap();
+    rust.fail(rust.lease().unwrap().unwrap(), "first: K")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    py.put(json!({"queue": "refail", "jid": "J", "data": "{}"}));
+    py.pop("refail").unwrap();
+    py.call(json!({"op": "fail", "jid": "J", "group": "again", "message": "second: J"}));
+    let order: Vec<String> = rust
+        .dead(10)
+        .unwrap()
+        .into_iter()
+        .map(|d| d.job.id)
+        .collect();
+    assert_eq!(order, [k.id(), j.id()], "K died before J's second death");
+}

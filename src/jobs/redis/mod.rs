@@ -55,7 +55,7 @@ static HANDLES: AtomicUsize = AtomicUsize::new(1);
 
 /// The longest list a browsing call asks the script for (Redis takes
 /// ranges as 64-bit signed numbers; `usize::MAX` would not fit).
-const MAX_LISTED: usize = i32::MAX as usize;
+pub(crate) const MAX_LISTED: usize = i32::MAX as usize;
 
 /// Options of a [`RedisJobs`] handle.
 ///
@@ -358,11 +358,10 @@ impl RedisJobs {
             ],
         )?;
         let mut leases = Vec::new();
+        let mut tokens = Vec::new();
         for (index, value) in array_of(&reply)?.iter().enumerate() {
             let reply = JobReply::parse(value)?;
-            self.held
-                .lock()
-                .insert(reply.job.id.clone(), reply.lease.clone());
+            tokens.push((reply.job.id.clone(), reply.lease.clone()));
             leases.push(JobLease {
                 token: LeaseToken {
                     part: call,
@@ -374,13 +373,21 @@ impl RedisJobs {
                 job: reply.job,
             });
         }
-        // A close that ran meanwhile did not see these: hand them back.
+        // Checked under the lock `close` drains under: a close that ran
+        // meanwhile never saw these, so they go back uncounted and the call
+        // had no effect; else close will find them.
+        let mut held = self.held.lock();
         if self.closed.load(Ordering::SeqCst) {
+            drop(held);
             for lease in leases {
                 let _ = self.settle_anyway("release", &lease);
             }
+            let _ = self
+                .server
+                .call("deregister", self.now(), &[self.worker.as_bytes()]);
             return Err(Error::Closed);
         }
+        held.extend(tokens);
         Ok(leases)
     }
 

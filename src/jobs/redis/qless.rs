@@ -5,7 +5,7 @@
 use ::redis::Value;
 
 use super::encoding::{array_of, bytes_of, int_of, text_of, JobReply};
-use super::RedisJobs;
+use super::{RedisJobs, MAX_LISTED};
 use crate::error::{Error, Result};
 use crate::jobs::job::{check_id, Job, RunAt};
 use crate::jobs::NewJob;
@@ -156,6 +156,12 @@ fn strings(value: &Value) -> Result<Vec<String>> {
     Ok(array_of(value)?.iter().map(text_of).collect())
 }
 
+/// `n` as the script takes it (Redis's ranges are signed 64-bit; Lua's
+/// numbers are doubles).
+fn limit(n: u64) -> String {
+    n.min(MAX_LISTED as u64).to_string()
+}
+
 fn count(value: &Value) -> u64 {
     int_of(value).unwrap_or(0).max(0) as u64
 }
@@ -223,8 +229,8 @@ impl RedisJobs {
             "tagged",
             &[
                 tag.as_bytes(),
-                offset.to_string().as_bytes(),
-                count.to_string().as_bytes(),
+                limit(offset).as_bytes(),
+                limit(count).as_bytes(),
             ],
         )?;
         let parts = array_of(&reply)?;
@@ -314,8 +320,8 @@ impl RedisJobs {
             "failed",
             &[
                 group.as_bytes(),
-                offset.to_string().as_bytes(),
-                count.to_string().as_bytes(),
+                limit(offset).as_bytes(),
+                limit(count).as_bytes(),
             ],
         )?;
         let parts = array_of(&reply)?;
@@ -334,7 +340,7 @@ impl RedisJobs {
             &[
                 self.queue.as_bytes(),
                 group.as_bytes(),
-                count.to_string().as_bytes(),
+                limit(count).as_bytes(),
             ],
         )?;
         Ok(self::count(&reply))

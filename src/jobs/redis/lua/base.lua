@@ -80,8 +80,13 @@ local function history(jid, now, what, detail)
   end
   local key = job_key(jid) .. '-history'
   redis.call('rpush', key, cjson.encode(entry))
+  -- The first entry (the job's first put) stays, as reqless keeps it.
   local keep = config_number('max-job-history', 100)
-  if keep > 0 then redis.call('ltrim', key, -keep, -1) end
+  if keep > 1 and redis.call('llen', key) > keep then
+    local first = redis.call('lindex', key, 0)
+    redis.call('ltrim', key, -(keep - 1), -1)
+    redis.call('lpush', key, first)
+  end
 end
 
 -- Puts `jid` on its queue's work set, ready as of time `t`. The score is
@@ -106,17 +111,28 @@ local function add_work(queue, jid, priority, t)
   return score
 end
 
--- Puts `jid` back where it was popped from (its old score), so a job
--- handed back goes before newer jobs of its priority; unless its priority
--- changed meanwhile (a qless client may change a running job's), which the
--- old score would undo: then it goes to the end of its new priority.
-local function return_work(queue, jid, priority, score, now)
-  score = tonumber(score)
-  if score and math.ceil(score) == tonumber(priority) then
+-- Puts `jid` back where it was popped from (its old score, kept by dque's
+-- pop), so a job handed back goes before newer jobs of its priority;
+-- unless its priority changed meanwhile (a qless client may change a
+-- running job's), which the old score would undo: then it goes to the end
+-- of its new priority, as of `at`.
+local function return_work(queue, jid, at)
+  local job = redis.call('hmget', job_key(jid), 'priority', 'dque-score', 'dque-prio')
+  local score = tonumber(job[2])
+  if score and job[3] == job[1] then
     redis.call('zadd', queue_key(queue, 'work'), score, jid)
   else
-    add_work(queue, jid, priority, now)
+    add_work(queue, jid, job[1], at)
   end
+end
+
+-- Puts `jid` on its queue's schedule, due at `at`, numbered so that jobs
+-- due at one time fall due in the order they were scheduled (the sorted
+-- set alone would order them by id).
+local function add_scheduled(queue, jid, at)
+  local seq = redis.call('hincrby', dque_key('last', queue), 'scheduled', 1)
+  redis.call('hset', job_key(jid), 'dque-seq', seq)
+  redis.call('zadd', queue_key(queue, 'scheduled'), at, jid)
 end
 
 -- Forgets the lock of a running job: the queue's and the worker's, and
@@ -162,10 +178,19 @@ end
 local function promote(queue, now)
   local scheduled = queue_key(queue, 'scheduled')
   while true do
-    local due = redis.call('zrangebyscore', scheduled, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 100)
-    if #due == 0 then return end
-    for i = 1, #due, 2 do
-      local jid, at = due[i], tonumber(due[i + 1])
+    local found = redis.call('zrangebyscore', scheduled, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 100)
+    if #found == 0 then return end
+    local due = {}
+    for i = 1, #found, 2 do
+      local seq = tonumber(redis.call('hget', job_key(found[i]), 'dque-seq')) or 0
+      due[#due + 1] = { jid = found[i], at = tonumber(found[i + 1]), seq = seq }
+    end
+    table.sort(due, function(a, b)
+      if a.at ~= b.at then return a.at < b.at end
+      return a.seq < b.seq
+    end)
+    for _, entry in ipairs(due) do
+      local jid, at = entry.jid, entry.at
       redis.call('zrem', scheduled, jid)
       local key = job_key(jid)
       redis.call('hset', key, 'state', 'waiting', 'time', time_text(at))
@@ -179,8 +204,8 @@ end
 -- when it has no retries left.
 local function time_out(queue, jid, now, at)
   local key = job_key(jid)
-  local job = redis.call('hmget', key, 'worker', 'remaining', 'priority', 'throttles', 'dque-score')
-  drop_lock(jid, queue, job[1], job[4])
+  local job = redis.call('hmget', key, 'worker', 'remaining', 'throttles', 'dque-score')
+  drop_lock(jid, queue, job[1], job[3])
   local remaining = (tonumber(job[2]) or 0) - 1
   redis.call('hset', key, 'remaining', remaining)
   redis.call('hdel', key, 'dque-lease', 'grace')
@@ -191,11 +216,7 @@ local function time_out(queue, jid, now, at)
       'Job exhausted retries in queue "' .. queue .. '"', now)
   else
     redis.call('hset', key, 'state', 'waiting', 'worker', '', 'expires', 0, 'time', time_text(at))
-    if job[5] then
-      return_work(queue, jid, job[3], job[5], now)
-    else
-      add_work(queue, jid, job[3], at)
-    end
+    return_work(queue, jid, at)
   end
 end
 

@@ -60,8 +60,8 @@ function commands.put(now, real, args)
           redis.call('srem', job_key(dependency) .. '-dependents', new.jid)
         end
         redis.call('del', key .. '-dependencies')
-        redis.call('hdel', key, 'dque-body', 'dque-headers', 'dque-score', 'dque-lease', 'dque-died',
-          'dque-made', 'failure')
+        redis.call('hdel', key, 'dque-body', 'dque-headers', 'dque-score', 'dque-prio', 'dque-lease',
+          'dque-died', 'dque-made', 'dque-seq', 'failure')
       end
       redis.call('hset', key, 'jid', new.jid, 'klass', new.klass, 'data', new.data,
         'priority', new.priority, 'tags', cjson.encode(new.tags), 'state', 'waiting', 'worker', '',
@@ -91,7 +91,7 @@ function commands.put(now, real, args)
         redis.call('zadd', queue_key(queue, 'depends'), now, new.jid)
       elseif new.delay > 0 then
         redis.call('hset', key, 'state', 'scheduled')
-        redis.call('zadd', queue_key(queue, 'scheduled'), now + new.delay, new.jid)
+        add_scheduled(queue, new.jid, now + new.delay)
       else
         add_work(queue, new.jid, new.priority, now)
       end
@@ -130,7 +130,7 @@ function commands.pop(now, real, args)
     local lease = token .. ':' .. ((i + 1) / 2)
     record_duration('wait', queue, now, now - (tonumber(job.time) or now))
     redis.call('hset', job_key(jid), 'state', 'running', 'worker', worker, 'expires', expires,
-      'time', time_text(now), 'dque-score', score, 'dque-lease', lease)
+      'time', time_text(now), 'dque-score', score, 'dque-prio', job.priority, 'dque-lease', lease)
     redis.call('zadd', queue_key(queue, 'locks'), expires, jid)
     redis.call('zadd', worker_key(worker), expires, jid)
     -- No reqless throttle lock is taken: dque enforces no throttle, and a
@@ -165,7 +165,7 @@ function commands.complete(now, real, args)
     promote(next_queue, now)
     if delay > 0 then
       redis.call('hset', key, 'state', 'scheduled')
-      redis.call('zadd', queue_key(next_queue, 'scheduled'), now + delay, jid)
+      add_scheduled(next_queue, jid, now + delay)
     else
       redis.call('hset', key, 'state', 'waiting')
       add_work(next_queue, jid, job.priority, now)
@@ -203,11 +203,11 @@ function commands.retry(now, real, args)
     'failure', cjson.encode({ group = group, message = message, when = math.floor(now), worker = worker }))
   if delay > 0 then
     redis.call('hset', key, 'state', 'scheduled')
-    redis.call('zadd', queue_key(job.queue, 'scheduled'), now + delay, jid)
+    add_scheduled(job.queue, jid, now + delay)
     return 'scheduled'
   end
   redis.call('hset', key, 'state', 'waiting')
-  return_work(job.queue, jid, job.priority, job['dque-score'], now)
+  return_work(job.queue, jid, now)
   return 'waiting'
 end
 
@@ -220,7 +220,7 @@ function commands.release(now, real, args)
   drop_lock(jid, job.queue, worker, job.throttles)
   redis.call('hset', job_key(jid), 'state', 'waiting', 'worker', '', 'expires', 0)
   redis.call('hdel', job_key(jid), 'dque-lease')
-  return_work(job.queue, jid, job.priority, job['dque-score'], now)
+  return_work(job.queue, jid, now)
   return 'waiting'
 end
 
@@ -349,8 +349,13 @@ local function failed_of(queue)
       end
     end
   end
+  -- dque's exact time of death, unless a qless client failed the job
+  -- since (its failure's `when`, whole seconds, then disagrees).
   local function died(job)
-    return tonumber(job['dque-died']) or tonumber(decode_list(job.failure).when) or 0
+    local when = tonumber(decode_list(job.failure).when)
+    local exact = tonumber(job['dque-died'])
+    if exact and (not when or math.floor(exact) == when) then return exact end
+    return when or 0
   end
   table.sort(found, function(a, b)
     local da, db = died(a), died(b)
