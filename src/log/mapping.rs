@@ -34,6 +34,8 @@ pub struct Mapping {
     /// `true` while the mapping is alive: the background thread advises it
     /// only under a read lock of this.
     alive: Arc<RwLock<bool>>,
+    /// The process that made it (see `drop`).
+    pid: u32,
 }
 
 impl Mapping {
@@ -42,6 +44,7 @@ impl Mapping {
             map,
             requested: 0,
             alive: Arc::new(RwLock::new(true)),
+            pid: std::process::id(),
         }
     }
 
@@ -88,7 +91,13 @@ impl Drop for Mapping {
     fn drop(&mut self) {
         // Waits for a request in progress; later ones are skipped. The
         // mapping itself is unmapped after this, when `map` drops.
-        *self.alive.write() = false;
+        if std::process::id() == self.pid {
+            *self.alive.write() = false;
+        } else if let Some(mut alive) = self.alive.try_write() {
+            // A child made by `fork`: no thread advises its mappings, but
+            // the lock may have been copied read-locked from the parent.
+            *alive = false;
+        }
     }
 }
 
