@@ -589,3 +589,28 @@ fn jobs_due_at_one_time_keep_their_order() {
         .collect();
     assert_eq!(order, ["zeta", "alpha", "mid"]);
 }
+
+/// unfail counts the jobs it moved, not the ids its group listed; names
+/// qless needs are refused.
+#[test]
+fn unfail_counts_what_it_moved_and_names_are_needed() {
+    if RedisServer::get().is_none() {
+        return;
+    }
+    let server = RedisServer::get().unwrap();
+    let q = queue("unfail-count");
+    let group = format!("gone-{}", q.name());
+    let id = q.enqueue(NewJob::new("{}")).unwrap();
+    q.fail(q.lease().unwrap().unwrap(), &format!("{group}: x"))
+        .unwrap();
+    // A stale id in the group's list (its job since moved by a qless put).
+    server.cli(0, &["LPUSH", &format!("ql:f:{group}"), "no-such-job"]);
+    assert_eq!(q.unfail(&group, 10).unwrap(), 1);
+    q.cancel(id.id()).unwrap();
+    let nameless = RedisOptions::new().worker("").connect(&server.url(0), "q");
+    let refused = matches!(nameless, Err(dque::Error::InvalidJob { .. }));
+    assert!(refused, "{nameless:?}");
+    let unnamed = RedisJobs::connect(&server.url(0), "");
+    let refused = matches!(unnamed, Err(dque::Error::InvalidJob { .. }));
+    assert!(refused, "{unnamed:?}");
+}

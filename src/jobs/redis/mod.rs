@@ -146,12 +146,12 @@ impl RedisOptions {
     /// # Errors
     ///
     /// `Backend` if the URL is malformed or the server cannot be reached
-    /// or refuses the script (Redis 6.2 or newer is needed);
-    /// `InvalidJob` for an empty queue name.
+    /// or refuses the script (tested on Redis 7); `InvalidJob` for an
+    /// empty queue or worker name.
     pub fn connect(&self, url: &str, queue: &str) -> Result<RedisJobs> {
-        if queue.is_empty() {
+        if queue.is_empty() || self.worker.as_deref() == Some("") {
             return Err(Error::InvalidJob {
-                reason: "a queue name is needed".into(),
+                reason: "a queue name and a worker name are needed".into(),
             });
         }
         let server = Server::connect(url)?;

@@ -130,10 +130,12 @@ function commands.unfail(now, real, args)
   local list = NS .. 'f:' .. group
   promote(queue, now)
   local jids = redis.call('lrange', list, -count, -1)
+  local moved = 0
   for _, jid in ipairs(jids) do
     local job = load_job(jid)
     redis.call('lrem', list, 0, jid)
     if job and job.state == 'failed' then
+      moved = moved + 1
       count_stat(job.queue, now, 'failed', -1)
       redis.call('hset', job_key(jid), 'state', 'waiting', 'queue', queue, 'remaining', job.retries,
         'worker', '', 'expires', 0, 'time', time_text(now))
@@ -144,7 +146,7 @@ function commands.unfail(now, real, args)
     end
   end
   if redis.call('llen', list) == 0 then redis.call('srem', NS .. 'failures', group) end
-  return #jids
+  return moved
 end
 
 -- workers: each worker seen, with how many jobs it holds and how many of
