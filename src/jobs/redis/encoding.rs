@@ -48,7 +48,10 @@ fn text_data(body: &[u8]) -> String {
 fn data_matches(data: &[u8], body: &[u8]) -> bool {
     let seen = serde_json::from_slice::<serde_json::Value>(data);
     let wrote = serde_json::from_str::<serde_json::Value>(&text_data(body));
-    matches!((seen, wrote), (Ok(seen), Ok(wrote)) if seen == wrote)
+    match (seen, wrote) {
+        (Ok(seen), Ok(wrote)) => seen == wrote,
+        _ => false,
+    }
 }
 
 /// The `klass` and the `dque-headers` field (empty: no headers) of a job.

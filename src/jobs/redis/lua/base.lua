@@ -79,10 +79,10 @@ local function history(jid, now, what, detail)
     entry = { math.floor(now), what }
   end
   local key = job_key(jid) .. '-history'
-  redis.call('rpush', key, cjson.encode(entry))
+  local len = redis.call('rpush', key, cjson.encode(entry))
   -- The first entry (the job's first put) stays, as reqless keeps it.
   local keep = config_number('max-job-history', 100)
-  if keep > 1 and redis.call('llen', key) > keep then
+  if keep > 1 and len > keep then
     local first = redis.call('lindex', key, 0)
     redis.call('ltrim', key, -(keep - 1), -1)
     redis.call('lpush', key, first)

@@ -142,18 +142,32 @@ function commands.pop(now, real, args)
   return replies
 end
 
--- complete JID QUEUE WORKER TOKEN NEXT_QUEUE DELAY: ends a held job, or
--- (NEXT_QUEUE) moves it on to another queue, ready after DELAY.
-function commands.complete(now, real, args)
-  local jid, queue, worker, token, next_queue, delay = args[1], args[2], args[3], args[4],
-      args[5], tonumber(args[6]) or 0
-  local job, err = held_job(jid, queue, worker, token, real)
-  if not job then return err end
+-- A command on a held lease, its arguments JID QUEUE WORKER TOKEN and
+-- then its own: `body(now, real, job, own)` runs only while the lease
+-- holds (`job.worker` is then the caller's worker).
+local function on_lease(body)
+  return function(now, real, args)
+    local job, err = held_job(args[1], args[2], args[3], args[4], real)
+    if not job then return err end
+    return body(now, real, job, { unpack(args, 5) })
+  end
+end
+
+-- Ends a held job's lease: its locks and dque's token go.
+local function end_lease(job)
+  drop_lock(job.jid, job.queue, job.worker, job.throttles)
+  redis.call('hdel', job_key(job.jid), 'dque-lease')
+end
+
+-- complete ... NEXT_QUEUE DELAY: ends a held job, or (NEXT_QUEUE) moves it
+-- on to another queue, ready after DELAY.
+commands.complete = on_lease(function(now, real, job, own)
+  local jid, next_queue, delay = job.jid, own[1], tonumber(own[2]) or 0
   local key = job_key(jid)
-  drop_lock(jid, job.queue, worker, job.throttles)
+  end_lease(job)
   record_duration('run', job.queue, now, now - (tonumber(job.time) or now))
   history(jid, now, 'done')
-  redis.call('hdel', key, 'dque-lease', 'dque-score')
+  redis.call('hdel', key, 'dque-score')
   -- qless restores a completed job's retries (it starts over in a next
   -- queue).
   redis.call('hset', key, 'remaining', job.retries)
@@ -178,29 +192,25 @@ function commands.complete(now, real, args)
   release_dependents(jid, now)
   prune_completed(now)
   return 'complete'
-end
+end)
 
--- retry JID QUEUE WORKER TOKEN DELAY GROUP MESSAGE: counts the attempt
--- and runs the job again after DELAY (0: in its old place), or fails it
--- in GROUP when no retries remain. Answers `waiting`, `scheduled` or
--- `failed`.
-function commands.retry(now, real, args)
-  local jid, queue, worker, token = args[1], args[2], args[3], args[4]
-  local delay, group, message = tonumber(args[5]) or 0, args[6], args[7]
-  local job, err = held_job(jid, queue, worker, token, real)
-  if not job then return err end
+-- retry ... DELAY GROUP MESSAGE: counts the attempt and runs the job again
+-- after DELAY (0: in its old place), or fails it in GROUP when no retries
+-- remain. Answers `waiting`, `scheduled` or `failed`.
+commands.retry = on_lease(function(now, real, job, own)
+  local jid, delay, group, message = job.jid, tonumber(own[1]) or 0, own[2], own[3]
   local key = job_key(jid)
-  drop_lock(jid, job.queue, worker, job.throttles)
+  end_lease(job)
   local remaining = (tonumber(job.remaining) or 0) - 1
   redis.call('hset', key, 'remaining', remaining)
-  redis.call('hdel', key, 'dque-lease')
   if remaining < 0 then
-    fail_job(jid, job.queue, worker, group, message, now)
+    fail_job(jid, job.queue, job.worker, group, message, now)
     return 'failed'
   end
   count_stat(job.queue, now, 'retries', 1)
   redis.call('hset', key, 'worker', '', 'expires', 0, 'time', time_text(now),
-    'failure', cjson.encode({ group = group, message = message, when = math.floor(now), worker = worker }))
+    'failure', cjson.encode({ group = group, message = message, when = math.floor(now),
+      worker = job.worker }))
   if delay > 0 then
     redis.call('hset', key, 'state', 'scheduled')
     add_scheduled(job.queue, jid, now + delay)
@@ -209,56 +219,44 @@ function commands.retry(now, real, args)
   redis.call('hset', key, 'state', 'waiting')
   return_work(job.queue, jid, now)
   return 'waiting'
-end
+end)
 
--- release JID QUEUE WORKER TOKEN: hands a held job back uncounted, to its
--- old place.
-function commands.release(now, real, args)
-  local jid, queue, worker, token = args[1], args[2], args[3], args[4]
-  local job, err = held_job(jid, queue, worker, token, real)
-  if not job then return err end
-  drop_lock(jid, job.queue, worker, job.throttles)
-  redis.call('hset', job_key(jid), 'state', 'waiting', 'worker', '', 'expires', 0)
-  redis.call('hdel', job_key(jid), 'dque-lease')
-  return_work(job.queue, jid, now)
+-- release: hands a held job back uncounted, to its old place.
+commands.release = on_lease(function(now, real, job)
+  end_lease(job)
+  redis.call('hset', job_key(job.jid), 'state', 'waiting', 'worker', '', 'expires', 0)
+  return_work(job.queue, job.jid, now)
   return 'waiting'
-end
+end)
 
--- abandon JID QUEUE WORKER TOKEN: ends a held lease as if it expired
--- now (the attempt counted): what a closing handle does with its leases.
-function commands.abandon(now, real, args)
-  local jid, queue, worker, token = args[1], args[2], args[3], args[4]
-  local job, err = held_job(jid, queue, worker, token, real)
-  if not job then return err end
-  time_out(job.queue, jid, now, now)
+-- abandon: ends a held lease as if it expired now (the attempt counted):
+-- what a closing handle does with its leases.
+commands.abandon = on_lease(function(now, real, job)
+  time_out(job.queue, job.jid, now, now)
   return 'waiting'
-end
+end)
 
--- heartbeat JID QUEUE WORKER TOKEN LEASE_SECONDS: extends a held lease.
-function commands.heartbeat(now, real, args)
-  local jid, queue, worker, token = args[1], args[2], args[3], args[4]
-  local job, err = held_job(jid, queue, worker, token, real)
-  if not job then return err end
-  local expires = real + tonumber(args[5])
+-- heartbeat ... LEASE_SECONDS: extends a held lease.
+commands.heartbeat = on_lease(function(now, real, job, own)
+  local jid, worker = job.jid, job.worker
+  local expires = real + tonumber(own[1])
   redis.call('hset', job_key(jid), 'expires', expires)
   redis.call('hdel', job_key(jid), 'grace')
   redis.call('zadd', queue_key(job.queue, 'locks'), expires, jid)
   redis.call('zadd', worker_key(worker), expires, jid)
   redis.call('zadd', NS .. 'workers', now, worker)
   return tostring(expires)
-end
+end)
 
--- fail JID QUEUE WORKER TOKEN GROUP MESSAGE: fails a held job at once.
-function commands.fail(now, real, args)
-  local jid, queue, worker, token, group, message = args[1], args[2], args[3], args[4], args[5], args[6]
+-- fail ... GROUP MESSAGE: fails a held job at once.
+commands.fail = on_lease(function(now, real, job, own)
+  local group, message = own[1], own[2]
   if group == nil or group == '' then return ERR.invalid('a failure group is needed') end
-  local job, err = held_job(jid, queue, worker, token, real)
-  if not job then return err end
-  drop_lock(jid, job.queue, worker, job.throttles)
-  redis.call('hdel', job_key(jid), 'dque-lease', 'dque-score')
-  fail_job(jid, job.queue, worker, group, message, now)
+  end_lease(job)
+  redis.call('hdel', job_key(job.jid), 'dque-score')
+  fail_job(job.jid, job.queue, job.worker, group, message, now)
   return 'failed'
-end
+end)
 
 -- The job `jid` of `queue` (any queue when empty), or nil and the error.
 local function job_of_queue(jid, queue)
