@@ -416,75 +416,63 @@ struct Row {
     qless: Option<Measured>,
 }
 
-/// The put and pop + complete cases at `workers`, for both sides.
+/// The put and pop + complete cases at `workers`, for both sides: one job
+/// a call, or (`batch`) dque's `enqueue_batch` and `lease_batch` of
+/// [`BATCH`] against qless-py's `pop(count)` (qless has no batch put: its
+/// put only fills the queue there, and its column stays empty).
 fn put_pop_rows(
     admin: &mut Admin,
     url: &str,
     python: Option<&Path>,
     sizes: (usize, usize),
     workers: usize,
+    batch: bool,
 ) -> [Row; 2] {
     let (jobs, py_jobs) = sizes;
     let dque = handles(url, workers);
+    type Put = fn(&[RedisJobs], usize) -> usize;
+    type Pop = fn(&[RedisJobs]) -> usize;
+    let (put, pop): (Put, Pop) = if batch {
+        (put_batches, pop_batches)
+    } else {
+        (put_each, pop_each)
+    };
     admin.flush();
-    let dque_put = measure(admin, || put_each(&dque, jobs / workers));
-    let dque_pop = measure(admin, || pop_each(&dque));
+    let dque_put = measure(admin, || put(&dque, jobs / workers));
+    let dque_pop = measure(admin, || pop(&dque));
     let (mut qless_put, mut qless_pop) = (None, None);
     if let Some(python) = python {
         admin.flush();
-        let put = run_py(python, url, "put", py_jobs, workers);
-        qless_put = Some(measure(admin, put));
-        let pop = run_py(python, url, "pop", 0, workers);
-        qless_pop = Some(measure(admin, pop));
+        let fill = run_py(python, url, "put", py_jobs, workers);
+        if batch {
+            fill();
+        } else {
+            qless_put = Some(measure(admin, fill));
+        }
+        let op = if batch { "popbatch" } else { "pop" };
+        qless_pop = Some(measure(admin, run_py(python, url, op, 0, workers)));
     }
     let plural = if workers == 1 { "" } else { "s" };
+    let (put_case, pop_case) = if batch {
+        (
+            format!("enqueue_batch of {BATCH}, {workers} producer{plural}"),
+            format!("lease_batch / pop of {BATCH} + completes, {workers} worker{plural}"),
+        )
+    } else {
+        (
+            format!("put, {workers} producer{plural}"),
+            format!("pop + complete, {workers} worker{plural}"),
+        )
+    };
     [
         Row {
-            case: format!("put, {workers} producer{plural}"),
+            case: put_case,
             dque: dque_put,
             qless: qless_put,
         },
         Row {
-            case: format!("pop + complete, {workers} worker{plural}"),
+            case: pop_case,
             dque: dque_pop,
-            qless: qless_pop,
-        },
-    ]
-}
-
-/// The batch cases at `workers`: dque's `enqueue_batch` and `lease_batch`
-/// against qless-py's `pop(count)` (qless has no batch put: its column
-/// stays empty), each followed by a complete per job.
-fn batch_rows(
-    admin: &mut Admin,
-    url: &str,
-    python: Option<&Path>,
-    sizes: (usize, usize),
-    workers: usize,
-) -> [Row; 2] {
-    let (jobs, py_jobs) = sizes;
-    let dque = handles(url, workers);
-    admin.flush();
-    let put = measure(admin, || put_batches(&dque, jobs / workers));
-    let pop = measure(admin, || pop_batches(&dque));
-    let mut qless_pop = None;
-    if let Some(python) = python {
-        admin.flush();
-        let fill = run_py(python, url, "put", py_jobs, workers);
-        fill();
-        let pop = run_py(python, url, "popbatch", 0, workers);
-        qless_pop = Some(measure(admin, pop));
-    }
-    let plural = if workers == 1 { "" } else { "s" };
-    [
-        Row {
-            case: format!("enqueue_batch of {BATCH}, {workers} producer{plural}"),
-            dque: put,
-            qless: None,
-        },
-        Row {
-            case: format!("lease_batch / pop of {BATCH} + completes, {workers} worker{plural}"),
-            dque: pop,
             qless: qless_pop,
         },
     ]
@@ -497,23 +485,13 @@ fn run(config: &[&str], python: Option<&Path>, jobs: usize, py_jobs: usize) -> (
     let mut admin = Admin::connect(&url).expect("connect to redis-server");
     let ping = admin.ping_rate(jobs);
     let mut rows = Vec::new();
-    for workers in [1, MANY] {
-        rows.extend(put_pop_rows(
-            &mut admin,
-            &url,
-            python,
-            (jobs, py_jobs),
-            workers,
-        ));
-    }
-    for workers in [1, MANY] {
-        rows.extend(batch_rows(
-            &mut admin,
-            &url,
-            python,
-            (jobs, py_jobs),
-            workers,
-        ));
+    for batch in [false, true] {
+        for workers in [1, MANY] {
+            let sizes = (jobs, py_jobs);
+            rows.extend(put_pop_rows(
+                &mut admin, &url, python, sizes, workers, batch,
+            ));
+        }
     }
     (rows, ping)
 }

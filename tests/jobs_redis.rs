@@ -202,15 +202,8 @@ fn fifo_holds_at_large_priorities_on_the_real_clock() {
             q.enqueue(NewJob::new(format!("{n}")).priority(priority))
                 .unwrap();
         }
-        let order: Vec<String> = std::iter::from_fn(|| q.lease().unwrap())
-            .map(|lease| {
-                let body = String::from_utf8(lease.body.clone()).unwrap();
-                q.ack(lease).unwrap();
-                body
-            })
-            .collect();
         let expected: Vec<String> = (0..40).map(|n| n.to_string()).collect();
-        assert_eq!(order, expected, "priority {priority}");
+        assert_eq!(jobs_api::drain(&q), expected, "priority {priority}");
     }
 }
 
@@ -380,16 +373,9 @@ fn jobs_made_ready_again_go_after_due_scheduled_ones() {
     settings.clock.advance(Duration::from_secs(20));
     q.requeue_dead(failed.id()).unwrap();
     q.ack(gate_lease).unwrap();
-    let order: Vec<Vec<u8>> = std::iter::from_fn(|| q.lease().unwrap())
-        .map(|lease| {
-            let body = lease.body.clone();
-            q.ack(lease).unwrap();
-            body
-        })
-        .collect();
     assert_eq!(
-        order,
-        [&b"\"due\""[..], b"\"failed\"", b"\"waiter\""],
+        jobs_api::drain(&q),
+        ["\"due\"", "\"failed\"", "\"waiter\""],
         "{waiter:?}"
     );
 }
@@ -517,14 +503,7 @@ fn a_released_job_keeps_its_place_at_any_time() {
         q.enqueue(NewJob::new(body)).unwrap();
     }
     q.release(q.lease().unwrap().unwrap()).unwrap();
-    let order: Vec<Vec<u8>> = std::iter::from_fn(|| q.lease().unwrap())
-        .map(|lease| {
-            let body = lease.body.clone();
-            q.ack(lease).unwrap();
-            body
-        })
-        .collect();
-    assert_eq!(order, [&b"\"a\""[..], b"\"b\"", b"\"c\""]);
+    assert_eq!(jobs_api::drain(&q), ["\"a\"", "\"b\"", "\"c\""]);
 }
 
 /// Limits meaning "all of them" in qless's calls too.
@@ -587,7 +566,11 @@ fn jobs_due_at_one_time_keep_their_order() {
             id
         })
         .collect();
-    assert_eq!(order, ["zeta", "alpha", "mid"]);
+    assert_eq!(
+        order,
+        ["zeta", "alpha", "mid"],
+        "by id it would be alpha first"
+    );
 }
 
 /// unfail counts the jobs it moved, not the ids its group listed; names

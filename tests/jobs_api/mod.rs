@@ -108,7 +108,8 @@ fn body(lease: &JobLease) -> String {
 }
 
 /// Leases and acks every ready job; their bodies in order.
-fn drain(queue: &dyn JobQueue) -> Vec<String> {
+/// Leases and acks every ready job; their bodies, in lease order.
+pub fn drain(queue: &dyn JobQueue) -> Vec<String> {
     let mut bodies = Vec::new();
     while let Some(lease) = queue.lease().expect("lease") {
         bodies.push(body(&lease));
