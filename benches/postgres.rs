@@ -23,6 +23,8 @@ use postgres::{Client, NoTls};
 mod common;
 #[path = "../tests/pg/mod.rs"]
 mod pg;
+#[path = "../tests/skip/mod.rs"]
+mod skip;
 use common::env_usize;
 
 const BODY: usize = 100;

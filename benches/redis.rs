@@ -42,6 +42,8 @@ use dque::jobs::{JobQueue, NewJob, RedisJobs};
 mod common;
 #[path = "../tests/qless_clients/mod.rs"]
 mod qless_clients;
+#[path = "../tests/skip/mod.rs"]
+mod skip;
 use common::env_usize;
 
 const QUEUE: &str = "bench";

@@ -3,6 +3,7 @@
 //! requeue and stats, as on a directory.
 
 mod pg;
+mod skip;
 use pg::PgServer;
 
 mod dque_cmd;

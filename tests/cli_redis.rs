@@ -4,6 +4,7 @@
 //! put, run by `dque work`.
 
 mod redis_server;
+mod skip;
 use redis_server::RedisServer;
 
 mod qless_clients;

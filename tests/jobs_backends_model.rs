@@ -16,6 +16,7 @@ use dque::Options;
 use proptest::prelude::*;
 
 mod pg;
+mod skip;
 use pg::PgServer;
 
 #[derive(Debug, Clone)]

@@ -12,6 +12,7 @@ use dque::jobs::{JobQueue, PgOptions};
 mod jobs_api;
 mod child;
 mod pg;
+mod skip;
 use jobs_api::{Backend, Settings};
 use pg::PgServer;
 

@@ -12,6 +12,7 @@ use dque::jobs::{JobQueue, NewJob, QlessPut, RedisJobs, RedisOptions};
 #[macro_use]
 mod jobs_api;
 mod redis_server;
+mod skip;
 use jobs_api::{Backend, Settings};
 use redis_server::RedisServer;
 

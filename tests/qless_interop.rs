@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 mod qless_clients;
 mod redis_server;
+mod skip;
 use qless_clients::{Client, Kind};
 use redis_server::RedisServer;
 

@@ -14,6 +14,7 @@ use serde_json::json;
 mod qless_clients;
 mod redis_server;
 mod rng;
+mod skip;
 use qless_clients::{Client, Kind};
 use redis_server::RedisServer;
 use rng::Rng;
