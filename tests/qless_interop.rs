@@ -83,7 +83,7 @@ fn python_puts_rust_leases_and_acks_python_sees_it_complete() {
 #[test]
 fn rust_puts_with_priority_tags_delay_and_retries_python_pops_and_completes() {
     for kind in Kind::BOTH {
-        let Some((rust, mut py, _)) = setup(kind, "build", Duration::from_secs(60)) else {
+        let Some((rust, mut py, db)) = setup(kind, "build", Duration::from_secs(60)) else {
             return;
         };
         let urgent = rust
@@ -91,7 +91,7 @@ fn rust_puts_with_priority_tags_delay_and_retries_python_pops_and_completes() {
                 NewJob::new(r#"{"target": "release"}"#)
                     .priority(-5)
                     .header("klass", "ci.Build")
-                    .delay(Duration::from_millis(300)),
+                    .delay(Duration::from_secs(3600)),
                 QlessPut::new().tags(["nightly", "arm"]).retries(2),
             )
             .unwrap();
@@ -103,7 +103,10 @@ fn rust_puts_with_priority_tags_delay_and_retries_python_pops_and_completes() {
             "a body that is not JSON is a JSON string"
         );
         assert_eq!(first["klass"], dque::jobs::DEFAULT_KLASS);
-        std::thread::sleep(Duration::from_millis(350));
+        // The hour passes: its due time moved into the past, as the clocks
+        // would see it (no sleep, so a busy machine cannot reorder this).
+        let server = RedisServer::get().unwrap();
+        server.cli(db, &["ZADD", "ql:q:build-scheduled", "1", urgent.id()]);
         let job = py.pop("build").expect("due now");
         assert_eq!(job["jid"], urgent.id());
         assert_eq!(job["priority"], 5, "qless's priorities run the other way");
@@ -127,7 +130,7 @@ fn rust_puts_with_priority_tags_delay_and_retries_python_pops_and_completes() {
 #[test]
 fn an_expired_rust_lease_goes_to_a_python_worker_with_a_retry_used() {
     for kind in Kind::BOTH {
-        let Some((rust, mut py, _)) = setup(kind, "slow", Duration::from_millis(300)) else {
+        let Some((rust, mut py, db)) = setup(kind, "slow", Duration::from_secs(60)) else {
             return;
         };
         let id = rust
@@ -138,7 +141,9 @@ fn an_expired_rust_lease_goes_to_a_python_worker_with_a_retry_used() {
         py.call(json!({"op": "config", "name": "grace-period", "value": 0}));
         let lease = rust.lease().unwrap().unwrap();
         assert!(py.pop("slow").is_none(), "held by the Rust worker");
-        std::thread::sleep(Duration::from_millis(400));
+        // The lease time passes: its lock's deadline moved into the past.
+        let server = RedisServer::get().unwrap();
+        server.cli(db, &["ZADD", "ql:q:slow-locks", "1", id.id()]);
         let job = py.pop("slow").expect("the lease ended");
         assert_eq!(job["jid"], id.id());
         assert_eq!(
