@@ -48,6 +48,11 @@ impl Mapping {
         }
     }
 
+    /// Up to where pages were asked to be faulted in ahead of the writer.
+    pub fn faulted_in_to(&self) -> usize {
+        self.requested
+    }
+
     /// Asks for the pages after `written` to be faulted in, when the writer
     /// has used half of those asked for last.
     pub fn fault_in_ahead(&mut self, written: usize) {

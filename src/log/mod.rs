@@ -11,3 +11,4 @@ pub(crate) mod quarantine;
 pub(crate) mod recovery;
 pub(crate) mod segment;
 pub(crate) mod verify;
+pub(crate) mod zeroing;

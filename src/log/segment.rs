@@ -21,6 +21,7 @@ use crate::log::mapping::Mapping;
 use crate::log::recovery::{
     damage_before_records, damaged_tail, kept_end, nonzero_len, replay, OpenReport, Repair, Replay,
 };
+use crate::log::zeroing::ZeroAhead;
 
 /// A new segment's file starts this large (beyond its header) and doubles as
 /// it fills; the bytes past the last frame are zeros, the clean end.
@@ -47,6 +48,20 @@ pub struct Segment {
     /// Written to since it was last handed to a sync: a group commit syncs
     /// only such segments (an fsync of a clean file costs as much here).
     dirty: bool,
+    /// Blocks written with zeros ahead of a Safe writer.
+    zeroed: ZeroAhead,
+}
+
+/// What a write does for the writes that follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ahead {
+    /// No fsync follows each call (Turbo, Periodic): the mapping's next
+    /// pages are faulted in by a background thread (see `mapping`).
+    FaultIn,
+    /// An fsync follows each call (Safe): the next blocks are written with
+    /// zeros, so that those fsyncs write data only (see `zeroing`). Faulting
+    /// in would not do: the fsync would also write the pages made dirty.
+    WriteZeros,
 }
 
 impl Segment {
@@ -79,6 +94,7 @@ impl Segment {
                 ..Replay::default()
             },
             dirty: false,
+            zeroed: ZeroAhead::default(),
         })
     }
 
@@ -191,6 +207,7 @@ impl Segment {
             map,
             frames: replayed,
             dirty: false,
+            zeroed: ZeroAhead::default(),
         })
     }
 
@@ -260,49 +277,53 @@ impl Segment {
         self.header.first_id + self.frames.records.len() as u64
     }
 
-    /// Whether a record frame of `frame_len` bytes fits under the segment's
-    /// limits (its first record always does).
-    pub fn accepts(&self, frame_len: usize) -> bool {
-        if self.frames.records.len() >= self.header.max_records as usize {
-            return false;
+    /// How many of the next record frames, of lengths `frame_lens`, fit
+    /// one after another under the segment's limits (its first record
+    /// always does).
+    pub fn fitting(&self, frame_lens: impl IntoIterator<Item = usize>) -> usize {
+        let records = self.frames.records.len();
+        let room = (self.header.max_records as usize).saturating_sub(records);
+        let mut record_bytes = self.frames.end - SEGMENT_HEADER_LEN;
+        let mut fit = 0;
+        for frame_len in frame_lens.into_iter().take(room) {
+            record_bytes += frame_len;
+            if records + fit > 0 && record_bytes > self.header.max_bytes as usize {
+                break;
+            }
+            fit += 1;
         }
-        let record_bytes = self.frames.end - SEGMENT_HEADER_LEN + frame_len;
-        self.frames.records.is_empty() || record_bytes <= self.header.max_bytes as usize
+        fit
     }
 
-    /// Copies a whole record frame (carrying `payload_len` bytes of payload)
-    /// into the mapping with one copy; returns the record's index and the
-    /// bytes written. With `fault_ahead`, pages after it are faulted in by a
-    /// background thread (see `mapping`): worth it when no fsync follows
-    /// each call (an fsync would also write the pages made dirty ahead).
-    pub fn append_record(
+    /// Copies whole record frames, one after another, into the segment with
+    /// one write; `records` gives each one's offset in `frames` and payload
+    /// length. Returns the first one's index.
+    pub fn append_records(
         &mut self,
-        frame: &[u8],
-        payload_len: usize,
-        fault_ahead: bool,
-    ) -> Result<(usize, Range<usize>)> {
-        debug_assert_eq!(
-            frame.len(),
-            crate::log::format::record_frame_len(payload_len)
-        );
-        let range = self.append(frame)?;
-        if fault_ahead {
-            self.map.fault_in_ahead(range.end);
+        frames: &[u8],
+        records: impl IntoIterator<Item = (usize, usize)>,
+        ahead: Ahead,
+    ) -> Result<usize> {
+        self.append(frames, ahead)?;
+        let first = self.frames.records.len();
+        let start = self.frames.end - frames.len();
+        for (at, payload_len) in records {
+            debug_assert!(at + crate::log::format::record_frame_len(payload_len) <= frames.len());
+            let replay = &mut self.frames;
+            replay
+                .records
+                .push(((start + at) as u32, payload_len as u32));
+            replay.settled.push(false);
+            replay.attempts.push(0);
         }
-        let frames = &mut self.frames;
-        frames
-            .records
-            .push((range.start as u32, payload_len as u32));
-        frames.settled.push(false);
-        frames.attempts.push(0);
-        Ok((frames.records.len() - 1, range))
+        Ok(first)
     }
 
     /// Appends a `kind` marker for record `index` (settling it, or counting
     /// a delivery attempt); returns the bytes written.
-    pub fn mark(&mut self, index: usize, kind: MarkerType) -> Result<Range<usize>> {
+    pub fn mark(&mut self, index: usize, kind: MarkerType, ahead: Ahead) -> Result<Range<usize>> {
         debug_assert!(kind == MarkerType::Reached || !self.frames.settled[index]);
-        let range = self.append(&marker(kind, index as u32))?;
+        let range = self.append(&marker(kind, index as u32), ahead)?;
         let frames = &mut self.frames;
         frames.has_markers = true;
         match kind {
@@ -371,7 +392,7 @@ impl Segment {
         dir.sync()
     }
 
-    fn append(&mut self, frame: &[u8]) -> Result<Range<usize>> {
+    fn append(&mut self, frame: &[u8], ahead: Ahead) -> Result<Range<usize>> {
         let range = self.frames.end..self.frames.end + frame.len();
         if range.end > self.map.len() {
             self.grow(range.end)?;
@@ -380,6 +401,16 @@ impl Segment {
         self.map[range.clone()].copy_from_slice(frame);
         self.frames.end = range.end;
         self.dirty = true;
+        match ahead {
+            Ahead::FaultIn => self.map.fault_in_ahead(range.end),
+            // Not into pages faulted in ahead (a Turbo writer's, before a
+            // switch to Safe): those are cached in large folios already.
+            Ahead::WriteZeros => self.zeroed.after_write(
+                &self.file,
+                range.end.max(self.map.faulted_in_to()),
+                self.map.len(),
+            ),
+        }
         Ok(range)
     }
 

@@ -27,7 +27,7 @@ use crate::log::format::{
 use crate::log::layout::QueueDir;
 use crate::log::lock::DirLock;
 use crate::log::recovery::OpenReport;
-use crate::log::segment::Segment;
+use crate::log::segment::{Ahead, Segment};
 use crate::options::Durability;
 use crate::queue::delivery::Deliveries;
 
@@ -190,33 +190,49 @@ impl Engine {
             spans.push((start, payload_len));
             Ok(())
         });
-        let result = encoded.and_then(|()| {
-            let mut last_id = None;
-            for (i, &(start, payload_len)) in spans.iter().enumerate() {
-                let end = spans.get(i + 1).map_or(frames.len(), |&(next, _)| next);
-                last_id = Some(self.append_frame(&frames[start..end], payload_len)?);
-            }
-            last_id.ok_or(Error::InvalidOption {
-                name: "batch",
-                reason: "a batch needs at least one item".into(),
-            })
-        });
+        let result = encoded.and_then(|()| self.append_frames(&frames, &spans));
         self.scratch = frames;
         self.spans = spans;
         result
     }
 
-    fn append_frame(&mut self, frame: &[u8], payload_len: usize) -> Result<u64> {
-        if !self.tail().accepts(frame.len()) {
-            self.roll_over()?;
+    /// Writes encoded frames (`spans`: each one's start in `frames` and
+    /// payload length) into the tail, as many at once as the tail takes,
+    /// rolling over between; returns the last one's id.
+    fn append_frames(&mut self, frames: &[u8], spans: &[(usize, usize)]) -> Result<u64> {
+        let frame_end = |i: usize| spans.get(i + 1).map_or(frames.len(), |&(next, _)| next);
+        let ahead = self.ahead();
+        let mut last_id = None;
+        let mut next = 0;
+        while next < spans.len() {
+            let lens = (next..spans.len()).map(|i| frame_end(i) - spans[i].0);
+            let mut fit = self.tail().fitting(lens.clone());
+            if fit == 0 {
+                self.roll_over()?;
+                fit = self.tail().fitting(lens).max(1);
+            }
+            let run = &spans[next..next + fit];
+            let (start, end) = (run[0].0, frame_end(next + fit - 1));
+            let tail = self.tail_mut();
+            let first = tail.append_records(
+                &frames[start..end],
+                run.iter()
+                    .map(|&(at, payload_len)| (at - start, payload_len)),
+                ahead,
+            )?;
+            let (last, number) = (
+                tail.header.first_id + (first + fit - 1) as u64,
+                tail.header.number,
+            );
+            last_id = Some(last);
+            self.wrote(number);
+            self.len += fit as u64;
+            next += fit;
         }
-        let fault_ahead = self.durability != Durability::Safe;
-        let tail = self.tail_mut();
-        let (index, _) = tail.append_record(frame, payload_len, fault_ahead)?;
-        let (id, number) = (tail.header.first_id + index as u64, tail.header.number);
-        self.wrote(number);
-        self.len += 1;
-        Ok(id)
+        last_id.ok_or(Error::InvalidOption {
+            name: "batch",
+            reason: "a batch needs at least one item".into(),
+        })
     }
 
     /// Calls `read` on the next available record's id and payload. A read:
@@ -358,14 +374,15 @@ impl Engine {
             .iter()
             .position(|s| id < s.end_id())
             .expect("marked records are in the front run");
+        let ahead = self.ahead();
         for at in 0..position {
             if !self.front[at].has_markers() {
-                self.front[at].mark(0, MarkerType::Reached)?;
+                self.front[at].mark(0, MarkerType::Reached, ahead)?;
                 self.wrote(self.front[at].header.number);
             }
         }
         let index = (id - self.front[position].header.first_id) as usize;
-        self.front[position].mark(index, kind)?;
+        self.front[position].mark(index, kind, ahead)?;
         self.wrote(self.front[position].header.number);
         if kind.settles() {
             // A head this settled is retired by the next call that takes
@@ -421,6 +438,15 @@ impl Engine {
         };
         self.front.push_back(next);
         Ok(true)
+    }
+
+    /// What each write prepares for the next ones: an fsync follows every
+    /// call only in `Safe`.
+    fn ahead(&self) -> Ahead {
+        match self.durability {
+            Durability::Safe => Ahead::WriteZeros,
+            Durability::Turbo | Durability::Periodic(_) => Ahead::FaultIn,
+        }
     }
 
     /// The ticket a caller who just wrote must see durable before it
