@@ -97,6 +97,11 @@ mod plan {
         durable_names: BTreeSet<String>,
         capture_seed: Option<u64>,
         captured: Vec<CrashImage>,
+        /// Every sync step takes this much longer (a slower disk).
+        sync_delay: Option<std::time::Duration>,
+        /// Only slows syncs down: durable bytes are not kept (reading each
+        /// file after every sync would cost more than the delay measured).
+        untracked: bool,
     }
 
     type FaultOpKey = u8;
@@ -137,6 +142,33 @@ mod plan {
                     s.durable.insert(name, bytes);
                 }
             }
+            PLANS.lock().push((dir.clone(), Arc::clone(&state)));
+            FaultPlan { dir, state }
+        }
+
+        /// A plan that only makes every sync step under `dir` take `delay`
+        /// longer, as a slower disk would: for measuring how a queue's
+        /// throughput follows fsync latency. It keeps no crash images.
+        ///
+        /// ```
+        /// use std::time::{Duration, Instant};
+        /// use dque::faults::FaultPlan;
+        /// use dque::DQue;
+        /// let dir = tempfile::tempdir().unwrap();
+        /// let path = dir.path().join("q");
+        /// let q = DQue::<u32>::create(&path).unwrap();
+        /// let _slow = FaultPlan::slow_disk(&path, Duration::from_millis(20));
+        /// let began = Instant::now();
+        /// q.enqueue(&1).unwrap(); // Safe: one fsync
+        /// assert!(began.elapsed() >= Duration::from_millis(20));
+        /// ```
+        pub fn slow_disk(dir: impl AsRef<Path>, delay: std::time::Duration) -> FaultPlan {
+            let dir = dir.as_ref().to_path_buf();
+            let state = Arc::new(Mutex::new(State {
+                sync_delay: Some(delay),
+                untracked: true,
+                ..State::default()
+            }));
             PLANS.lock().push((dir.clone(), Arc::clone(&state)));
             FaultPlan { dir, state }
         }
@@ -246,7 +278,8 @@ mod plan {
                 s.captured.push(image);
             }
         }
-        match s
+        let delay = s.sync_delay.filter(|_| op == FaultOp::Sync);
+        let result = match s
             .failures
             .iter()
             .position(|&(k, at, _)| k == key(op) && at == now)
@@ -259,7 +292,12 @@ mod plan {
                 ))
             }
             None => Ok(()),
+        };
+        drop(s);
+        if let Some(delay) = delay {
+            std::thread::sleep(delay);
         }
+        result
     }
 
     pub(super) fn synced(path: &Path, what: Durable) {
@@ -267,6 +305,9 @@ mod plan {
             return;
         };
         let mut s = state.lock();
+        if s.untracked {
+            return;
+        }
         if let Durable::Dir = what {
             // The entries of this directory (not of those inside it) are durable now.
             let synced_dir = name_in(&dir, path).map(PathBuf::from).unwrap_or_default();
