@@ -229,7 +229,9 @@ impl Engine {
             self.len += fit as u64;
             next += fit;
         }
-        last_id.ok_or(Error::InvalidOption {
+        // Made only when needed: it allocates its reason, and this runs
+        // once per item.
+        last_id.ok_or_else(|| Error::InvalidOption {
             name: "batch",
             reason: "a batch needs at least one item".into(),
         })
