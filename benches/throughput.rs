@@ -129,10 +129,20 @@ fn append_fdatasync(dir: &Path, data: &[u8], n: usize, cap: Option<Duration>) ->
 }
 
 /// pwrite(2) + fdatasync into a file whose blocks were written and synced
-/// beforehand: a sync writes data only, no metadata. The disk's own floor.
-fn overwrite_fdatasync(dir: &Path, data: &[u8], n: usize, cap: Option<Duration>) -> Out {
+/// beforehand: a sync writes data only, no metadata. The disk's own floor,
+/// for one item per sync (`per_sync` 1) or for a batch's bytes.
+fn overwrite_fdatasync(
+    dir: &Path,
+    name: &'static str,
+    data: &[u8],
+    per_sync: usize,
+    n: usize,
+    cap: Option<Duration>,
+) -> Out {
     let file = File::create(dir.join("plain")).expect("file");
-    let total = data.len() * n;
+    let unit = data.repeat(per_sync);
+    let syncs = (n / per_sync).max(1);
+    let total = unit.len() * syncs;
     let zeros = vec![0u8; 1 << 20];
     let mut written = 0;
     while written < total {
@@ -142,12 +152,13 @@ fn overwrite_fdatasync(dir: &Path, data: &[u8], n: usize, cap: Option<Duration>)
         written += len;
     }
     file.sync_all().expect("fsync");
-    let m = timed(n, cap, |i| {
-        file.write_all_at(data, (i * data.len()) as u64)
+    let mut m = timed(syncs, cap, |i| {
+        file.write_all_at(&unit, (i * unit.len()) as u64)
             .expect("pwrite");
         file.sync_data().expect("fdatasync");
     });
-    vec![(CEIL, "overwrite + fdatasync", m)]
+    m.items *= per_sync;
+    vec![(CEIL, name, m)]
 }
 
 /// write(2) of each item at the end of a file, no sync: a system call per item.
@@ -588,7 +599,16 @@ impl Bench {
                 "fdatasync",
                 safe,
                 true,
-                Box::new(|d, n, c| overwrite_fdatasync(d, data, n, c)),
+                Box::new(|d, n, c| overwrite_fdatasync(d, "overwrite + fdatasync", data, 1, n, c)),
+            ),
+            (
+                "fdatasync batches",
+                fast,
+                true,
+                Box::new(|d, n, c| {
+                    let name = "overwrite 100 items + fdatasync";
+                    overwrite_fdatasync(d, name, data, BATCH, n, c)
+                }),
             ),
             (
                 "dque Safe",
@@ -1037,16 +1057,31 @@ fn print_ratios(r: &Results, producers: usize) {
         let what = what.replace("N producers", &format!("{producers} producers"));
         println!("| {what} | {ratio:.2} | {target} | {met} |");
     }
-    // A batch costs at least one fsync of its bytes: the ceiling is a batch
-    // per overwrite + fdatasync.
-    let ceiling = r.find("overwrite + fdatasync", true);
+    // A batch costs at least one fsync: issue 16's ceiling is a batch per
+    // overwrite + fdatasync of one item; the disk's own floor for a batch is
+    // an overwrite + fdatasync of its bytes.
+    let one = r
+        .find("overwrite + fdatasync", true)
+        .map(|m| m.per_sec() * BATCH as f64);
+    let whole = r
+        .find("overwrite 100 items + fdatasync", true)
+        .map(|m| m.per_sec());
     for enqueue in [true, false] {
-        if let (Some(m), Some(ceiling)) = (r.find("dque Safe, batches of 100", enqueue), ceiling) {
-            let ratio = m.per_sec() / (BATCH as f64 * ceiling.per_sec());
+        let Some(m) = r.find("dque Safe, batches of 100", enqueue) else {
+            continue;
+        };
+        let call = if enqueue { "enqueue" } else { "dequeue" };
+        if let Some(ceiling) = one {
+            let ratio = m.per_sec() / ceiling;
             let met = if ratio >= 0.8 { "yes" } else { "**no**" };
-            let call = if enqueue { "enqueue" } else { "dequeue" };
             println!(
                 "| Safe batches of 100, {call} / (100 × overwrite + fdatasync) | {ratio:.2} | ≥ 0.80 | {met} |"
+            );
+        }
+        if let Some(floor) = whole {
+            let ratio = m.per_sec() / floor;
+            println!(
+                "| Safe batches of 100, {call} / overwrite 100 items + fdatasync | {ratio:.2} | | |"
             );
         }
     }

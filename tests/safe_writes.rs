@@ -1,4 +1,5 @@
-//! Safe writes: frames of a batch are copied into the tail together, and
+//! How writes reach a segment: frames of a batch are copied into the tail
+//! together (through the mapping, or with `pwrite(2)` from 64 KiB on), and
 //! each Safe write has the blocks ahead of it written with zeros before it
 //! reaches them (`src/log/zeroing.rs`). Neither may ever touch a byte
 //! already written: whatever the sizes (across pages, across the zeroed

@@ -5,6 +5,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::ops::Range;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -30,6 +31,14 @@ const INITIAL_CAPACITY: usize = 1 << 20;
 /// and its markers), when that is less than [`INITIAL_CAPACITY`].
 const BYTES_PER_RECORD_GUESS: usize = 256;
 const PAGE: usize = 4096;
+/// Frames written together that reach this many bytes (a batch of large
+/// items) go in with `pwrite(2)` rather than through the mapping: the
+/// kernel then copies into its pages without a page fault per page, and
+/// nothing is faulted in or zeroed ahead for them. Measured with batches of
+/// 100 items of 4 KiB: Safe enqueue 2.1x, Turbo 1.5x. Smaller writes stay
+/// with the mapping, where the ahead-work makes them cheaper (with 11 KB
+/// Safe batches, `pwrite` was 0.75x).
+const WRITTEN_THROUGH_FILE: usize = 64 * 1024;
 
 /// An open, mapped segment and the state of its records.
 #[derive(Debug)]
@@ -296,7 +305,7 @@ impl Segment {
     }
 
     /// Copies whole record frames, one after another, into the segment with
-    /// one write; `records` gives each one's offset in `frames` and payload
+    /// one write (see `append`); `records` gives each one's offset in `frames` and payload
     /// length. Returns the first one's index.
     pub fn append_records(
         &mut self,
@@ -392,16 +401,29 @@ impl Segment {
         dir.sync()
     }
 
-    fn append(&mut self, frame: &[u8], ahead: Ahead) -> Result<Range<usize>> {
-        let range = self.frames.end..self.frames.end + frame.len();
+    /// Writes whole frames after the last one: through the mapping, or with
+    /// `pwrite(2)` when they are many bytes at once (the same page cache, so
+    /// the mapping sees them). A failed `pwrite` may leave part of them
+    /// written past the end, which the next write overwrites (and an open
+    /// after a crash cuts, as any torn write).
+    fn append(&mut self, frames: &[u8], ahead: Ahead) -> Result<Range<usize>> {
+        let range = self.frames.end..self.frames.end + frames.len();
         if range.end > self.map.len() {
             self.grow(range.end)?;
         }
         faults::check(FaultOp::Write, &self.path).map_err(|e| Error::io(&self.path, e))?;
-        self.map[range.clone()].copy_from_slice(frame);
+        let through_file = frames.len() >= WRITTEN_THROUGH_FILE;
+        if through_file {
+            self.file
+                .write_all_at(frames, range.start as u64)
+                .map_err(|e| Error::io(&self.path, e))?;
+        } else {
+            self.map[range.clone()].copy_from_slice(frames);
+        }
         self.frames.end = range.end;
         self.dirty = true;
         match ahead {
+            _ if through_file => {}
             Ahead::FaultIn => self.map.fault_in_ahead(range.end),
             // Not into pages faulted in ahead (a Turbo writer's, before a
             // switch to Safe): those are cached in large folios already.
