@@ -159,3 +159,42 @@ fn listing_dead_letters_writes_nothing() {
     assert_eq!(q.dead_letters().unwrap().len(), 1);
     assert_eq!(snapshot(&path), before, "a read wrote");
 }
+
+// Bug pinned: a batch that spilled over into a new segment and failed there
+// returned an error with its first items left in the queue, and the handle
+// went on writing: a retry added those items twice. Now a failing write
+// either leaves the queue as it was or, when earlier items of the call are
+// in already, refuses every later write.
+#[test]
+fn a_batch_failing_after_a_rollover_never_leaves_a_silent_half() {
+    for durability in [Durability::Safe, Durability::Turbo] {
+        for nth in 1..=8 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("q");
+            let q: DQue<u32> = Options::new()
+                .durability(durability)
+                .segment_items(3)
+                .create(&path)
+                .unwrap();
+            q.enqueue(&0).unwrap();
+            let plan = FaultPlan::install(&path);
+            plan.fail_nth(FaultOp::Write, nth, ErrorKind::StorageFull);
+            let result = q.enqueue_batch([1, 2, 3, 4, 5, 6]);
+            drop(plan);
+            let case = format!("{durability:?}, write #{nth} fails");
+            match (result, q.len()) {
+                (Ok(()), 7) => assert_eq!(q.dequeue_batch(10).unwrap(), [0, 1, 2, 3, 4, 5, 6]),
+                (Err(_), 1) => assert_eq!(q.dequeue_batch(10).unwrap(), [0], "{case}"),
+                (Err(_), len) => {
+                    let refused = q.enqueue(&7);
+                    let refused = matches!(refused, Err(Error::WritesRefused { .. }));
+                    assert!(
+                        refused,
+                        "{case}: {len} items after a failed batch, and writes go on"
+                    );
+                }
+                (Ok(()), len) => panic!("{case}: the batch succeeded with {len} items queued"),
+            }
+        }
+    }
+}

@@ -246,7 +246,12 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// (`Encode`) or is too large (`ItemTooLarge`), nothing is written.
     /// `Closed`, or the I/O error of the write (then nothing was
     /// acknowledged; in Safe mode a failed fsync leaves the batch's fate to
-    /// the disk, as for [`enqueue`](Self::enqueue)).
+    /// the disk, as for [`enqueue`](Self::enqueue)). A batch that fills the
+    /// last segment is written one segment at a time: when a write fails
+    /// after the batch's first items went into a segment since sealed,
+    /// those stay, and the handle refuses every later write
+    /// (`WritesRefused`), so that no retry adds them twice; reopening shows
+    /// which are in.
     pub fn enqueue_batch<I>(&self, items: I) -> Result<()>
     where
         I: IntoIterator,

@@ -200,9 +200,35 @@ impl Engine {
     /// payload length) into the tail, as many at once as the tail takes,
     /// rolling over between; returns the last one's id.
     fn append_frames(&mut self, frames: &[u8], spans: &[(usize, usize)]) -> Result<u64> {
+        let mut last_id = None;
+        if let Err(e) = self.append_runs(frames, spans, &mut last_id) {
+            // Items of this call are in the queue already (an earlier run,
+            // in a segment since sealed): the call cannot be undone, so no
+            // write may follow it unnoticed, least of all a retry that would
+            // add those items twice.
+            if last_id.is_some() {
+                self.refuse(&e);
+            }
+            return Err(e);
+        }
+        // Made only when needed: it allocates its reason, and this runs
+        // once per item.
+        last_id.ok_or_else(|| Error::InvalidOption {
+            name: "batch",
+            reason: "a batch needs at least one item".into(),
+        })
+    }
+
+    /// The runs of [`append_frames`](Self::append_frames), each written
+    /// whole or not at all; `last_id` is the last id written so far.
+    fn append_runs(
+        &mut self,
+        frames: &[u8],
+        spans: &[(usize, usize)],
+        last_id: &mut Option<u64>,
+    ) -> Result<()> {
         let frame_end = |i: usize| spans.get(i + 1).map_or(frames.len(), |&(next, _)| next);
         let ahead = self.ahead();
-        let mut last_id = None;
         let mut next = 0;
         while next < spans.len() {
             let lens = (next..spans.len()).map(|i| frame_end(i) - spans[i].0);
@@ -224,17 +250,12 @@ impl Engine {
                 tail.header.first_id + (first + fit - 1) as u64,
                 tail.header.number,
             );
-            last_id = Some(last);
+            *last_id = Some(last);
             self.wrote(number);
             self.len += fit as u64;
             next += fit;
         }
-        // Made only when needed: it allocates its reason, and this runs
-        // once per item.
-        last_id.ok_or_else(|| Error::InvalidOption {
-            name: "batch",
-            reason: "a batch needs at least one item".into(),
-        })
+        Ok(())
     }
 
     /// Calls `read` on the next available record's id and payload. A read:
