@@ -57,7 +57,8 @@ pub struct Segment {
     /// Written to since it was last handed to a sync: a group commit syncs
     /// only such segments (an fsync of a clean file costs as much here).
     dirty: bool,
-    /// Blocks written with zeros ahead of a Safe writer.
+    /// Blocks written with zeros ahead of a Safe writer (in a segment this
+    /// handle created).
     zeroed: ZeroAhead,
 }
 
@@ -103,7 +104,7 @@ impl Segment {
                 ..Replay::default()
             },
             dirty: false,
-            zeroed: ZeroAhead::default(),
+            zeroed: ZeroAhead::for_new_file(),
         })
     }
 
@@ -216,7 +217,7 @@ impl Segment {
             map,
             frames: replayed,
             dirty: false,
-            zeroed: ZeroAhead::default(),
+            zeroed: ZeroAhead::off(),
         })
     }
 
