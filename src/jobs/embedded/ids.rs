@@ -1,17 +1,25 @@
 //! Caller-chosen job ids: one small file per id in `jobs/ids/`, named by
 //! the id in hex, saying where the job's record is. Memory does not grow
-//! with the jobs, every process sees the same files, and creating a file
-//! that must not exist is the one atomic claim between producers.
+//! with the jobs and every process sees the same files.
 //!
 //! A file is only a pointer: an id counts as queued while the record it
 //! names is unsettled, so a file left behind by a crash (the job acked, the
-//! file not yet removed) stands for nothing. A claim, written before the
-//! record exists, names its process: it holds while that process lives.
+//! file not yet removed) stands for nothing.
+//!
+//! Every read that decides and every change of an id file happens under
+//! the ids' lock ([`Ids::lock`]), and a job's record with a caller id
+//! becomes visible and gets its pointer within one hold of that lock
+//! (enqueues and moves alike). So no one moves or settles a record whose
+//! pointer is not written yet, a pointer is never replaced by an older
+//! one, and an id whose pointer names a settled record names no live job.
+//! An enqueue writes a claim naming its process before its record: a
+//! claim found under the lock is an enqueue that never finished (its
+//! process died, or its write failed), and its record, if written, is
+//! looked for before the id is taken.
 
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 use crate::log::layout::QueueDir;
@@ -43,24 +51,36 @@ enum Entry {
     At(Location),
 }
 
-/// The outcome of [`Ids::claim`].
-#[derive(Debug)]
-pub enum Claim {
-    /// This caller holds the id: enqueue, then [`Ids::point`].
-    Mine,
-    /// The id is queued (or being enqueued by another process).
-    Taken,
+/// What an id names, read under the ids' lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// No live job: the id may be enqueued.
+    Free,
+    /// The unsettled record of a live job.
+    Live(Location),
+    /// An enqueue that never finished (its process died between its
+    /// claim and its pointer, or its write failed): its record may exist.
+    Interrupted,
 }
 
 #[derive(Debug)]
 pub struct Ids {
     dir: QueueDir,
-    /// Safe durability: id files and the directory are fsynced.
+    /// Safe durability: pointers and the directory are fsynced.
     sync: bool,
     /// This process's half of the ids' lock.
     mutex: parking_lot::Mutex<()>,
     /// Pointers replaced without an fsync (Turbo, Periodic), for `sync`.
     unsynced: parking_lot::Mutex<Vec<PathBuf>>,
+}
+
+/// The ids' lock, held: this process's mutex, then an exclusive `flock`
+/// on `.lock` between processes (threads of one process would share it).
+/// Every change of an id file goes through it.
+pub struct IdsLock<'a> {
+    ids: &'a Ids,
+    _guard: parking_lot::MutexGuard<'a, ()>,
+    _file: fs::File,
 }
 
 impl Ids {
@@ -81,106 +101,16 @@ impl Ids {
         self.dir.path().join(name)
     }
 
-    /// Claims `id` for an enqueue; `live` says whether a record is unsettled.
-    ///
-    /// The claim is written whole under a temporary name and hard-linked
-    /// to the id's name, which fails if that exists: no one ever reads a
-    /// half-written claim. A file that stands for nothing is taken over
-    /// only under the ids' lock (this process's mutex, then an exclusive
-    /// `flock` between processes), and so is a file removed by
-    /// [`forget`](Self::forget): a fresh claim is never removed for a
-    /// stale one.
-    pub fn claim(&self, id: &str, live: impl Fn(Location) -> Result<bool>) -> Result<Claim> {
-        let path = self.path_of(id);
-        let me = Entry::Claim(std::process::id(), process_start(std::process::id()));
-        let temp = self.temp_of(&path);
-        fs::write(&temp, render(me)).map_err(|e| Error::io(&temp, e))?;
-        let claimed = self.claim_with(&path, &temp, live);
-        let _ = fs::remove_file(&temp);
-        claimed
-    }
-
-    fn claim_with(
-        &self,
-        path: &Path,
-        temp: &Path,
-        live: impl Fn(Location) -> Result<bool>,
-    ) -> Result<Claim> {
-        if self.link(temp, path)? {
-            return Ok(Claim::Mine);
-        }
-        let _locked = self.lock()?;
-        loop {
-            let held = match self.read(path)? {
-                None => false,
-                Some(Entry::At(location)) => live(location)?,
-                Some(Entry::Claim(pid, started)) => process_start(pid) == started && started != 0,
-            };
-            if held {
-                return Ok(Claim::Taken);
-            }
-            // Stale: its job is gone, or its producer died before
-            // enqueueing. A claim linked meanwhile by another producer (who
-            // needs no lock) makes the link fail, and is read next round.
-            remove_if_there(path)?;
-            if self.link(temp, path)? {
-                return Ok(Claim::Mine);
-            }
-        }
-    }
-
-    /// Links the claim at `temp` to `path`; false if `path` exists.
-    fn link(&self, temp: &Path, path: &Path) -> Result<bool> {
-        match fs::hard_link(temp, path) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(Error::io(path, e)),
-        }
-    }
-
-    /// A temporary name beside `path`, unique to this call.
-    fn temp_of(&self, path: &Path) -> PathBuf {
-        static CALLS: AtomicU64 = AtomicU64::new(0);
-        let name = path.file_name().expect("an id file").to_string_lossy();
-        let call = CALLS.fetch_add(1, Ordering::Relaxed);
-        self.dir
-            .path()
-            .join(format!(".{name}.{}.{call}.claim", std::process::id()))
-    }
-
-    /// The ids' lock: this process's mutex, then `.lock`'s `flock` (which
-    /// threads of one process would share).
-    fn lock(&self) -> Result<(parking_lot::MutexGuard<'_, ()>, fs::File)> {
+    /// Takes the ids' lock: hold it from before a record with a caller id
+    /// is written until its pointer is.
+    pub fn lock(&self) -> Result<IdsLock<'_>> {
         let guard = self.mutex.lock();
         let file = lock_exclusive(&self.dir.path().join(".lock"))?;
-        Ok((guard, file))
-    }
-
-    /// Gives up a claim (the enqueue failed).
-    pub fn unclaim(&self, id: &str) {
-        let _ = fs::remove_file(self.path_of(id));
-    }
-
-    /// Points `id` at `location` (after the record is written there):
-    /// replaced whole, durably in Safe mode.
-    pub fn point(&self, id: &str, location: Location) -> Result<()> {
-        let path = self.path_of(id);
-        let bytes = render(Entry::At(location));
-        if self.sync {
-            return self.dir.write_durably(&path, bytes.as_bytes());
-        }
-        let temp = path.with_extension("tmp");
-        let write = || -> std::io::Result<()> {
-            crate::faults::check(crate::faults::FaultOp::Write, &temp)?;
-            fs::write(&temp, bytes.as_bytes())?;
-            fs::rename(&temp, &path)?;
-            crate::faults::renamed(&temp, &path);
-            Ok(())
-        };
-        write().map_err(|e| Error::io(&path, e))?;
-        // Made durable by the next `sync` (Turbo and Periodic).
-        self.unsynced.lock().push(path);
-        Ok(())
+        Ok(IdsLock {
+            ids: self,
+            _guard: guard,
+            _file: file,
+        })
     }
 
     /// Makes the pointers written since the last call durable, files and
@@ -207,7 +137,8 @@ impl Ids {
         self.dir.sync()
     }
 
-    /// Where `id` points, if its file names a record.
+    /// Where `id` points, if its file names a record (a read without the
+    /// lock: the record may have been settled since).
     pub fn find(&self, id: &str) -> Result<Option<Location>> {
         Ok(match self.read(&self.path_of(id))? {
             Some(Entry::At(location)) => Some(location),
@@ -215,35 +146,83 @@ impl Ids {
         })
     }
 
-    /// Removes `id`'s file if it still points at `location` (a job that
-    /// ran, died or was cancelled), under the ids' lock. Best effort: a
-    /// file left behind is stale.
-    pub fn forget(&self, id: &str, location: Location) {
-        let path = self.path_of(id);
-        let Ok(_locked) = self.lock() else {
-            return;
-        };
-        if let Ok(Some(Entry::At(at))) = self.read(&path) {
-            if at == location {
-                let _ = fs::remove_file(&path);
-            }
-        }
-    }
-
     fn read(&self, path: &Path) -> Result<Option<Entry>> {
         match fs::read_to_string(path) {
+            // A torn or empty file is a claim whose writer died.
             Ok(text) => Ok(Some(parse(&text).unwrap_or(Entry::Claim(0, 0)))),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io(path, e)),
         }
     }
+
+    /// Replaces `path` whole with `entry` (temporary file and rename; the
+    /// temporary name is shared, which the lock makes safe): durably in
+    /// Safe mode if `durable`, else left for the next `sync`.
+    fn replace(&self, path: PathBuf, entry: Entry, durable: bool) -> Result<()> {
+        let bytes = render(entry);
+        if self.sync && durable {
+            return self.dir.write_durably(&path, bytes.as_bytes());
+        }
+        let temp = path.with_extension("tmp");
+        let write = || -> std::io::Result<()> {
+            crate::faults::check(crate::faults::FaultOp::Write, &temp)?;
+            fs::write(&temp, bytes.as_bytes())?;
+            fs::rename(&temp, &path)?;
+            crate::faults::renamed(&temp, &path);
+            Ok(())
+        };
+        write().map_err(|e| Error::io(&path, e))?;
+        if durable {
+            self.unsynced.lock().push(path);
+        }
+        Ok(())
+    }
 }
 
-fn remove_if_there(path: &Path) -> Result<()> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(path, e)),
+impl IdsLock<'_> {
+    /// What `id` names now; `live` says whether a record is unsettled.
+    pub fn holder(&self, id: &str, live: impl Fn(Location) -> Result<bool>) -> Result<Holder> {
+        Ok(match self.ids.read(&self.ids.path_of(id))? {
+            None => Holder::Free,
+            Some(Entry::At(location)) if live(location)? => Holder::Live(location),
+            Some(Entry::At(_)) => Holder::Free,
+            // Claims are written and resolved within one hold of the lock:
+            // one seen here was never resolved.
+            Some(Entry::Claim(..)) => Holder::Interrupted,
+        })
+    }
+
+    /// Marks `id` as being enqueued by this process, before its record is
+    /// written: if the process dies before [`point`](Self::point), the
+    /// next enqueue of the id looks for the record. (Not fsynced: it lives
+    /// for one call, and is replaced by the pointer, durable in Safe mode.)
+    pub fn claim(&self, id: &str) -> Result<()> {
+        let me = Entry::Claim(std::process::id(), process_start(std::process::id()));
+        self.ids.replace(self.ids.path_of(id), me, false)
+    }
+
+    /// Gives up a claim (the enqueue failed and wrote nothing).
+    pub fn unclaim(&self, id: &str) {
+        let _ = fs::remove_file(self.ids.path_of(id));
+    }
+
+    /// Points `id` at `location`, where its record was just written:
+    /// replaced whole, durably in Safe mode.
+    pub fn point(&self, id: &str, location: Location) -> Result<()> {
+        self.ids
+            .replace(self.ids.path_of(id), Entry::At(location), true)
+    }
+
+    /// Removes `id`'s file if it still points at `location` (a job that
+    /// ran, died or was cancelled). Best effort: a file left behind names
+    /// a settled record, which stands for nothing.
+    pub fn forget(&self, id: &str, location: Location) {
+        let path = self.ids.path_of(id);
+        if let Ok(Some(Entry::At(at))) = self.ids.read(&path) {
+            if at == location {
+                let _ = fs::remove_file(&path);
+            }
+        }
     }
 }
 

@@ -21,7 +21,7 @@ pub use lanes::MAX_LANES;
 pub(crate) use stats_file::read_days;
 
 use self::envelope::{Envelope, JobRecords};
-use self::ids::{Claim, Ids, Location};
+use self::ids::{Holder, Ids, IdsLock, Location};
 use self::lanes::{make_part, plain_refusal, Lanes};
 use self::schedule::Schedule;
 use self::signal::Signal;
@@ -386,13 +386,57 @@ impl EmbeddedJobs {
                     Err(e) => lessor.fail(record, attempt, &format!("not a job envelope: {e}"))?,
                 }
             }
-            let mut placed = Vec::new();
-            let mut written_lanes = Vec::new();
+            // Jobs with caller ids are placed and pointed at under the
+            // ids' lock, held until they are durable (see `ids`).
+            let with_ids = lanes
+                .values()
+                .flatten()
+                .any(|due| due.envelope.job.caller_id);
             let mut failed = None;
+            let locked = match self.ids_lock_if(with_ids) {
+                Ok(locked) => locked,
+                Err(e) => {
+                    for due in lanes.into_values().flatten() {
+                        let _ = lessor.release(due.record, due.attempt);
+                        schedule.note(due.envelope.due_ms, due.record);
+                    }
+                    return Err(e);
+                }
+            };
+            let mut placed = Vec::new();
+            if let Some(locked) = &locked {
+                for group in lanes.values_mut() {
+                    let mut kept = Vec::with_capacity(group.len());
+                    for due in group.drain(..) {
+                        let at = Location::Scheduled(due.record);
+                        match self.prepare_move(Some(locked), &due.envelope.job, at) {
+                            // Moved by a process that died before ending
+                            // this record: only the ending is left to do.
+                            Ok(true) => placed.push((due.record, due.attempt)),
+                            Ok(false) => kept.push(due),
+                            Err(e) => {
+                                let _ = lessor.release(due.record, due.attempt);
+                                schedule.note(due.envelope.due_ms, due.record);
+                                failed.get_or_insert(e);
+                            }
+                        }
+                    }
+                    *group = kept;
+                }
+            }
+            let mut written_lanes = Vec::new();
             for (priority, group) in lanes {
+                if group.is_empty() {
+                    continue;
+                }
                 if failed.is_some() {
                     // Left where they are, looked at again later.
                     for due in group {
+                        self.point(
+                            locked.as_ref(),
+                            &due.envelope.job,
+                            Location::Scheduled(due.record),
+                        );
                         let _ = lessor.release(due.record, due.attempt);
                         schedule.note(due.envelope.due_ms, due.record);
                     }
@@ -408,12 +452,17 @@ impl EmbeddedJobs {
                         written_lanes.push(priority);
                         for (offset, due) in group.into_iter().enumerate() {
                             let location = Location::Lane(priority, first + offset as u64);
-                            self.point(&due.envelope.job, location);
+                            self.point(locked.as_ref(), &due.envelope.job, location);
                             placed.push((due.record, due.attempt));
                         }
                     }
                     Err(e) => {
                         for due in group {
+                            self.point(
+                                locked.as_ref(),
+                                &due.envelope.job,
+                                Location::Scheduled(due.record),
+                            );
                             let _ = lessor.release(due.record, due.attempt);
                             schedule.note(due.envelope.due_ms, due.record);
                         }
@@ -431,6 +480,7 @@ impl EmbeddedJobs {
                     return Err(e);
                 }
             }
+            drop(locked);
             let (_, acked) = lessor.ack_all(&placed);
             moved |= !placed.is_empty();
             if let Some(e) = failed {
@@ -459,19 +509,108 @@ impl EmbeddedJobs {
         }
     }
 
-    /// Points a caller-chosen id at its job's new place (best effort: a
-    /// pointer that fails to move leaves the old one, which stands for
-    /// nothing once that record is settled).
-    fn point(&self, job: &Job, location: Location) {
-        if let (true, Some(ids)) = (job.caller_id, &self.ids) {
-            let _ = ids.point(&job.id, location);
+    /// The ids' lock if `needed` (a job with a caller id is written) and
+    /// this queue keeps ids.
+    fn ids_lock_if(&self, needed: bool) -> Result<Option<IdsLock<'_>>> {
+        match (&self.ids, needed) {
+            (Some(ids), true) => ids.lock().map(Some),
+            _ => Ok(None),
         }
     }
 
-    fn forget(&self, job: &Job, location: Location) {
-        if let (true, Some(ids)) = (job.caller_id, &self.ids) {
-            ids.forget(&job.id, location);
+    /// Points a caller-chosen id at its job's new place, under the lock
+    /// taken before the place was written (best effort: a pointer that
+    /// fails to move leaves the old one, which stands for nothing once
+    /// that record is settled).
+    fn point(&self, locked: Option<&IdsLock<'_>>, job: &Job, location: Location) {
+        if let (true, Some(locked)) = (job.caller_id, locked) {
+            let _ = locked.point(&job.id, location);
         }
+    }
+
+    /// Removes a caller-chosen id's pointer to `location`, whose record
+    /// was just settled for good (best effort, as `IdsLock::forget`).
+    fn forget(&self, job: &Job, location: Location) {
+        if let Ok(Some(locked)) = self.ids_lock_if(job.caller_id) {
+            locked.forget(&job.id, location);
+        }
+    }
+
+    /// Under the ids' lock (taken if the job has a caller id), before the
+    /// job whose record is at `source` is written elsewhere: true if a
+    /// live copy elsewhere makes `source` a leftover, only to be ended;
+    /// else the id is claimed for the move, so that a process killed before
+    /// the new pointer leaves a trace the next writer follows.
+    fn prepare_move(
+        &self,
+        locked: Option<&IdsLock<'_>>,
+        job: &Job,
+        source: Location,
+    ) -> Result<bool> {
+        let (Some(locked), true) = (locked, job.caller_id) else {
+            return Ok(false);
+        };
+        if self.live_copy(locked, &job.id, Some(source))?.is_some() {
+            return Ok(true);
+        }
+        locked.claim(&job.id)?;
+        Ok(false)
+    }
+
+    /// Under the ids' lock, before a record of the job with caller id
+    /// `id` is written (`source`: where the job is now, if it is moved):
+    /// the job's live record elsewhere, if it has one. For an enqueue that
+    /// means the id is taken; for a move, that the job was moved already
+    /// by a process that died before ending `source`, which is then a
+    /// leftover to end (a pointer always names the newest copy). A claim
+    /// left by a write that never finished is resolved first: its record,
+    /// if it was written, is looked for and pointed at.
+    fn live_copy(
+        &self,
+        locked: &IdsLock<'_>,
+        id: &str,
+        source: Option<Location>,
+    ) -> Result<Option<Location>> {
+        Ok(match locked.holder(id, |at| self.is_live(at))? {
+            Holder::Free => None,
+            Holder::Live(location) => (Some(location) != source).then_some(location),
+            Holder::Interrupted => {
+                let found = self.scan_for(id, source)?;
+                if let Some(location) = found {
+                    locked.point(id, location)?;
+                }
+                found
+            }
+        })
+    }
+
+    /// The unsettled record of the job with `id` other than `except`,
+    /// looked for record by record in every lane and the schedule (for
+    /// made-up ids, which have no file, and for a write that died before
+    /// its pointer).
+    fn scan_for(&self, id: &str, except: Option<Location>) -> Result<Option<Location>> {
+        let wanted = |location: Location, bytes: &[u8]| {
+            Some(location) != except && Envelope::decode(bytes).is_ok_and(|e| e.job.id == id)
+        };
+        for (priority, lane) in self.lanes.all()? {
+            for pending in lane.iter() {
+                let pending = pending?;
+                let location = Location::Lane(priority, pending.id);
+                if wanted(location, &pending.item) {
+                    return Ok(Some(location));
+                }
+            }
+        }
+        if let Some(schedule) = &self.schedule {
+            for pending in schedule.queue.iter() {
+                let pending = pending?;
+                let location = Location::Scheduled(pending.id);
+                if wanted(location, &pending.item) {
+                    return Ok(Some(location));
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Whether the record at `location` is unsettled.
@@ -621,23 +760,7 @@ impl EmbeddedJobs {
             }
         }
         // A made-up id has no file: look through the jobs.
-        for (priority, lane) in self.lanes.all()? {
-            for pending in lane.iter() {
-                let pending = pending?;
-                if Envelope::decode(&pending.item).is_ok_and(|e| e.job.id == id) {
-                    return Ok(Location::Lane(priority, pending.id));
-                }
-            }
-        }
-        if let Some(schedule) = &self.schedule {
-            for pending in schedule.queue.iter() {
-                let pending = pending?;
-                if Envelope::decode(&pending.item).is_ok_and(|e| e.job.id == id) {
-                    return Ok(Location::Scheduled(pending.id));
-                }
-            }
-        }
-        Err(no_such_job(id))
+        self.scan_for(id, None)?.ok_or_else(|| no_such_job(id))
     }
 
     /// The queue holding `location`.
@@ -667,6 +790,7 @@ impl EmbeddedJobs {
                         Ok(Taken {
                             queue,
                             envelope,
+                            source: location,
                             record,
                             attempt,
                         })
@@ -704,17 +828,29 @@ impl EmbeddedJobs {
     /// old record; on failure it stays where it was.
     fn move_taken(&self, taken: Taken, envelope: &Envelope) -> Result<()> {
         let lessor = taken.queue.lessor();
-        let location = match self
-            .place(envelope)
-            .and_then(|location| self.durable_before_moving_on(location).map(|()| location))
-        {
-            Ok(location) => location,
+        let locked = match self.ids_lock_if(envelope.job.caller_id) {
+            Ok(locked) => locked,
             Err(e) => {
                 let _ = lessor.release(taken.record, taken.attempt);
                 return Err(e);
             }
         };
-        self.point(&envelope.job, location);
+        let placed = self
+            .prepare_move(locked.as_ref(), &envelope.job, taken.source)
+            .and_then(|leftover| {
+                if !leftover {
+                    let location = self.place(envelope)?;
+                    self.durable_before_moving_on(location)?;
+                    self.point(locked.as_ref(), &envelope.job, location);
+                }
+                Ok(())
+            });
+        if let Err(e) = placed {
+            self.point(locked.as_ref(), &envelope.job, taken.source);
+            let _ = lessor.release(taken.record, taken.attempt);
+            return Err(e);
+        }
+        drop(locked);
         lessor.ack(taken.record, taken.attempt)?;
         self.signal.notify();
         Ok(())
@@ -734,6 +870,8 @@ struct FallingDue {
 struct Taken {
     queue: Arc<RawQueue>,
     envelope: Envelope,
+    /// Where its record is.
+    source: Location,
     record: u64,
     attempt: u16,
 }
@@ -793,25 +931,24 @@ impl EmbeddedJobs {
         }
         let envelope = Self::envelope_of(job, now);
         let id = envelope.job.id.clone();
-        let ids = self.ids.as_ref().expect("a jobs queue keeps ids");
-        if envelope.job.caller_id {
-            if let Claim::Taken = ids.claim(&id, |at| self.is_live(at))? {
-                return Ok(Enqueued::AlreadyQueued(id));
-            }
+        let Some(locked) = self.ids_lock_if(envelope.job.caller_id)? else {
+            self.place(&envelope)?;
+            return Ok(Enqueued::Added(id));
+        };
+        if self.live_copy(&locked, &id, None)?.is_some() {
+            return Ok(Enqueued::AlreadyQueued(id));
         }
+        // A kill from here to the pointer leaves the claim, which makes
+        // the next enqueue of the id look for this record.
+        locked.claim(&id)?;
         match self.place(&envelope) {
             Ok(location) => {
-                if envelope.job.caller_id && ids.point(&id, location).is_err() {
-                    // The job is queued; without its pointer the claim
-                    // would hold the id for as long as this process lives.
-                    ids.unclaim(&id);
-                }
+                // A pointer that fails leaves the claim: the same search.
+                let _ = locked.point(&id, location);
                 Ok(Enqueued::Added(id))
             }
             Err(e) => {
-                if envelope.job.caller_id {
-                    ids.unclaim(&id);
-                }
+                locked.unclaim(&id);
                 Err(e)
             }
         }
@@ -956,9 +1093,25 @@ impl JobQueue for EmbeddedJobs {
             due_ms: unix_ms(at).max(1),
             job: lease.job,
         };
-        let location = self.place(&envelope)?;
+        // A caller id's pointer moves under the ids' lock, held until the
+        // old record is ended: no one moves the copy before it is pointed at.
+        let locked = self.ids_lock_if(envelope.job.caller_id)?;
+        let source = Location::Lane(priority, record);
+        if self.prepare_move(locked.as_ref(), &envelope.job, source)? {
+            // A leftover of a move cut by a crash: the job waits
+            // elsewhere already, this copy only ends.
+            lessor.ack(record, attempt)?;
+            return Ok(Nacked::Retrying { at });
+        }
+        let location = match self.place(&envelope) {
+            Ok(location) => location,
+            Err(e) => {
+                self.point(locked.as_ref(), &envelope.job, source);
+                return Err(e);
+            }
+        };
         let moved = self.durable_before_moving_on(location).and_then(|()| {
-            self.point(&envelope.job, location);
+            self.point(locked.as_ref(), &envelope.job, location);
             lessor.ack(record, attempt)
         });
         if let Err(e) = moved {
@@ -968,9 +1121,10 @@ impl JobQueue for EmbeddedJobs {
             if let Some(queue) = self.part(location)? {
                 let _ = queue.cancel(location.record());
             }
-            self.point(&envelope.job, Location::Lane(priority, record));
+            self.point(locked.as_ref(), &envelope.job, source);
             return Err(e);
         }
+        drop(locked);
         self.record_stats(now, |day| day.retries += 1);
         self.signal.notify();
         Ok(Nacked::Retrying { at })
@@ -1031,7 +1185,9 @@ impl JobQueue for EmbeddedJobs {
             Err(e) => return Err(e),
         }
         if let Some(ids) = &self.ids {
-            ids.forget(id, location);
+            if let Ok(locked) = ids.lock() {
+                locked.forget(id, location);
+            }
         }
         Ok(())
     }
@@ -1144,13 +1300,14 @@ impl JobQueue for EmbeddedJobs {
                 if envelope.job.id != id {
                     continue;
                 }
-                if envelope.job.caller_id {
-                    let ids = self.ids.as_ref().expect("a jobs queue keeps ids");
-                    if let Claim::Taken = ids.claim(id, |at| self.is_live(at))? {
+                let locked = self.ids_lock_if(envelope.job.caller_id)?;
+                if let Some(locked) = &locked {
+                    if self.live_copy(locked, id, None)?.is_some() {
                         return Err(Error::InvalidJob {
                             reason: format!("a job with id {id:?} is queued again already"),
                         });
                     }
+                    locked.claim(id)?;
                 }
                 let plain = self.is_plain();
                 let requeued = lane.requeue_dead_with(letter.id, |bytes| {
@@ -1163,23 +1320,20 @@ impl JobQueue for EmbeddedJobs {
                         envelope.encode()
                     })
                 });
-                let record = match requeued {
-                    Ok(record) => record,
-                    Err(e) => {
-                        if let (true, Some(ids)) = (envelope.job.caller_id, &self.ids) {
-                            ids.unclaim(id);
+                match (requeued, &locked) {
+                    // A pointer that fails leaves the claim, as in an enqueue.
+                    (Ok(record), Some(locked)) => {
+                        let _ = locked.point(id, Location::Lane(priority, record));
+                    }
+                    (Ok(_), None) => {}
+                    (Err(e), locked) => {
+                        if let Some(locked) = locked {
+                            locked.unclaim(id);
                         }
                         return Err(e);
                     }
-                };
-                if envelope.job.caller_id
-                    && self
-                        .ids
-                        .as_ref()
-                        .is_some_and(|ids| ids.point(id, Location::Lane(priority, record)).is_err())
-                {
-                    self.ids.as_ref().expect("checked").unclaim(id);
                 }
+                drop(locked);
                 self.signal.notify();
                 return Ok(());
             }
