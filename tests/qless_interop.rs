@@ -496,3 +496,28 @@ fn python_reads_failed_counts_by_the_failure_day_and_a_named_group() {
         );
     }
 }
+
+/// Pins a difference qless-core's suite found: a job a qless client put
+/// with a delay and a dependency keeps its due time (qless's `scheduled`
+/// field) while it waits; when dque completed the dependency, the job was
+/// made ready at once instead of scheduled. (reqless only: qless-py 0.11.4
+/// refuses a put with both.)
+#[test]
+fn a_python_delay_behind_a_dependency_holds_after_dque_completes_it() {
+    for kind in [Kind::Reqless] {
+        let Some((rust, mut py, _)) = setup(kind, "later", Duration::from_secs(60)) else {
+            return;
+        };
+        let first = rust.enqueue(NewJob::new("{}")).unwrap();
+        let second = py.put(
+            json!({"queue": "later", "data": "{}", "depends": [first.id()], "delay": 3600}),
+        );
+        assert_eq!(py.get(&second).unwrap()["state"], "depends");
+        let lease = rust.lease().unwrap().unwrap();
+        rust.ack(lease).unwrap();
+        assert_eq!(py.get(&second).unwrap()["state"], "scheduled", "{kind:?}");
+        assert!(py.pop("later").is_none(), "{kind:?}: due in an hour");
+        assert!(rust.lease().unwrap().is_none());
+        assert_eq!(rust.counts().unwrap().scheduled, 1);
+    }
+}

@@ -274,12 +274,21 @@ local function release_dependents(jid, now)
     local key = job_key(dependent)
     redis.call('srem', key .. '-dependencies', jid)
     if redis.call('scard', key .. '-dependencies') == 0 then
-      local job = redis.call('hmget', key, 'state', 'queue', 'priority')
+      local job = redis.call('hmget', key, 'state', 'queue', 'priority', 'scheduled')
       if job[1] == 'depends' then
         promote(job[2], now)
         redis.call('zrem', queue_key(job[2], 'depends'), dependent)
-        redis.call('hset', key, 'state', 'waiting', 'time', time_text(now))
-        add_work(job[2], dependent, job[3], now)
+        -- A qless client's put with a delay and dependencies keeps the due
+        -- time in `scheduled` until the last dependency completes.
+        local due = tonumber(job[4])
+        redis.call('hdel', key, 'scheduled')
+        if due and due > now then
+          redis.call('hset', key, 'state', 'scheduled')
+          add_scheduled(job[2], dependent, due)
+        else
+          redis.call('hset', key, 'state', 'waiting', 'time', time_text(now))
+          add_work(job[2], dependent, job[3], now)
+        end
       end
     end
   end

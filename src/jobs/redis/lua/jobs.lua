@@ -60,7 +60,7 @@ function commands.put(now, real, args)
         end
         redis.call('del', key .. '-dependencies')
         redis.call('hdel', key, 'dque-body', 'dque-headers', 'dque-score', 'dque-prio', 'dque-lease',
-          'dque-died', 'dque-made', 'dque-seq', 'failure')
+          'dque-died', 'dque-made', 'dque-seq', 'failure', 'scheduled', 'grace')
       end
       redis.call('hset', key, 'jid', new.jid, 'klass', new.klass, 'data', new.data,
         'priority', new.priority, 'tags', cjson.encode(new.tags), 'state', 'waiting', 'worker', '',
