@@ -623,7 +623,11 @@ fn a_failed_count_is_taken_off_the_day_of_the_failure() {
             .unwrap();
         let failed_on = |day: u64| -> i64 {
             let key = format!("ql:s:stats:{}:{}", day * DAY, q.name());
-            server.cli(0, &["HGET", &key, "failed"]).trim().parse().unwrap_or(0)
+            server
+                .cli(0, &["HGET", &key, "failed"])
+                .trim()
+                .parse()
+                .unwrap_or(0)
         };
         let group = format!("day-{way}");
         let id = q.enqueue(NewJob::new("{}")).unwrap();
@@ -633,7 +637,10 @@ fn a_failed_count_is_taken_off_the_day_of_the_failure() {
         clock.advance(Duration::from_secs(DAY));
         match way {
             "requeue" => q.requeue_dead(id.id()).unwrap(),
-            "re-put" => drop(q.put(NewJob::new("{}").id(id.id()), QlessPut::new()).unwrap()),
+            "re-put" => drop(
+                q.put(NewJob::new("{}").id(id.id()), QlessPut::new())
+                    .unwrap(),
+            ),
             "unfail" => assert_eq!(q.unfail(&group, 10).unwrap(), 1),
             _ => q.cancel_any(&[id.id()]).unwrap(),
         }

@@ -466,9 +466,8 @@ fn python_reads_failed_counts_by_the_failure_day_and_a_named_group() {
         let url = RedisServer::get().unwrap().url(db);
         let day = 86_400u64;
         let failed_at = 20_100 * day + 600;
-        let clock = dque::jobs::ManualClock::new(
-            std::time::UNIX_EPOCH + Duration::from_secs(failed_at),
-        );
+        let clock =
+            dque::jobs::ManualClock::new(std::time::UNIX_EPOCH + Duration::from_secs(failed_at));
         let rust = RedisOptions::new()
             .clock(std::sync::Arc::new(clock.clone()))
             .connect(&url, "daily")
@@ -481,7 +480,10 @@ fn python_reads_failed_counts_by_the_failure_day_and_a_named_group() {
             .put(NewJob::new("{}"), QlessPut::new().retries(0))
             .unwrap();
         let lease = rust.lease().unwrap().unwrap();
-        assert_eq!(rust.nack(lease, Retry::Backoff, "").unwrap(), dque::jobs::Nacked::Dead);
+        assert_eq!(
+            rust.nack(lease, Retry::Backoff, "").unwrap(),
+            dque::jobs::Nacked::Dead
+        );
         let seen = py.get(id.id()).unwrap();
         assert_eq!(seen["failure"]["group"], "failed-retries-daily", "{kind:?}");
         let group = py.call(json!({"op": "failed", "group": "failed-retries-daily"}));
@@ -490,7 +492,10 @@ fn python_reads_failed_counts_by_the_failure_day_and_a_named_group() {
         clock.advance(Duration::from_secs(day));
         rust.requeue_dead(id.id()).unwrap();
         assert_eq!(
-            (failed_on(&mut py, failed_at), failed_on(&mut py, failed_at + day)),
+            (
+                failed_on(&mut py, failed_at),
+                failed_on(&mut py, failed_at + day)
+            ),
             (0, 0),
             "{kind:?}: the failure's day and the next"
         );
@@ -504,20 +509,18 @@ fn python_reads_failed_counts_by_the_failure_day_and_a_named_group() {
 /// refuses a put with both.)
 #[test]
 fn a_python_delay_behind_a_dependency_holds_after_dque_completes_it() {
-    for kind in [Kind::Reqless] {
-        let Some((rust, mut py, _)) = setup(kind, "later", Duration::from_secs(60)) else {
-            return;
-        };
-        let first = rust.enqueue(NewJob::new("{}")).unwrap();
-        let second = py.put(
-            json!({"queue": "later", "data": "{}", "depends": [first.id()], "delay": 3600}),
-        );
-        assert_eq!(py.get(&second).unwrap()["state"], "depends");
-        let lease = rust.lease().unwrap().unwrap();
-        rust.ack(lease).unwrap();
-        assert_eq!(py.get(&second).unwrap()["state"], "scheduled", "{kind:?}");
-        assert!(py.pop("later").is_none(), "{kind:?}: due in an hour");
-        assert!(rust.lease().unwrap().is_none());
-        assert_eq!(rust.counts().unwrap().scheduled, 1);
-    }
+    let kind = Kind::Reqless;
+    let Some((rust, mut py, _)) = setup(kind, "later", Duration::from_secs(60)) else {
+        return;
+    };
+    let first = rust.enqueue(NewJob::new("{}")).unwrap();
+    let second =
+        py.put(json!({"queue": "later", "data": "{}", "depends": [first.id()], "delay": 3600}));
+    assert_eq!(py.get(&second).unwrap()["state"], "depends");
+    let lease = rust.lease().unwrap().unwrap();
+    rust.ack(lease).unwrap();
+    assert_eq!(py.get(&second).unwrap()["state"], "scheduled", "{kind:?}");
+    assert!(py.pop("later").is_none(), "{kind:?}: due in an hour");
+    assert!(rust.lease().unwrap().is_none());
+    assert_eq!(rust.counts().unwrap().scheduled, 1);
 }

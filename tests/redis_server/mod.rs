@@ -123,7 +123,9 @@ fn start() -> Option<RedisServer> {
         .expect("start the watchdog");
     drop(server);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !socket.exists() {
+    // Listening, not just bound: a test connecting between the two was
+    // refused.
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
         let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
         assert!(
             Instant::now() < deadline,
@@ -148,6 +150,9 @@ impl OwnServer {
     /// Starts a server with `args` added (e.g. `["--requirepass", "pw"]`);
     /// `None` (after printing why) when `redis-server` is not installed
     /// and this is not CI.
+    // The watchdog outlives the test on purpose (it stops the server once
+    // the process is gone): never waited for.
+    #[allow(clippy::zombie_processes)]
     pub fn start(args: &[&str]) -> Option<OwnServer> {
         if !installed() {
             return crate::skip::missing(
@@ -211,7 +216,14 @@ impl OwnServer {
         let child = Command::new("redis-server")
             .args(["--port", "0", "--unixsocket"])
             .arg(&socket)
-            .args(["--unixsocketperm", "700", "--save", "", "--appendonly", "no"])
+            .args([
+                "--unixsocketperm",
+                "700",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .arg("--pidfile")
             .arg(self.dir.join("redis.pid"))
             .arg("--dir")

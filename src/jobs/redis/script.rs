@@ -40,8 +40,7 @@ const SOURCE: &str = concat!(
 const RECONNECT_FOR: Duration = Duration::from_secs(5);
 
 /// The first and the longest pause between two tries of a reconnect.
-const RECONNECT_PAUSE: (Duration, Duration) =
-    (Duration::from_millis(20), Duration::from_secs(1));
+const RECONNECT_PAUSE: (Duration, Duration) = (Duration::from_millis(20), Duration::from_secs(1));
 
 /// A connection unused this long is checked (`PING`) before a call is
 /// sent on it: a server that closed it meanwhile (a restart, a timeout)
