@@ -598,3 +598,197 @@ fn unfail_counts_what_it_moved_and_names_are_needed() {
     let refused = matches!(unnamed, Err(dque::Error::InvalidJob { .. }));
     assert!(refused, "{unnamed:?}");
 }
+
+/// Pins issue 23 (6): the per-day `failed` count qless clients read was
+/// taken off today's date when a failed job left the failed state (a
+/// requeue, a re-put or an unfail on a later day left the failure's day at
+/// 1 and took the later day to -1), and a cancel of a failed job took
+/// nothing off. The count of the failure's day must go back to 0, and no
+/// other day must move, whichever way the job leaves.
+#[test]
+fn a_failed_count_is_taken_off_the_day_of_the_failure() {
+    let Some(server) = RedisServer::get() else {
+        return;
+    };
+    const DAY: u64 = 86_400;
+    let first_day = 20_000;
+    let mut seen = Vec::new();
+    for way in ["requeue", "re-put", "unfail", "cancel"] {
+        let clock = dque::jobs::ManualClock::new(
+            std::time::UNIX_EPOCH + Duration::from_secs(first_day * DAY + 3_600),
+        );
+        let q = RedisOptions::new()
+            .clock(Arc::new(clock.clone()))
+            .connect(&server.url(0), &format!("failed-day-{way}"))
+            .unwrap();
+        let failed_on = |day: u64| -> i64 {
+            let key = format!("ql:s:stats:{}:{}", day * DAY, q.name());
+            server
+                .cli(0, &["HGET", &key, "failed"])
+                .trim()
+                .parse()
+                .unwrap_or(0)
+        };
+        let group = format!("day-{way}");
+        let id = q.enqueue(NewJob::new("{}")).unwrap();
+        q.fail(q.lease().unwrap().unwrap(), &format!("{group}: x"))
+            .unwrap();
+        assert_eq!(failed_on(first_day), 1, "{way}");
+        clock.advance(Duration::from_secs(DAY));
+        match way {
+            "requeue" => q.requeue_dead(id.id()).unwrap(),
+            "re-put" => drop(
+                q.put(NewJob::new("{}").id(id.id()), QlessPut::new())
+                    .unwrap(),
+            ),
+            "unfail" => assert_eq!(q.unfail(&group, 10).unwrap(), 1),
+            _ => q.cancel_any(&[id.id()]).unwrap(),
+        }
+        // The failure's day and the next.
+        seen.push((way, failed_on(first_day), failed_on(first_day + 1)));
+    }
+    let wanted: Vec<_> = seen.iter().map(|(way, ..)| (*way, 0, 0)).collect();
+    assert_eq!(seen, wanted);
+}
+
+/// Pins issue 23 (6): a nack with an empty reason of a job whose retries
+/// (qless's, or the handle's attempts) ran out filed it in a failure group
+/// named "" (or "(attempts used up"). Such a job goes to qless's group for
+/// used-up retries, `failed-retries-<queue>`, and no group is ever named
+/// by an empty text.
+#[test]
+fn a_nack_without_a_reason_fails_into_the_used_up_retries_group() {
+    let Some(server) = RedisServer::get() else {
+        return;
+    };
+    // Out of qless retries (the script decides), then out of the handle's
+    // attempts (the handle decides); reasons with no group before a colon.
+    for (way, reason) in [("retries", ""), ("attempts", ""), ("retries", ": x")] {
+        let name = format!("nameless-{way}-{}", reason.len());
+        let q = RedisOptions::new()
+            .max_attempts(if way == "attempts" { 1 } else { 5 })
+            .connect(&server.url(0), &name)
+            .unwrap();
+        let id = q
+            .put(NewJob::new("{}"), QlessPut::new().retries(0))
+            .unwrap();
+        let lease = q.lease().unwrap().unwrap();
+        let nacked = q.nack(lease, dque::jobs::Retry::Backoff, reason).unwrap();
+        assert_eq!(nacked, dque::jobs::Nacked::Dead, "{way}");
+        let job = q.job(id.id()).unwrap().unwrap();
+        let failure: serde_json::Value = serde_json::from_str(&job.failure).unwrap();
+        assert_eq!(
+            failure["group"],
+            format!("failed-retries-{name}"),
+            "{way} {reason:?}"
+        );
+        assert!(
+            !failure["message"].as_str().unwrap().trim().is_empty(),
+            "{failure}"
+        );
+        let groups = q.failure_groups().unwrap();
+        assert!(
+            groups.iter().all(|(group, _)| !group.is_empty()),
+            "{groups:?}"
+        );
+        assert_eq!(q.dead(10).unwrap().len(), 1);
+    }
+}
+
+/// Pins issue 23 (6): a server with a password, reached without one,
+/// answered the script's load with "Protocol error: unauthenticated bulk
+/// length"; the error must say that the server wants a password, a wrong
+/// password must be called wrong, and the right one must work.
+#[test]
+fn a_password_the_server_wants_is_asked_for() {
+    let Some(server) = redis_server::OwnServer::start(&["--requirepass", "s3cret"]) else {
+        return;
+    };
+    let text = |url: &str| match RedisJobs::connect(url, "locked") {
+        Ok(_) => panic!("{url}: connected"),
+        Err(e) => e.to_string(),
+    };
+    let none = text(&server.url(0, ""));
+    assert!(none.contains("wants a password"), "{none}");
+    assert!(!none.contains("Protocol error"), "{none}");
+    let wrong = text(&server.url(0, "&pass=wrong"));
+    assert!(wrong.contains("refused the password"), "{wrong}");
+    let q = RedisJobs::connect(&server.url(0, "&pass=s3cret"), "locked").unwrap();
+    q.enqueue(NewJob::new("{}")).unwrap();
+    assert!(q.lease().unwrap().is_some());
+}
+
+/// Pins issue 23 (reconnect): a handle must work again on its next call
+/// after its server restarted (a new connection, and the script loaded
+/// again: the restarted server answers `NOSCRIPT`), and a call while the
+/// server is down must say that it did not run.
+#[test]
+fn a_handle_works_again_after_its_server_restarts() {
+    let Some(mut server) = redis_server::OwnServer::start(&[]) else {
+        return;
+    };
+    let q = RedisJobs::connect(&server.url(0, ""), "restarted").unwrap();
+    q.enqueue(NewJob::new("{}").id("before")).unwrap();
+    assert_eq!(q.counts().unwrap().ready, 1);
+    // Restarted at once (the next call finds a dead connection), and
+    // restarted after a pause (it finds one idle).
+    for pause in [Duration::ZERO, Duration::from_millis(300)] {
+        server.stop();
+        server.resume();
+        std::thread::sleep(pause);
+        // Nothing is persisted: the restarted server is empty.
+        q.enqueue(NewJob::new("{}").id("after")).unwrap();
+        let lease = q.lease().unwrap().expect("the job put after the restart");
+        assert_eq!(lease.id, "after");
+        q.ack(lease).unwrap();
+    }
+    server.stop();
+    let down = q.enqueue(NewJob::new("{}")).unwrap_err().to_string();
+    assert!(down.contains("did not run"), "{down}");
+    server.resume();
+    q.enqueue(NewJob::new("{}")).unwrap();
+}
+
+/// Pins issue 23 (reconnect): a call whose connection fails after it was
+/// sent cannot know whether it ran, and its error must say so (not that it
+/// failed, nor that it did not run); the next call works. The server holds
+/// the call (`CLIENT PAUSE WRITE`) until the test kills its connection.
+#[test]
+fn a_call_lost_after_sending_says_its_outcome_is_unknown() {
+    let Some(server) = redis_server::OwnServer::start(&[]) else {
+        return;
+    };
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new("redis-cli")
+            .arg("-s")
+            .arg(server.socket())
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let q = Arc::new(RedisJobs::connect(&server.url(0, ""), "paused").unwrap());
+    q.enqueue(NewJob::new("{}")).unwrap();
+    assert_eq!(cli(&["CLIENT", "PAUSE", "60000", "WRITE"]).trim(), "OK");
+    let caller = Arc::clone(&q);
+    let call = std::thread::spawn(move || caller.enqueue(NewJob::new("{}")));
+    // The call's connection, once the server holds its command.
+    let held = loop {
+        let clients = cli(&["CLIENT", "LIST"]);
+        let blocked = clients.lines().find(|line| {
+            line.split(' ')
+                .any(|field| field.starts_with("flags=") && field.contains('b'))
+        });
+        if let Some(line) = blocked {
+            let id = line.split(' ').find_map(|f| f.strip_prefix("id=")).unwrap();
+            break id.to_owned();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(cli(&["CLIENT", "KILL", "ID", &held]).trim(), "1");
+    cli(&["CLIENT", "UNPAUSE"]);
+    let lost = call.join().unwrap().unwrap_err().to_string();
+    assert!(lost.contains("may or may not have taken effect"), "{lost}");
+    assert_eq!(q.counts().unwrap().ready, 1, "the killed call did not run");
+    q.enqueue(NewJob::new("{}")).unwrap();
+}

@@ -451,3 +451,76 @@ fn dead_letters_follow_a_python_failure_after_a_dque_one() {
         .collect();
     assert_eq!(order, [k.id(), j.id()], "K died before J's second death");
 }
+
+/// Pins issue 23 (6) as qless clients see it: the `failed` count of
+/// the day a job failed (qless's `stats(date)`) went back to 0 only if the
+/// job left the failed state that same day (a requeue the next day left it
+/// at 1 and took the next day to -1), and a nack with no reason filed the
+/// job in a failure group with no name.
+#[test]
+fn python_reads_failed_counts_by_the_failure_day_and_a_named_group() {
+    for kind in Kind::BOTH {
+        let Some((_, mut py, db)) = setup(kind, "daily", Duration::from_secs(60)) else {
+            return;
+        };
+        let url = RedisServer::get().unwrap().url(db);
+        let day = 86_400u64;
+        let failed_at = 20_100 * day + 600;
+        let clock =
+            dque::jobs::ManualClock::new(std::time::UNIX_EPOCH + Duration::from_secs(failed_at));
+        let rust = RedisOptions::new()
+            .clock(std::sync::Arc::new(clock.clone()))
+            .connect(&url, "daily")
+            .unwrap();
+        let failed_on = |py: &mut Client, at: u64| {
+            let stats = py.call(json!({"op": "stats", "queue": "daily", "date": at}));
+            stats["failed"].as_i64().unwrap_or(0)
+        };
+        let id = rust
+            .put(NewJob::new("{}"), QlessPut::new().retries(0))
+            .unwrap();
+        let lease = rust.lease().unwrap().unwrap();
+        assert_eq!(
+            rust.nack(lease, Retry::Backoff, "").unwrap(),
+            dque::jobs::Nacked::Dead
+        );
+        let seen = py.get(id.id()).unwrap();
+        assert_eq!(seen["failure"]["group"], "failed-retries-daily", "{kind:?}");
+        let group = py.call(json!({"op": "failed", "group": "failed-retries-daily"}));
+        assert_eq!(group["total"], 1, "{group}");
+        assert_eq!(failed_on(&mut py, failed_at), 1, "{kind:?}");
+        clock.advance(Duration::from_secs(day));
+        rust.requeue_dead(id.id()).unwrap();
+        assert_eq!(
+            (
+                failed_on(&mut py, failed_at),
+                failed_on(&mut py, failed_at + day)
+            ),
+            (0, 0),
+            "{kind:?}: the failure's day and the next"
+        );
+    }
+}
+
+/// Pins a difference qless-core's suite found: a job a qless client put
+/// with a delay and a dependency keeps its due time (qless's `scheduled`
+/// field) while it waits; when dque completed the dependency, the job was
+/// made ready at once instead of scheduled. (reqless only: qless-py 0.11.4
+/// refuses a put with both.)
+#[test]
+fn a_python_delay_behind_a_dependency_holds_after_dque_completes_it() {
+    let kind = Kind::Reqless;
+    let Some((rust, mut py, _)) = setup(kind, "later", Duration::from_secs(60)) else {
+        return;
+    };
+    let first = rust.enqueue(NewJob::new("{}")).unwrap();
+    let second =
+        py.put(json!({"queue": "later", "data": "{}", "depends": [first.id()], "delay": 3600}));
+    assert_eq!(py.get(&second).unwrap()["state"], "depends");
+    let lease = rust.lease().unwrap().unwrap();
+    rust.ack(lease).unwrap();
+    assert_eq!(py.get(&second).unwrap()["state"], "scheduled", "{kind:?}");
+    assert!(py.pop("later").is_none(), "{kind:?}: due in an hour");
+    assert!(rust.lease().unwrap().is_none());
+    assert_eq!(rust.counts().unwrap().scheduled, 1);
+}

@@ -654,7 +654,21 @@ impl JobQueue for RedisJobs {
         // whichever run out first.
         if lease.job.attempt >= u32::from(self.max_attempts) {
             let attempts = lease.job.attempt;
-            self.fail(lease, &format!("{reason} (attempts used up: {attempts})"))?;
+            // The group comes from the reason alone (not the note added to
+            // it); without one, qless's group for used-up retries.
+            let group = failure_group(reason);
+            let group = if group.is_empty() {
+                format!("failed-retries-{}", self.queue)
+            } else {
+                group
+            };
+            let reason = if reason.is_empty() {
+                format!("Job exhausted retries in queue \"{}\"", self.queue)
+            } else {
+                reason.to_owned()
+            };
+            let message = format!("{reason} (attempts used up: {attempts})");
+            self.fail_with(lease, &group, &message)?;
             return Ok(Nacked::Dead);
         }
         let delay = match retry {

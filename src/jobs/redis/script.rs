@@ -1,7 +1,17 @@
 //! The one Lua script (`lua/`), loaded once per server and called by SHA,
-//! and the connection it runs on.
+//! and the connection it runs on: made again, with back-off, on the call
+//! after it failed (a restarted server has forgotten the script: it is
+//! loaded again when the server says `NOSCRIPT`).
+//!
+//! What a failed call did is told apart by when the connection failed: a
+//! call that never reached the server whole (no connection, or the
+//! sending failed) did nothing and says so; one that was sent and got no
+//! answer may have run, and says that. A connection idle for a while is
+//! checked with a `PING` before a call is sent on it, so a call after a
+//! server restart does not find the dead connection by losing its own
+//! outcome.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use ::redis::{Connection, Value};
 use parking_lot::Mutex;
@@ -24,11 +34,86 @@ const SOURCE: &str = concat!(
     include_str!("lua/main.lua"),
 );
 
+/// How long a reconnect keeps trying (with back-off) before the call
+/// fails: long enough to ride over a server restart, short enough that a
+/// caller hears of a server that stays down.
+const RECONNECT_FOR: Duration = Duration::from_secs(5);
+
+/// The first and the longest pause between two tries of a reconnect.
+const RECONNECT_PAUSE: (Duration, Duration) = (Duration::from_millis(20), Duration::from_secs(1));
+
+/// A connection unused this long is checked (`PING`) before a call is
+/// sent on it: a server that closed it meanwhile (a restart, a timeout)
+/// then costs a reconnect instead of the call's outcome. A busy
+/// connection (a worker polling every 50 ms at most) is never checked.
+const IDLE_CHECK: Duration = Duration::from_millis(250);
+
 pub(crate) fn backend(e: &::redis::RedisError) -> Error {
     Error::Backend {
         backend: "Redis",
         reason: e.to_string(),
     }
+}
+
+/// The error of a call that did not run: no connection could be made.
+fn not_run(e: &::redis::RedisError) -> Error {
+    if let Some(error) = auth_error(e) {
+        return error;
+    }
+    Error::Backend {
+        backend: "Redis",
+        reason: format!("{e} (the call did not run; the next call connects again)"),
+    }
+}
+
+/// The error of a call that was sent and got no answer.
+fn outcome_unknown(e: &::redis::RedisError) -> Error {
+    Error::Backend {
+        backend: "Redis",
+        reason: format!(
+            "the connection failed after the call was sent ({e}): it may or may not have taken \
+             effect; look before repeating it (an enqueue with a caller id or a settle of the \
+             lease is safe to repeat); the next call connects again"
+        ),
+    }
+}
+
+/// What a server that wants a password, or refused one, said, as an
+/// error that says what to do.
+fn auth_error(e: &::redis::RedisError) -> Option<Error> {
+    let said = e.to_string();
+    let reason = if e.code() == Some("NOAUTH") || said.contains("NOAUTH") {
+        format!(
+            "the server wants a password and the address gives none: add it as \
+             redis://:PASSWORD@HOST:PORT/DB (or redis://USER:PASSWORD@...), or \
+             unix:///PATH?pass=PASSWORD for a socket (the server said: {said})"
+        )
+    } else if e.kind() == ::redis::ErrorKind::AuthenticationFailed
+        || e.code() == Some("WRONGPASS")
+        || said.contains("WRONGPASS")
+    {
+        format!(
+            "the server refused the password (or user name) of the address: check them \
+             (the server said: {said})"
+        )
+    } else if said.contains("without any password configured") {
+        format!(
+            "the address gives a password and the server has none: drop it from the \
+             address, or set one on the server (the server said: {said})"
+        )
+    } else {
+        return None;
+    };
+    Some(Error::Backend {
+        backend: "Redis",
+        reason,
+    })
+}
+
+/// Whether `e` means the connection is no good (as opposed to the server
+/// refusing the command on a working connection).
+fn connection_failed(e: &::redis::RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()
 }
 
 /// What a script call refused, by the code its error starts with.
@@ -47,8 +132,14 @@ fn refusal(e: &::redis::RedisError) -> Option<Error> {
 /// A connection to one server, made again after it fails.
 pub(crate) struct Server {
     client: ::redis::Client,
-    connection: Mutex<Option<Connection>>,
+    link: Mutex<Link>,
     script: ::redis::Script,
+}
+
+/// The connection, if there is one, and when a call was last sent on it.
+struct Link {
+    connection: Option<Connection>,
+    used: Instant,
 }
 
 impl std::fmt::Debug for Server {
@@ -61,57 +152,103 @@ impl std::fmt::Debug for Server {
 
 impl Server {
     /// Connects to `url` (`redis://HOST:PORT/DB`, `redis+unix:///PATH?db=N`
-    /// or `unix:///PATH`) and loads the script.
+    /// or `unix:///PATH`) and loads the script; once, without retrying (a
+    /// wrong address fails at once).
     pub(crate) fn connect(url: &str) -> Result<Server> {
         let client = ::redis::Client::open(url).map_err(|e| backend(&e))?;
         let server = Server {
             client,
-            connection: Mutex::new(None),
+            link: Mutex::new(Link {
+                connection: None,
+                used: Instant::now(),
+            }),
             script: ::redis::Script::new(SOURCE),
         };
-        let mut guard = server.connection.lock();
-        let connection = server.connect_now()?;
-        let connection = guard.insert(connection);
+        let mut connection = server.open().map_err(|e| not_run(&e))?;
         server
             .script
             .prepare_invoke()
-            .load(connection)
-            .map_err(|e| backend(&e))?;
-        drop(guard);
+            .load(&mut connection)
+            .map_err(|e| auth_error(&e).unwrap_or_else(|| backend(&e)))?;
+        let mut link = server.link.lock();
+        link.connection = Some(connection);
+        link.used = Instant::now();
+        drop(link);
         Ok(server)
     }
 
-    fn connect_now(&self) -> Result<Connection> {
-        let connection = self
-            .client
-            .get_connection_with_timeout(CONNECT_TIMEOUT)
-            .map_err(|e| backend(&e))?;
+    /// A new connection, its timeouts set and its access checked: a small
+    /// `PING` first, as a server with a password refuses a large command
+    /// (the script) from a client that gave none with a protocol error
+    /// that names no password.
+    fn open(&self) -> ::redis::RedisResult<Connection> {
+        let mut connection = self.client.get_connection_with_timeout(CONNECT_TIMEOUT)?;
         // A server that stops answering fails the call instead of holding
         // every thread of the handle for ever.
-        connection
-            .set_read_timeout(Some(REPLY_TIMEOUT))
-            .and_then(|()| connection.set_write_timeout(Some(REPLY_TIMEOUT)))
-            .map_err(|e| backend(&e))?;
+        connection.set_read_timeout(Some(REPLY_TIMEOUT))?;
+        connection.set_write_timeout(Some(REPLY_TIMEOUT))?;
+        ::redis::cmd("PING").query::<()>(&mut connection)?;
         Ok(connection)
     }
 
-    /// Runs `f` on the connection, connecting first if the last one failed.
+    /// A new connection, tried again with back-off while the server cannot
+    /// be reached, for [`RECONNECT_FOR`] at most.
+    fn reconnect(&self) -> Result<Connection> {
+        let started = Instant::now();
+        let mut pause = RECONNECT_PAUSE.0;
+        loop {
+            match self.open() {
+                Ok(connection) => return Ok(connection),
+                Err(e) if connection_failed(&e) && auth_error(&e).is_none() => {
+                    if started.elapsed() + pause > RECONNECT_FOR {
+                        return Err(not_run(&e));
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(RECONNECT_PAUSE.1);
+                }
+                Err(e) => return Err(not_run(&e)),
+            }
+        }
+    }
+
+    /// The connection to send a call on: the one there is if it still
+    /// answers (checked when idle), else a new one.
+    fn ready<'a>(&self, link: &'a mut Link) -> Result<&'a mut Connection> {
+        if link.used.elapsed() >= IDLE_CHECK {
+            if let Some(connection) = link.connection.as_mut() {
+                if ::redis::cmd("PING").query::<()>(connection).is_err() {
+                    link.connection = None;
+                }
+            }
+        }
+        if link.connection.is_none() {
+            link.connection = Some(self.reconnect()?);
+        }
+        link.used = Instant::now();
+        Ok(link.connection.as_mut().expect("connected above"))
+    }
+
+    /// Runs `read` on the connection, connecting first if the last one
+    /// failed; `read` must only read (it runs once more, on a new
+    /// connection, when the connection fails under it).
     pub(crate) fn with<T>(
         &self,
-        f: impl FnOnce(&mut Connection) -> ::redis::RedisResult<T>,
+        mut read: impl FnMut(&mut Connection) -> ::redis::RedisResult<T>,
     ) -> Result<T> {
-        let mut guard = self.connection.lock();
-        let connection = match guard.as_mut() {
-            Some(connection) => connection,
-            None => guard.insert(self.connect_now()?),
-        };
-        match f(connection) {
-            Ok(value) => Ok(value),
-            Err(e) => {
-                if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
-                    *guard = None;
+        let mut link = self.link.lock();
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let connection = self.ready(&mut link)?;
+            match read(connection) {
+                Ok(value) => return Ok(value),
+                Err(e) if connection_failed(&e) => {
+                    link.connection = None;
+                    if tries == 2 {
+                        return Err(backend(&e));
+                    }
                 }
-                Err(refusal(&e).unwrap_or_else(|| backend(&e)))
+                Err(e) => return Err(refusal(&e).unwrap_or_else(|| backend(&e))),
             }
         }
     }
@@ -120,13 +257,56 @@ impl Server {
     pub(crate) fn call(&self, command: &str, now: SystemTime, args: &[&[u8]]) -> Result<Value> {
         let now = seconds(now);
         let real = seconds(SystemTime::now());
-        self.with(|connection| {
-            let mut invocation = self.script.prepare_invoke();
-            invocation.arg(command).arg(&now).arg(&real);
-            for arg in args {
-                invocation.arg(*arg);
+        let mut evalsha = ::redis::cmd("EVALSHA");
+        evalsha
+            .arg(self.script.get_hash())
+            .arg(0)
+            .arg(command)
+            .arg(&now)
+            .arg(&real);
+        for arg in args {
+            evalsha.arg(*arg);
+        }
+        let packed = evalsha.get_packed_command();
+        let mut link = self.link.lock();
+        // At most: a send on a connection found dead, and a NOSCRIPT.
+        for _ in 0..3 {
+            let connection = self.ready(&mut link)?;
+            if let Err(e) = connection.send_packed_command(&packed) {
+                // Not sent whole: the server ran nothing.
+                link.connection = None;
+                if !connection_failed(&e) {
+                    return Err(not_run(&e));
+                }
+                continue;
             }
-            invocation.invoke::<Value>(connection)
+            let e = match connection.recv_response().and_then(Value::extract_error) {
+                Ok(value) => return Ok(value),
+                Err(e) => e,
+            };
+            if connection_failed(&e) {
+                link.connection = None;
+                return Err(outcome_unknown(&e));
+            }
+            if e.kind() == ::redis::ErrorKind::Server(::redis::ServerErrorKind::NoScript) {
+                // A restarted (or flushed) server: load the script, then
+                // send the call again (it did not run).
+                let loaded = self.script.prepare_invoke().load(connection);
+                if let Err(e) = loaded {
+                    if connection_failed(&e) {
+                        link.connection = None;
+                    }
+                    return Err(not_run(&e));
+                }
+                continue;
+            }
+            return Err(refusal(&e).unwrap_or_else(|| backend(&e)));
+        }
+        Err(Error::Backend {
+            backend: "Redis",
+            reason: "the connection failed again and again before the call could be sent (the \
+                     call did not run)"
+                .into(),
         })
     }
 }

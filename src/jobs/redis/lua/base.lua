@@ -147,6 +147,12 @@ local function drop_lock(jid, queue, worker, throttles)
   end
 end
 
+-- qless's failure group and message of a job of `queue` whose retries
+-- ran out with no reason given.
+local function exhausted(queue)
+  return 'failed-retries-' .. queue, 'Job exhausted retries in queue "' .. queue .. '"'
+end
+
 -- Makes `jid` a failed job in `group`.
 local function fail_job(jid, queue, worker, group, message, now)
   redis.call('hset', job_key(jid),
@@ -161,9 +167,22 @@ local function fail_job(jid, queue, worker, group, message, now)
   history(jid, now, 'failed', { group = group, worker = worker })
 end
 
--- Takes a failed job off its group's list.
-local function unlist_failed(jid, failure)
-  local group = decode_list(failure).group
+-- Takes one off the `failed` count of `queue` (the queue the job failed
+-- in) on the day the job failed: qless counts, per day of failure, the
+-- jobs that failed that day and are failed still, and finds the day by the
+-- failure's `when` as qless-core does (the day a job leaves the failed
+-- state must not matter, or the failure's day stays counted for ever and
+-- the later day goes below zero). dque's exact time of death stands in
+-- for a failure without `when`.
+local function uncount_failed(queue, failure, died)
+  local when = tonumber(decode_list(failure).when) or tonumber(died)
+  if when and queue and queue ~= '' then count_stat(queue, when, 'failed', -1) end
+end
+
+-- Takes a failed job off its group's list and out of its day's `failed`
+-- count.
+local function unlist_failed(jid, job)
+  local group = decode_list(job.failure).group
   if group then
     local list = NS .. 'f:' .. group
     redis.call('lrem', list, 0, jid)
@@ -171,6 +190,7 @@ local function unlist_failed(jid, failure)
       redis.call('srem', NS .. 'failures', group)
     end
   end
+  uncount_failed(job.queue, job.failure, job['dque-died'])
 end
 
 -- Moves scheduled jobs whose time has come to the work set, in due order,
@@ -212,8 +232,8 @@ local function time_out(queue, jid, now, at)
   history(jid, now, 'timed-out')
   count_stat(queue, now, 'retries', 1)
   if remaining < 0 then
-    fail_job(jid, queue, job[1], 'failed-retries-' .. queue,
-      'Job exhausted retries in queue "' .. queue .. '"', now)
+    local group, message = exhausted(queue)
+    fail_job(jid, queue, job[1], group, message, now)
   else
     redis.call('hset', key, 'state', 'waiting', 'worker', '', 'expires', 0, 'time', time_text(at))
     return_work(queue, jid, at)
@@ -254,12 +274,21 @@ local function release_dependents(jid, now)
     local key = job_key(dependent)
     redis.call('srem', key .. '-dependencies', jid)
     if redis.call('scard', key .. '-dependencies') == 0 then
-      local job = redis.call('hmget', key, 'state', 'queue', 'priority')
+      local job = redis.call('hmget', key, 'state', 'queue', 'priority', 'scheduled')
       if job[1] == 'depends' then
         promote(job[2], now)
         redis.call('zrem', queue_key(job[2], 'depends'), dependent)
-        redis.call('hset', key, 'state', 'waiting', 'time', time_text(now))
-        add_work(job[2], dependent, job[3], now)
+        -- A qless client's put with a delay and dependencies keeps the due
+        -- time in `scheduled` until the last dependency completes.
+        local due = tonumber(job[4])
+        redis.call('hdel', key, 'scheduled')
+        if due and due > now then
+          redis.call('hset', key, 'state', 'scheduled')
+          add_scheduled(job[2], dependent, due)
+        else
+          redis.call('hset', key, 'state', 'waiting', 'time', time_text(now))
+          add_work(job[2], dependent, job[3], now)
+        end
       end
     end
   end
@@ -297,7 +326,7 @@ local function unplace(jid, job)
   elseif state == 'running' or state == 'stalled' then
     drop_lock(jid, queue, job.worker, job.throttles)
   elseif state == 'failed' then
-    unlist_failed(jid, job.failure)
+    unlist_failed(jid, job)
   elseif state == 'complete' then
     redis.call('zrem', NS .. 'completed', jid)
   end

@@ -49,7 +49,6 @@ function commands.put(now, real, args)
     else
       if old then
         unplace(new.jid, old)
-        if old.state == 'failed' then count_stat(old.queue, now, 'failed', -1) end
         for _, tag in ipairs(decode_list(old.tags)) do
           redis.call('zrem', NS .. 't:' .. tag, new.jid)
           if tonumber(redis.call('zincrby', NS .. 'tags', -1, tag)) <= 0 then
@@ -61,7 +60,7 @@ function commands.put(now, real, args)
         end
         redis.call('del', key .. '-dependencies')
         redis.call('hdel', key, 'dque-body', 'dque-headers', 'dque-score', 'dque-prio', 'dque-lease',
-          'dque-died', 'dque-made', 'dque-seq', 'failure')
+          'dque-died', 'dque-made', 'dque-seq', 'failure', 'scheduled', 'grace')
       end
       redis.call('hset', key, 'jid', new.jid, 'klass', new.klass, 'data', new.data,
         'priority', new.priority, 'tags', cjson.encode(new.tags), 'state', 'waiting', 'worker', '',
@@ -196,21 +195,29 @@ end)
 
 -- retry ... DELAY GROUP MESSAGE: counts the attempt and runs the job again
 -- after DELAY (0: in its old place), or fails it in GROUP when no retries
--- remain. Answers `waiting`, `scheduled` or `failed`.
+-- remain. Answers `waiting`, `scheduled` or `failed`. Without a GROUP
+-- (an empty reason), as qless's retry without one: a job that runs again
+-- keeps the failure it had, one that fails goes to qless's group
+-- `failed-retries-<queue>`, never to a group with no name.
 commands.retry = on_lease(function(now, real, job, own)
-  local jid, delay, group, message = job.jid, tonumber(own[1]) or 0, own[2], own[3]
+  local jid, delay, group, message = job.jid, tonumber(own[1]) or 0, own[2] or '', own[3] or ''
   local key = job_key(jid)
   end_lease(job)
   local remaining = (tonumber(job.remaining) or 0) - 1
   redis.call('hset', key, 'remaining', remaining)
   if remaining < 0 then
+    local retries_group, retries_message = exhausted(job.queue)
+    if group == '' then group = retries_group end
+    if message == '' then message = retries_message end
     fail_job(jid, job.queue, job.worker, group, message, now)
     return 'failed'
   end
   count_stat(job.queue, now, 'retries', 1)
-  redis.call('hset', key, 'worker', '', 'expires', 0, 'time', time_text(now),
-    'failure', cjson.encode({ group = group, message = message, when = math.floor(now),
-      worker = job.worker }))
+  redis.call('hset', key, 'worker', '', 'expires', 0, 'time', time_text(now))
+  if group ~= '' then
+    redis.call('hset', key, 'failure', cjson.encode({ group = group, message = message,
+      when = math.floor(now), worker = job.worker }))
+  end
   if delay > 0 then
     redis.call('hset', key, 'state', 'scheduled')
     add_scheduled(job.queue, jid, now + delay)
@@ -325,8 +332,7 @@ function commands.requeue(now, real, args)
   local job, err = job_of_queue(jid, queue)
   if not job then return err end
   if job.state ~= 'failed' then return ERR.nojob(jid) end
-  unlist_failed(jid, job.failure)
-  count_stat(job.queue, now, 'failed', -1)
+  unlist_failed(jid, job)
   redis.call('hset', job_key(jid), 'state', 'waiting', 'remaining', job.retries, 'worker', '',
     'expires', 0, 'time', time_text(now))
   redis.call('hdel', job_key(jid), 'dque-died')

@@ -136,7 +136,7 @@ function commands.unfail(now, real, args)
     redis.call('lrem', list, 0, jid)
     if job and job.state == 'failed' then
       moved = moved + 1
-      count_stat(job.queue, now, 'failed', -1)
+      uncount_failed(job.queue, job.failure, job['dque-died'])
       redis.call('hset', job_key(jid), 'state', 'waiting', 'queue', queue, 'remaining', job.retries,
         'worker', '', 'expires', 0, 'time', time_text(now))
       redis.call('hdel', job_key(jid), 'dque-died')
