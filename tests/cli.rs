@@ -1449,3 +1449,111 @@ fn several_commands_at_once_on_one_queue_just_work() {
     expected.sort();
     assert_eq!(lines, expected);
 }
+
+// ---------------------------------------------------------------------------
+// A reader that leaves early
+// ---------------------------------------------------------------------------
+
+/// Runs `dque ARGS` with stdout a pipe whose read end is already closed
+/// (a reader such as `head` or `grep -q` that has gone); stdin is empty.
+fn dque_into_closed_pipe(args: &[&str]) -> Run {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_dque"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run dque");
+    Run {
+        args: args.iter().map(|s| s.to_string()).collect(),
+        code: output.status.code().unwrap_or(-1),
+        stdout: output.stdout,
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn no_command_panics_when_its_reader_has_gone() {
+    // Issue 23, item 7: `dque stats DIR | head` (or `| grep -q`, `| true`)
+    // panicked with exit 101, "failed printing to stdout: Broken pipe", in
+    // stats, stats --json, verify, workers and every other command that
+    // prints with `println!`. A reader that leaves is not an error: each
+    // command ends quietly with the status it would have had, and pop gives
+    // back the item it could not write.
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let q = healthy(root.path());
+    // A dead letter, for `dead` and `requeue`.
+    let raw = RawQueue::open_with(&q, &options(3)).unwrap();
+    raw.lease().unwrap().unwrap().fail("broken").unwrap();
+    raw.close().unwrap();
+    let jobs_root = root.path().join("jobs");
+    fs::create_dir(&jobs_root).unwrap();
+    let jobs = jobs_root.join("q");
+    dque(&["push", s(&jobs), "--create", "a", "b"]).code(OK);
+    dque(&["push", s(&jobs), "--delay", "600", "later"]).code(OK);
+    let torn_root = root.path().join("torn");
+    fs::create_dir(&torn_root).unwrap();
+    let (torn, _) = torn(&torn_root);
+    let damaged_root = root.path().join("damaged");
+    fs::create_dir(&damaged_root).unwrap();
+    let damaged = corrupt_middle(&damaged_root);
+    dque(&["repair", s(&damaged), "--yes"]).code(OK);
+    let quarantined = damaged.join("quarantine").join(seg_name(2));
+    let bench = root.path().join("bench");
+    fs::create_dir(&bench).unwrap();
+
+    let (q, jobs, torn) = (s(&q), s(&jobs), s(&torn));
+    let commands: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["--help"], OK),
+        (vec!["--version"], OK),
+        (vec!["stats", "--help"], OK),
+        (vec!["stats", q], OK),
+        (vec!["stats", q, "--json"], OK),
+        (vec!["stats", jobs], OK),
+        (vec!["stats", jobs, "--json"], OK),
+        (vec!["peek", q], OK),
+        (vec!["peek", q, "--raw"], OK),
+        (vec!["peek", q, "--json", "-n", "5"], OK),
+        (vec!["peek", jobs, "-n", "5"], OK),
+        (vec!["dump", q], OK),
+        (vec!["dump", jobs, "--json"], OK),
+        (vec!["dead", q], OK),
+        (vec!["dead", q, "--json"], OK),
+        (vec!["verify", q], OK),
+        // A verdict stays the verdict: a damaged queue still exits 3.
+        (vec!["verify", torn], DAMAGED),
+        (vec!["repair", torn, "--dry-run"], OK),
+        (vec!["salvage", s(&quarantined)], OK),
+        (vec!["salvage", s(&quarantined), "--json"], OK),
+        (vec!["workers", q], OK),
+        (vec!["workers", q, "--json"], OK),
+        (vec!["requeue", q, "--all"], OK),
+        (vec!["work", jobs, "--until-empty", "--", "true"], OK),
+        (
+            vec!["bench", s(&bench), "--count", "50", "--safe-count", "5"],
+            OK,
+        ),
+    ];
+    for (args, code) in commands {
+        let run = dque_into_closed_pipe(&args);
+        run.code(code);
+        assert!(
+            !run.stderr.contains("panicked") && run.stderr.trim().is_empty(),
+            "a closed pipe is not worth a word\n{}",
+            run.describe()
+        );
+    }
+
+    // pop: the item it could not write stays, at the head of the queue.
+    let before = contents(Path::new(q));
+    for args in [vec!["pop", q], vec!["pop", q, "-n", "3"]] {
+        dque_into_closed_pipe(&args).code(OK);
+        assert_eq!(contents(Path::new(q)), before, "{args:?} kept the items");
+    }
+    let v = json(dque(&["stats", q, "--json"]).code(OK).out().trim());
+    assert_eq!(v["delivered"], 0, "no delivery was counted: {v}");
+}

@@ -14,7 +14,10 @@ Exit codes:
   4  the queue is in use by a running program (it holds the lock; push and pop
      wait up to a second for it, so that dque commands on one queue take turns)
   5  no queue there: the path is missing or holds something else
-  6  pop or peek found the queue empty";
+  6  pop or peek found the queue empty
+A reader that stops early (`| head`, `| grep -q`) is not an error: the command
+stops printing and exits as it would have (pop gives back the item it could not
+write; items already written into the pipe count as taken).";
 
 /// Something went wrong: an error and its exit code.
 #[derive(Debug)]
@@ -22,6 +25,14 @@ pub struct Failure {
     message: String,
     code: u8,
 }
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
 
 pub const DAMAGED: u8 = 3;
 pub const LOCKED: u8 = 4;
@@ -57,7 +68,7 @@ impl Failure {
 
     /// Prints the message to stderr; the code to exit with.
     pub fn report(self) -> ExitCode {
-        eprintln!("dque: {}", self.message);
+        say!("dque: {}", self.message);
         ExitCode::from(self.code)
     }
 

@@ -1,6 +1,9 @@
 //! `dque`: inspect, verify, repair, push to, pop from and benchmark a queue
 //! directory from the shell.
 
+#[macro_use]
+mod output;
+
 mod address;
 mod bench;
 mod fail;
@@ -84,5 +87,7 @@ fn main() -> ExitCode {
         Command::Workers(args) => workers::run(args),
         Command::Work(args) => work::run(args),
     };
+    // What `print!` left in stdout's buffer, its failure reported as any.
+    let result = result.and_then(|code| output::flush().map(|()| code));
     result.unwrap_or_else(|failure| failure.report())
 }

@@ -104,9 +104,7 @@ pub fn peek(args: &PeekArgs) -> Result<ExitCode, Failure> {
         })
     })?;
     if let Some(bytes) = raw {
-        std::io::stdout()
-            .write_all(&bytes)
-            .map_err(Failure::other)?;
+        crate::output::written(std::io::stdout().write_all(&bytes))?;
         return Ok(ExitCode::SUCCESS);
     }
     if shown == 0 {
@@ -151,9 +149,8 @@ fn peek_server(args: &PeekArgs) -> Result<ExitCode, Failure> {
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.raw {
-        out.write_all(&waiting[0].job.body)
-            .map_err(Failure::other)?;
-        return finish(out, None).map(|()| ExitCode::SUCCESS);
+        let written = out.write_all(&waiting[0].job.body).err();
+        return finish(out, written).map(|()| ExitCode::SUCCESS);
     }
     let mut broken = None;
     for w in &waiting {
@@ -253,10 +250,7 @@ pub fn dead(args: &DeadArgs) -> Result<ExitCode, Failure> {
 
 /// Flushes `out`; a pipe closed early (`| head`) is not an error.
 fn finish(mut out: impl Write, broken: Option<std::io::Error>) -> Result<(), Failure> {
-    match broken.map_or_else(|| out.flush(), Err) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.map_err(Failure::other),
-    }
+    crate::output::written(broken.map_or_else(|| out.flush(), Err))
 }
 
 /// Visits the records of the queue at `dir` with a locked, buffered stdout:

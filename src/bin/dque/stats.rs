@@ -28,9 +28,9 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode, Failure> {
         let queue = args.address.open(Make::No)?;
         let jobs = queue.stats().map_err(fail)?;
         if args.json {
-            println!("{}", jobs_json(&jobs));
+            outln!("{}", jobs_json(&jobs))?;
         } else {
-            print!("{}", jobs_text(&jobs));
+            out!("{}", jobs_text(&jobs))?;
         }
         return Ok(ExitCode::SUCCESS);
     };
@@ -48,10 +48,10 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode, Failure> {
                 value[key] = field;
             }
         }
-        println!("{value}");
+        outln!("{value}")?;
     } else {
-        print!("{}", text(dir, &stats, holder));
-        print!("{}", jobs_text(&jobs));
+        out!("{}", text(dir, &stats, holder))?;
+        out!("{}", jobs_text(&jobs))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -48,15 +48,15 @@ pub fn run(args: &WorkersArgs) -> Result<ExitCode, Failure> {
                 })
             })
             .collect();
-        println!("{}", serde_json::Value::Array(list));
+        outln!("{}", serde_json::Value::Array(list))?;
         return Ok(ExitCode::SUCCESS);
     }
     if workers.is_empty() {
-        println!("no other process has {} open", args.dir.display());
+        outln!("no other process has {} open", args.dir.display())?;
     }
     for w in &workers {
         let leases: Vec<String> = w.leases.iter().map(u64::to_string).collect();
-        println!(
+        outln!(
             "pid {} on {}, since {} ms after the epoch, holds {} lease(s){}{}",
             w.pid,
             w.host,
@@ -64,7 +64,7 @@ pub fn run(args: &WorkersArgs) -> Result<ExitCode, Failure> {
             w.leases.len(),
             if leases.is_empty() { "" } else { ": " },
             leases.join(" ")
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
