@@ -1457,8 +1457,14 @@ fn several_commands_at_once_on_one_queue_just_work() {
 /// Runs `dque ARGS` with stdout a pipe whose read end is already closed
 /// (a reader such as `head` or `grep -q` that has gone); stdin is empty.
 fn dque_into_closed_pipe(args: &[&str]) -> Run {
-    let (reader, writer) = std::io::pipe().expect("a pipe");
-    drop(reader);
+    // The reader: `true`, which exits without reading; its stdin's write
+    // end is all that is left of the pipe here.
+    let mut reader = std::process::Command::new("true")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("run true");
+    let writer = reader.stdin.take().expect("the pipe's write end");
+    assert!(reader.wait().expect("true exits").success());
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_dque"))
         .args(args)
         .env("NO_COLOR", "1")
