@@ -16,6 +16,7 @@ mod requeue;
 mod salvage;
 mod stats;
 mod verify;
+mod when;
 mod work;
 mod workers;
 
@@ -52,9 +53,9 @@ enum Command {
     Dead(records::DeadArgs),
     /// Put dead letters back at the end of their queue.
     Requeue(requeue::RequeueArgs),
-    /// Add items to a raw-bytes queue: from arguments, a file, or stdin.
+    /// Add jobs to a queue (a jobs queue or a plain raw-bytes one): from arguments, a file, or stdin.
     Push(push_pop::PushArgs),
-    /// Take items from a raw-bytes queue and write their bytes to stdout.
+    /// Take jobs from a queue (the next ready one by priority) and write their bodies to stdout.
     Pop(push_pop::PopArgs),
     /// Read every byte of the queue and check every CRC, marker and count.
     Verify(verify::VerifyArgs),

@@ -339,13 +339,14 @@ fn print_job(
     let job = &stored.job;
     let shown = Shown::new(&job.body, format);
     let attempts = job.attempt + record.map_or(0, |r| u32::from(r.attempts));
-    let due = match (part, stored.due) {
-        (JobPart::Scheduled, Some(due)) => Some(
-            due.duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-        ),
+    let due_at = match (part, stored.due) {
+        (JobPart::Scheduled, Some(due)) => Some(due),
         _ => None,
     };
+    let due = due_at.map(|due| {
+        due.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    });
     if format.json {
         let headers: serde_json::Map<String, serde_json::Value> = job
             .headers
@@ -359,6 +360,7 @@ fn print_job(
             "headers": headers,
             "scheduled": matches!(part, JobPart::Scheduled),
             "due": due,
+            "due_at": due_at.map(crate::when::rfc3339),
         });
         if let Some(record) = record {
             value["record"] = record.id.into();
@@ -373,7 +375,9 @@ fn print_job(
         .iter()
         .map(|(n, v)| format!("{n}={v:?}"))
         .collect();
-    let due = due.map_or(String::new(), |due| format!(" due {due}"));
+    let due = due_at.map_or(String::new(), |due| {
+        format!(" due {}", crate::when::shown(due))
+    });
     let headers = match headers.is_empty() {
         true => String::new(),
         false => format!(" headers {}", headers.join(" ")),
