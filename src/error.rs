@@ -220,9 +220,18 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io { path, source } => write!(f, "I/O error on {}: {source}", path.display()),
+            Error::Locked { path } if held_shared(path) => write!(
+                f,
+                "queue {} is open in shared mode by other handles: join them with \
+                 Options::shared(true) (the dque command joins by itself), or close them all \
+                 to open it alone",
+                path.parent().unwrap_or(path).display()
+            ),
             Error::Locked { path } => write!(
                 f,
-                "queue is locked by another handle ({}); close the other handle or process first",
+                "queue is locked by another handle ({}); close the other handle or process \
+                 first (or open every handle with Options::shared(true) to use the queue \
+                 from several at once)",
                 path.display()
             ),
             Error::Corrupted {
@@ -352,6 +361,25 @@ impl std::error::Error for Error {
             _ => None,
         }
     }
+}
+
+/// Whether the lock file at `path` is held by shared handles (a shared
+/// `flock` in /proc/locks: `FLOCK ADVISORY READ PID MAJ:MIN:INODE`), read
+/// without touching the lock. False when that cannot be told.
+fn held_shared(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(inode) = std::fs::metadata(path).map(|m| m.ino()) else {
+        return false;
+    };
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    locks.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // Blocked waiters (`->`) shift the fields: only holders count.
+        fields.len() >= 6
+            && fields[1] == "FLOCK"
+            && fields[3] == "READ"
+            && fields[5].rsplit(':').next() == Some(inode.to_string().as_str())
+    })
 }
 
 #[cfg(test)]

@@ -714,7 +714,7 @@ fn push_to_a_locked_queue_exits_4_and_adds_nothing() {
 #[test]
 fn push_and_pop_refuse_a_bincode_queue() {
     // Pins: push and pop on a bincode queue fail with 1, say push and pop
-    // handle raw-bytes queues only, and leave the queue as it was.
+    // handle jobs and raw-bytes queues only, and leave the queue as it was.
     let _serial = serial();
     let root = tempfile::tempdir().unwrap();
     let path = bincode(root.path());
@@ -722,11 +722,11 @@ fn push_and_pop_refuse_a_bincode_queue() {
     dque(&["push", s(&path), "9"])
         .code(ERROR)
         .stdout_empty()
-        .stderr_has(&["codec 1", "bincode", "raw-bytes", "codec 0"]);
+        .stderr_has(&["codec bincode", "raw-bytes", "jobs queues"]);
     dque(&["pop", s(&path)])
         .code(ERROR)
         .stdout_empty()
-        .stderr_has(&["codec 1", "bincode", "raw-bytes", "codec 0"]);
+        .stderr_has(&["codec bincode", "raw-bytes", "jobs queues"]);
     assert_unchanged(&path, &before, "push and pop on a bincode queue");
     let q: DQue<u32> = DQue::open(&path).expect("open");
     assert_eq!(q.dequeue_batch(10).expect("dequeue"), vec![7, 8]);
@@ -1448,4 +1448,363 @@ fn several_commands_at_once_on_one_queue_just_work() {
         .collect();
     expected.sort();
     assert_eq!(lines, expected);
+}
+
+// ---------------------------------------------------------------------------
+// A reader that leaves early
+// ---------------------------------------------------------------------------
+
+/// Runs `dque ARGS` with stdout a pipe whose read end is already closed
+/// (a reader such as `head` or `grep -q` that has gone); stdin is empty.
+fn dque_into_closed_pipe(args: &[&str]) -> Run {
+    // The reader: `true`, which exits without reading; its stdin's write
+    // end is all that is left of the pipe here.
+    let mut reader = std::process::Command::new("true")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("run true");
+    let writer = reader.stdin.take().expect("the pipe's write end");
+    assert!(reader.wait().expect("true exits").success());
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_dque"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run dque");
+    Run {
+        args: args.iter().map(|s| s.to_string()).collect(),
+        code: output.status.code().unwrap_or(-1),
+        stdout: output.stdout,
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn no_command_panics_when_its_reader_has_gone() {
+    // Issue 23, item 7: `dque stats DIR | head` (or `| grep -q`, `| true`)
+    // panicked with exit 101, "failed printing to stdout: Broken pipe", in
+    // stats, stats --json, verify, workers and every other command that
+    // prints with `println!`. A reader that leaves is not an error: each
+    // command ends quietly with the status it would have had, and pop gives
+    // back the item it could not write.
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let q = healthy(root.path());
+    // A dead letter, for `dead` and `requeue`.
+    let raw = RawQueue::open_with(&q, &options(3)).unwrap();
+    raw.lease().unwrap().unwrap().fail("broken").unwrap();
+    raw.close().unwrap();
+    let jobs_root = root.path().join("jobs");
+    fs::create_dir(&jobs_root).unwrap();
+    let jobs = jobs_root.join("q");
+    dque(&["push", s(&jobs), "--create", "a", "b"]).code(OK);
+    dque(&["push", s(&jobs), "--delay", "600", "later"]).code(OK);
+    let torn_root = root.path().join("torn");
+    fs::create_dir(&torn_root).unwrap();
+    let (torn, _) = torn(&torn_root);
+    let damaged_root = root.path().join("damaged");
+    fs::create_dir(&damaged_root).unwrap();
+    let damaged = corrupt_middle(&damaged_root);
+    dque(&["repair", s(&damaged), "--yes"]).code(OK);
+    let quarantined = damaged.join("quarantine").join(seg_name(2));
+    let bench = root.path().join("bench");
+    fs::create_dir(&bench).unwrap();
+
+    let (q, jobs, torn) = (s(&q), s(&jobs), s(&torn));
+    let commands: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["--help"], OK),
+        (vec!["--version"], OK),
+        (vec!["stats", "--help"], OK),
+        (vec!["stats", q], OK),
+        (vec!["stats", q, "--json"], OK),
+        (vec!["stats", jobs], OK),
+        (vec!["stats", jobs, "--json"], OK),
+        (vec!["peek", q], OK),
+        (vec!["peek", q, "--raw"], OK),
+        (vec!["peek", q, "--json", "-n", "5"], OK),
+        (vec!["peek", jobs, "-n", "5"], OK),
+        (vec!["dump", q], OK),
+        (vec!["dump", jobs, "--json"], OK),
+        (vec!["dead", q], OK),
+        (vec!["dead", q, "--json"], OK),
+        (vec!["verify", q], OK),
+        // A verdict stays the verdict: a damaged queue still exits 3.
+        (vec!["verify", torn], DAMAGED),
+        (vec!["repair", torn, "--dry-run"], OK),
+        (vec!["salvage", s(&quarantined)], OK),
+        (vec!["salvage", s(&quarantined), "--json"], OK),
+        (vec!["workers", q], OK),
+        (vec!["workers", q, "--json"], OK),
+        (vec!["requeue", q, "--all"], OK),
+        (vec!["work", jobs, "--until-empty", "--", "true"], OK),
+        (
+            vec!["bench", s(&bench), "--count", "50", "--safe-count", "5"],
+            OK,
+        ),
+    ];
+    for (args, code) in commands {
+        let run = dque_into_closed_pipe(&args);
+        run.code(code);
+        assert!(
+            !run.stderr.contains("panicked") && run.stderr.trim().is_empty(),
+            "a closed pipe is not worth a word\n{}",
+            run.describe()
+        );
+    }
+
+    // pop: the item it could not write stays, at the head of the queue.
+    let before = contents(Path::new(q));
+    for args in [vec!["pop", q], vec!["pop", q, "-n", "3"]] {
+        dque_into_closed_pipe(&args).code(OK);
+        assert_eq!(contents(Path::new(q)), before, "{args:?} kept the items");
+    }
+    let v = json(dque(&["stats", q, "--json"]).code(OK).out().trim());
+    assert_eq!(v["delivered"], 0, "no delivery was counted: {v}");
+}
+
+// ---------------------------------------------------------------------------
+// One view per kind of queue, times as dates, names for codecs
+// ---------------------------------------------------------------------------
+
+/// What the files under `dir` take: (allocated bytes, lengths).
+fn file_bytes(dir: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let mut sum = (0, 0);
+    for entry in fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let meta = entry.metadata().unwrap();
+        if meta.is_dir() {
+            let (allocated, length) = file_bytes(&entry.path());
+            sum = (sum.0 + allocated, sum.1 + length);
+        } else {
+            sum = (sum.0 + meta.blocks() * 512, sum.1 + meta.len());
+        }
+    }
+    sum
+}
+
+/// A byte count as `dque stats` prints it.
+fn shown_bytes(n: u64) -> String {
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < 3 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    match unit {
+        0 => format!("{n} B"),
+        _ => format!("{value:.1} {}", ["B", "KiB", "MiB", "GiB"][unit]),
+    }
+}
+
+#[test]
+fn stats_of_a_jobs_queue_agrees_with_itself() {
+    // Issue 23, item 7: `dque stats` of a jobs queue printed the root
+    // lane's files (`items 5`, `dead letters 0`, `on disk 1.0 MiB`) next to
+    // the jobs' counts (`7 ready, 1 scheduled, 1 dead`) of the whole queue
+    // in a 4.2 MiB directory. One view per kind: a jobs queue shows its jobs
+    // by state and every file under it; --json's `items`, `dead_letters`
+    // and `bytes_on_disk` say the same.
+    use dque::jobs::{JobOptions, JobQueue, NewJob};
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("jobs");
+    let jobs = JobOptions::new().create(&dir).unwrap();
+    for n in 0..5 {
+        jobs.enqueue(NewJob::new(format!("plain {n}"))).unwrap();
+    }
+    for n in 0..3 {
+        jobs.enqueue(NewJob::new(format!("urgent {n}")).priority(-3))
+            .unwrap();
+    }
+    jobs.enqueue(NewJob::new("later").delay(Duration::from_secs(3600)))
+        .unwrap();
+    let poison = jobs.lease().unwrap().unwrap();
+    jobs.fail(poison, "cannot parse").unwrap();
+    jobs.close().unwrap();
+
+    let run = dque(&["stats", s(&dir)]);
+    run.code(OK).stdout_has(&[
+        "(a jobs queue)",
+        "7 ready, 1 scheduled, 0 leased, 1 dead (9 in all)",
+        "codec jobs",
+    ]);
+    let out = run.out();
+    for line in ["items", "dead letters", "delivered", "segments"] {
+        assert!(
+            !out.lines().any(|l| l.starts_with(line)),
+            "a jobs queue shows no lane's {line:?}\n{}",
+            run.describe()
+        );
+    }
+    let (allocated, length) = file_bytes(&dir);
+    assert_eq!(
+        stat_line(&out, "on disk"),
+        format!(
+            "{} ({} of file lengths, preallocation included; every file under the directory)",
+            shown_bytes(allocated),
+            shown_bytes(length)
+        ),
+        "{}",
+        run.describe()
+    );
+    let v = json(dque(&["stats", s(&dir), "--json"]).code(OK).out().trim());
+    assert_eq!(v["kind"], "jobs", "{v}");
+    assert_eq!(v["items"], 8, "{v}");
+    assert_eq!(v["dead_letters"], 1, "{v}");
+    assert_eq!(v["bytes_on_disk"], length, "{v}");
+    assert_eq!(v["directory_bytes"], allocated, "{v}");
+    assert_eq!(v["counts"]["ready"], 7, "{v}");
+}
+
+#[test]
+fn stats_of_a_plain_queue_counts_every_file_and_names_its_codec() {
+    // Issue 23, item 7: `on disk` counted the segments only, not the dead
+    // letters' files, and the codec printed as a number.
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let q = healthy(root.path());
+    let raw = RawQueue::open_with(&q, &options(3)).unwrap();
+    raw.lease().unwrap().unwrap().fail("broken").unwrap();
+    raw.close().unwrap();
+    let run = dque(&["stats", s(&q)]);
+    run.code(OK);
+    let out = run.out();
+    assert_eq!(stat_line(&out, "items"), "7", "{}", run.describe());
+    assert_eq!(stat_line(&out, "dead letters"), "1", "{}", run.describe());
+    assert_eq!(stat_line(&out, "format"), "version 1, codec raw bytes");
+    let (allocated, _) = file_bytes(&q);
+    assert!(
+        stat_line(&out, "on disk").starts_with(&format!("{} (", shown_bytes(allocated))),
+        "{}",
+        run.describe()
+    );
+    let v = json(dque(&["stats", s(&q), "--json"]).code(OK).out().trim());
+    assert_eq!(
+        (v["kind"].as_str(), v["codec"].as_str()),
+        (Some("fifo"), Some("raw bytes"))
+    );
+}
+
+#[test]
+fn times_print_as_dates_and_ages() {
+    // Issue 23, item 7: `dque workers` said `since 1795659064385 ms after
+    // the epoch` and `dque peek` a scheduled job's `due 1795662650`. Times
+    // print as UTC dates (RFC 3339) with an age; JSON keeps its numbers and
+    // adds the dates.
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("jobs");
+    dque(&["push", s(&dir), "--create", "--delay", "3600", "later"]).code(OK);
+    let rfc3339 = |text: &str| {
+        text.split_whitespace().any(|word| {
+            let b = word.as_bytes();
+            b.len() == 20 && b[4] == b'-' && b[10] == b'T' && b[19] == b'Z'
+        })
+    };
+    let run = dque(&["peek", s(&dir)]);
+    run.code(OK).stdout_has(&["due ", "(in 59m)"]);
+    assert!(rfc3339(&run.out()), "{}", run.describe());
+    let v = json(dque(&["peek", s(&dir), "--json"]).code(OK).out().trim());
+    assert!(v["due"].as_u64().is_some(), "{v}");
+    assert!(rfc3339(v["due_at"].as_str().unwrap()), "{v}");
+
+    let shared = RawQueue::open_encoded_with(&dir, &Options::new().shared(true)).unwrap();
+    let run = dque(&["workers", s(&dir)]);
+    run.code(OK).stdout_has(&["since "]);
+    let out = run.out();
+    assert!(
+        out.contains("(now)") || out.contains(" ago)"),
+        "an age\n{out}"
+    );
+    assert!(!run.out().contains("after the epoch"), "{}", run.describe());
+    assert!(rfc3339(&run.out()), "{}", run.describe());
+    let v = json(dque(&["workers", s(&dir), "--json"]).code(OK).out().trim());
+    assert!(rfc3339(v[0]["started"].as_str().unwrap()), "{v}");
+    assert!(v[0]["started_unix_ms"].as_u64().is_some(), "{v}");
+    drop(shared);
+}
+
+#[test]
+fn push_and_pop_help_speaks_of_jobs() {
+    // Issue 23, item 7: the help of push and pop said "raw-bytes queue",
+    // though both take jobs queues (and push --create makes one).
+    let _serial = serial();
+    let run = dque(&["--help"]);
+    run.code(OK);
+    for line in run.out().lines() {
+        let line = line.trim_start();
+        if line.starts_with("push ") || line.starts_with("pop ") {
+            assert!(line.contains("jobs"), "{line}");
+            assert!(!line.contains("raw-bytes queue:"), "{line}");
+        }
+    }
+    dque(&["push", "--help"])
+        .code(OK)
+        .stdout_has(&["add jobs to a queue"]);
+    dque(&["pop", "--help"])
+        .code(OK)
+        .stdout_has(&["take jobs from a queue"]);
+}
+
+#[test]
+fn a_codec_mismatch_names_the_codec() {
+    // Issue 23, item 7: a codec mismatch printed `codec 1935830890`: known
+    // codecs print by name, a program's own by its id's four bytes.
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let path = root.path().join("own");
+    #[derive(Default)]
+    struct Own;
+    impl dque::Codec<Vec<u8>> for Own {
+        const ID: u32 = u32::from_le_bytes(*b"mine");
+        fn encode(&self, item: &Vec<u8>, out: &mut Vec<u8>) -> Result<(), dque::CodecError> {
+            out.extend_from_slice(item);
+            Ok(())
+        }
+        fn decode(&self, bytes: &[u8]) -> Result<Vec<u8>, dque::CodecError> {
+            Ok(bytes.to_vec())
+        }
+    }
+    let q: DQue<Vec<u8>, Own> = DQue::create_with(&path, &Options::new()).unwrap();
+    q.enqueue(&b"x".to_vec()).unwrap();
+    q.close().unwrap();
+    dque(&["pop", s(&path)])
+        .code(ERROR)
+        .stderr_has(&["codec \"mine\" (a program's own)", "--encoded"]);
+    dque(&["stats", s(&path)])
+        .code(OK)
+        .stdout_has(&["codec \"mine\" (a program's own)"]);
+    fs::create_dir_all(root.path().join("typed")).unwrap();
+    let typed = bincode(&root.path().join("typed"));
+    dque(&["pop", s(&typed)]).code(ERROR).stderr_has(&[
+        "codec bincode",
+        "jobs queues",
+        "raw-bytes queues",
+    ]);
+}
+
+#[test]
+fn locked_by_shared_handles_says_how_to_join() {
+    // Issue 23, item 7: opening a queue that others have open in shared
+    // mode, without Options::shared(true), said "locked by another handle
+    // … close the other handle": it says the queue is open in shared mode
+    // and how to join. A queue held alone still says to close the holder.
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let path = root.path().join("q");
+    let shared = RawQueue::create_with(&path, &Options::new().shared(true)).unwrap();
+    let error = RawQueue::open(&path).expect_err("held in shared mode");
+    assert!(matches!(error, dque::Error::Locked { .. }), "{error:?}");
+    let text = error.to_string();
+    assert!(text.contains("open in shared mode"), "{text}");
+    assert!(text.contains("Options::shared(true)"), "{text}");
+    drop(shared);
+    let alone = RawQueue::open(&path).unwrap();
+    let text = RawQueue::open(&path).expect_err("held alone").to_string();
+    assert!(text.contains("close the other handle"), "{text}");
+    assert!(!text.contains("open in shared mode"), "{text}");
+    drop(alone);
 }

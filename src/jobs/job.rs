@@ -65,6 +65,11 @@ impl NewJob {
     }
 
     /// Keeps the job out of sight (scheduled) for `delay` from enqueue.
+    ///
+    /// A job whose time would fall after 9999-12-31T23:59:59Z (as with
+    /// `Duration::MAX`) is due at that time on every backend: scheduled,
+    /// never due in practice, until its priority, a cancel or a lease by id
+    /// changes it.
     #[must_use]
     pub fn delay(mut self, delay: Duration) -> Self {
         self.run_at = if delay.is_zero() {
@@ -76,7 +81,8 @@ impl NewJob {
     }
 
     /// Keeps the job out of sight (scheduled) until `time` (ready at once if
-    /// `time` has passed).
+    /// `time` has passed; a time after 9999-12-31T23:59:59Z is that time, as
+    /// for [`delay`](Self::delay)).
     #[must_use]
     pub fn at(mut self, time: SystemTime) -> Self {
         self.run_at = RunAt::At(time);
@@ -110,8 +116,8 @@ impl NewJob {
     pub(crate) fn ready_at(&self, now: SystemTime) -> SystemTime {
         match self.run_at {
             RunAt::Now => now,
-            RunAt::After(delay) => now.checked_add(delay).unwrap_or(now),
-            RunAt::At(time) => time,
+            RunAt::After(delay) => due_after(now, delay),
+            RunAt::At(time) => time.min(latest_due()),
         }
     }
 
@@ -125,6 +131,20 @@ impl NewJob {
         }
         Ok(())
     }
+}
+
+/// The latest time a job can be due, 9999-12-31T23:59:59Z: a later one is
+/// taken as this. Every backend stores it exactly (a `u64` or `i64` of
+/// milliseconds, Redis's `f64` seconds: below 2^53), so a huge delay means
+/// "never due" everywhere instead of overflowing into "due now".
+pub(crate) fn latest_due() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(253_402_300_799)
+}
+
+/// When a job delayed by `delay` at `now` is due, at most [`latest_due`].
+pub(crate) fn due_after(now: SystemTime, delay: Duration) -> SystemTime {
+    now.checked_add(delay)
+        .map_or_else(latest_due, |at| at.min(latest_due()))
 }
 
 /// `InvalidJob` unless `id` is 1 to [`MAX_JOB_ID_BYTES`] bytes without
@@ -284,7 +304,9 @@ impl Enqueued {
 pub enum Retry {
     /// After the queue's back-off for this attempt ([`Backoff`](super::Backoff)).
     Backoff,
-    /// After this delay (zero: at once, before newer jobs of its priority).
+    /// After this delay (zero: at once, before newer jobs of its priority;
+    /// a time past 9999-12-31T23:59:59Z is that time, as for
+    /// [`NewJob::delay`]).
     After(Duration),
 }
 

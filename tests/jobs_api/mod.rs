@@ -75,6 +75,7 @@ macro_rules! jobs_api_suite {
             a_blocked_lease_wakes_for_an_enqueue,
             a_blocked_lease_wakes_when_a_job_falls_due,
             a_batch_lease_takes_jobs_in_lease_order,
+            a_huge_delay_is_never_due_not_due_now,
         );
     };
     (@each $runner:path; $($check:ident),* $(,)?) => {
@@ -690,4 +691,50 @@ impl NowTime for ManualClock {
     fn now_time(&self) -> SystemTime {
         dque::jobs::Clock::now(self)
     }
+}
+
+pub fn a_huge_delay_is_never_due_not_due_now(backend: &dyn Backend) {
+    // Issue 23, item 7: `delay(Duration::from_secs(u64::MAX))` overflowed
+    // the clock (`checked_add(..).unwrap_or(now)`) and made the job ready at
+    // once. Every way to ask for a time past the end (a delay, a time, a
+    // nack's retry) saturates to the same far date on every backend.
+    let (q, s) = new_queue(backend, "huge_delays");
+    let latest = UNIX_EPOCH + Duration::from_secs(253_402_300_799); // 9999-12-31T23:59:59Z
+    let beyond = UNIX_EPOCH
+        .checked_add(Duration::from_secs(400_000_000_000))
+        .expect("a time after 9999 fits a SystemTime");
+    let huge = [
+        Duration::MAX,
+        Duration::from_secs(u64::MAX),
+        Duration::from_secs(i64::MAX as u64),
+        Duration::from_millis(u64::MAX),
+        beyond.duration_since(s.clock.now_time()).unwrap(),
+    ];
+    for (n, delay) in huge.iter().enumerate() {
+        put(q.as_ref(), NewJob::new(format!("delay {n}")).delay(*delay));
+    }
+    put(q.as_ref(), NewJob::new("at beyond").at(beyond));
+    put(q.as_ref(), NewJob::new("at latest").at(latest));
+    put(q.as_ref(), NewJob::new("nacked"));
+    let nacked = lease(q.as_ref());
+    assert_eq!(
+        q.nack(nacked, Retry::After(Duration::MAX), "later")
+            .unwrap(),
+        Nacked::Retrying { at: latest },
+        "a nack's huge delay is the latest time too"
+    );
+    let scheduled = huge.len() as u64 + 3;
+    assert!(q.lease().unwrap().is_none(), "a huge delay is not due now");
+    let counts = q.counts().unwrap();
+    assert_eq!((counts.ready, counts.scheduled), (0, scheduled));
+    for waiting in q.waiting(100).unwrap() {
+        let body = String::from_utf8_lossy(&waiting.job.body).into_owned();
+        assert_eq!(waiting.state, WaitState::Scheduled(latest), "{body}");
+    }
+    s.clock.advance(Duration::from_secs(100 * 365 * 86_400));
+    assert!(q.lease().unwrap().is_none(), "nor in a hundred years");
+    drop(q);
+    let q = backend.reopen("huge_delays", &s);
+    assert!(q.lease().unwrap().is_none(), "nor after a restart");
+    assert_eq!(q.counts().unwrap().scheduled, scheduled);
 }

@@ -1,5 +1,6 @@
 //! A throwaway PostgreSQL server for the tests, started from the binaries
-//! on PATH (`initdb`, `postgres`), as redis-rs's tests start
+//! on PATH (`initdb`, `postgres`) or else where Debian puts them and
+//! `.ci/run` looks (`/usr/lib/postgresql/NN/bin`, the newest), as redis-rs's tests start
 //! `redis-server`: a temporary data directory, a Unix socket in it, no TCP
 //! port, trust authentication for user `dque`. One server per test binary,
 //! started at first use; a watchdog stops it and removes its directory
@@ -75,22 +76,64 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// `args` run as user `postgres` when this process is root.
+/// The server's programs this helper runs.
+const PROGRAMS: [&str; 3] = ["initdb", "postgres", "pg_ctl"];
+
+/// Where Debian installs each major version's programs, off PATH.
+const DEBIAN_DIRS: &str = "/usr/lib/postgresql";
+
+/// The directory holding all of [`PROGRAMS`]: the first on `path` (a PATH
+/// value), else the newest `/usr/lib/postgresql/NN/bin`, as `.ci/run`
+/// looks; `None` when there is none.
+pub fn programs_dir(path: &std::ffi::OsStr) -> Option<PathBuf> {
+    let has_all = |dir: &Path| PROGRAMS.iter().all(|p| dir.join(p).is_file());
+    if let Some(dir) = std::env::split_paths(path).find(|dir| has_all(dir)) {
+        return Some(dir);
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir(DEBIAN_DIRS)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            Some((version, entry.path().join("bin")))
+        })
+        .filter(|(_, bin)| has_all(bin))
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+/// The full path of the server's program `name`, found once.
+fn program(name: &str) -> String {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let dir = DIR.get_or_init(|| programs_dir(&std::env::var_os("PATH").unwrap_or_default()));
+    match dir {
+        Some(dir) if PROGRAMS.contains(&name) => path(&dir.join(name)).to_owned(),
+        _ => name.to_owned(),
+    }
+}
+
+/// `args` run as user `postgres` when this process is root (the server's
+/// programs by their full path).
 fn as_postgres(args: &[&str]) -> Command {
+    let program = program(args[0]);
     if is_root() {
         let mut command = Command::new("runuser");
-        command.args(["-u", "postgres", "--"]).args(args);
+        command
+            .args(["-u", "postgres", "--", &program])
+            .args(&args[1..]);
         command
     } else {
-        let mut command = Command::new(args[0]);
+        let mut command = Command::new(program);
         command.args(&args[1..]);
         command
     }
 }
 
 fn installed() -> bool {
-    ["initdb", "postgres", "pg_ctl"].iter().all(|binary| {
-        Command::new(binary)
+    PROGRAMS.iter().all(|binary| {
+        Command::new(program(binary))
             .arg("--version")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -122,7 +165,8 @@ fn server_command(dir: &Path) -> Command {
 fn start() -> Option<PgServer> {
     if !installed() {
         return crate::skip::missing(
-            "PostgreSQL is not installed (Debian: apt-get install postgresql)",
+            "PostgreSQL is not installed: no initdb, postgres and pg_ctl on PATH or in \
+             /usr/lib/postgresql/NN/bin (Debian: apt-get install postgresql)",
         );
     }
     let dir = tempfile::Builder::new()
@@ -159,8 +203,9 @@ fn start() -> Option<PgServer> {
     // fast shutdown) and remove the directory.
     let watchdog = format!(
         "while [ -d /proc/{me} ]; do sleep 0.2; done; \
-         pg_ctl -D {data} -m immediate stop >/dev/null 2>&1; rm -rf {dir}",
+         {pg_ctl} -D {data} -m immediate stop >/dev/null 2>&1; rm -rf {dir}",
         me = std::process::id(),
+        pg_ctl = program("pg_ctl"),
         data = path(&dir.join("data")),
         dir = path(&dir),
     );

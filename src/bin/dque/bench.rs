@@ -138,7 +138,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, BoxError> {
                 args.dir.display()
             )
         })?;
-    print_header(args, safe_count);
+    print_header(args, safe_count)?;
 
     let bench = Bench::new(work.path(), args.size)?;
     let floor = bench.plain_loop(safe_count)?;
@@ -146,42 +146,44 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode, BoxError> {
     let turbo = bench.mode(&turbo)?;
     bench.mode(&periodic)?;
     let batches = bench.mode(&batches)?;
-    print_summary(&floor, &safe, &turbo, &batches);
+    print_summary(&floor, &safe, &turbo, &batches)?;
 
     let removed = work.path().to_path_buf();
     work.close()?;
-    println!("Removed {} and everything in it.", removed.display());
+    outln!("Removed {} and everything in it.", removed.display())?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Prints what is measured where, and the table's head.
-fn print_header(args: &BenchArgs, safe_count: usize) {
-    println!(
+fn print_header(args: &BenchArgs, safe_count: usize) -> Result<(), BoxError> {
+    outln!(
         "dque bench: {}-byte items under {} ({})",
         args.size,
         args.dir.display(),
         report::filesystem_of(&args.dir)
-    );
-    println!(
+    )?;
+    outln!(
         "Safe rows: {safe_count} items, one fsync per call; the others: {} items.\n",
         args.count
-    );
-    println!("| mode | call | items | items/s | MB/s | p50 per call | p99 per call |");
-    println!("|---|---|---:|---:|---:|---:|---:|");
+    )?;
+    outln!("| mode | call | items | items/s | MB/s | p50 per call | p99 per call |")?;
+    outln!("|---|---|---:|---:|---:|---:|---:|")?;
+    Ok(())
 }
 
 /// Prints the ratios that matter under the table.
-fn print_summary(floor: &Run, safe: &Run, turbo: &Run, batches: &Run) {
-    println!();
-    println!(
+fn print_summary(floor: &Run, safe: &Run, turbo: &Run, batches: &Run) -> Result<(), BoxError> {
+    outln!()?;
+    outln!(
         "Safe enqueue: {} items/s, {:.2}x the plain fdatasync loop; Turbo is {:.0}x faster than Safe \
          (and loses the last calls on a power loss, not on a crash); batches of 100 in Safe: {} items/s.",
         report::rate(safe.per_sec()),
         safe.per_sec() / floor.per_sec(),
         turbo.per_sec() / safe.per_sec(),
         report::rate(batches.per_sec()),
-    );
-    println!("Latencies include the clock read around each call.");
+    )?;
+    outln!("Latencies include the clock read around each call.")?;
+    Ok(())
 }
 
 /// One durability mode to measure: enqueue then dequeue `items`, in calls
@@ -266,15 +268,16 @@ impl Bench {
     }
 
     /// Prints a finished row of the table.
-    fn print_row(&self, mode: &str, call: &str, run: &Run) {
+    fn print_row(&self, mode: &str, call: &str, run: &Run) -> Result<(), BoxError> {
         let mb_per_sec = run.per_sec() * self.data.len() as f64 / 1e6;
-        println!(
+        outln!(
             "| {mode} | {call} | {} | {} | {mb_per_sec:.1} | {} | {} |",
             run.items,
             report::rate(run.per_sec()),
             report::nanos(run.percentile(0.50).as_nanos() as f64),
             report::nanos(run.percentile(0.99).as_nanos() as f64),
-        );
+        )?;
+        Ok(())
     }
 
     /// A plain `pwrite` + `fdatasync` of each of `items` items: one
@@ -299,7 +302,7 @@ impl Bench {
         drop(file);
         std::fs::remove_file(&path)?;
         bar.finish_and_clear();
-        self.print_row(name, call, &run);
+        self.print_row(name, call, &run)?;
         Ok(run)
     }
 
@@ -319,12 +322,12 @@ impl Bench {
         let bar = self.row_bar(mode.name, enqueue_call, items);
         let enqueue = self.enqueue(&queue, mode, &bar)?;
         bar.finish_and_clear();
-        self.print_row(mode.name, enqueue_call, &enqueue);
+        self.print_row(mode.name, enqueue_call, &enqueue)?;
 
         let bar = self.row_bar(mode.name, dequeue_call, items);
         let dequeue = self.dequeue(&queue, mode, &bar)?;
         bar.finish_and_clear();
-        self.print_row(mode.name, dequeue_call, &dequeue);
+        self.print_row(mode.name, dequeue_call, &dequeue)?;
 
         queue.close()?;
         std::fs::remove_dir_all(&path)?;

@@ -14,7 +14,10 @@ Exit codes:
   4  the queue is in use by a running program (it holds the lock; push and pop
      wait up to a second for it, so that dque commands on one queue take turns)
   5  no queue there: the path is missing or holds something else
-  6  pop or peek found the queue empty";
+  6  pop or peek found the queue empty
+A reader that stops early (`| head`, `| grep -q`) is not an error: the command
+stops printing and exits as it would have (pop gives back the item it could not
+write; items already written into the pipe count as taken).";
 
 /// Something went wrong: an error and its exit code.
 #[derive(Debug)]
@@ -22,6 +25,14 @@ pub struct Failure {
     message: String,
     code: u8,
 }
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
 
 pub const DAMAGED: u8 = 3;
 pub const LOCKED: u8 = 4;
@@ -57,7 +68,7 @@ impl Failure {
 
     /// Prints the message to stderr; the code to exit with.
     pub fn report(self) -> ExitCode {
-        eprintln!("dque: {}", self.message);
+        say!("dque: {}", self.message);
         ExitCode::from(self.code)
     }
 
@@ -115,8 +126,8 @@ impl Failure {
                 ),
             ),
             dque::Error::CodecMismatch { found, .. } => Failure::other(format!(
-                "{dir} holds items of codec {found} ({}); push and pop handle raw-bytes queues \
-                 (codec 0), or any queue's encoded bytes with --encoded",
+                "{dir} holds items of codec {}; push, pop and work take jobs queues and \
+                 raw-bytes queues, and push and pop any queue's encoded bytes with --encoded",
                 codec_name(found)
             )),
             e => Failure::other(e),
@@ -124,13 +135,39 @@ impl Failure {
     }
 }
 
-/// What a codec id means, as far as this build knows.
-pub fn codec_name(id: u32) -> &'static str {
+/// A codec by name: the ones this build knows; another by its id's four
+/// bytes when they are printable ASCII (ids such as `u32::from_le_bytes(*b"json")`),
+/// else by number.
+pub fn codec_name(id: u32) -> String {
     match id {
-        0 => "raw bytes",
-        1 => "bincode",
-        2 => "dead letters",
-        dque::jobs::JOB_CODEC_ID => "jobs",
-        _ => "a program's own codec",
+        0 => "raw bytes".into(),
+        1 => "bincode".into(),
+        2 => "dead letters".into(),
+        dque::jobs::JOB_CODEC_ID => "jobs".into(),
+        _ => {
+            let bytes = id.to_le_bytes();
+            match bytes.iter().all(u8::is_ascii_graphic) {
+                true => format!("{:?} (a program's own)", String::from_utf8_lossy(&bytes)),
+                false => format!("{id} (a program's own)"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::codec_name;
+
+    #[test]
+    fn codecs_are_named_not_numbered() {
+        // Issue 23, item 7: a codec mismatch printed `codec 1935830890`.
+        assert_eq!(codec_name(0), "raw bytes");
+        assert_eq!(codec_name(1), "bincode");
+        assert_eq!(codec_name(1_935_830_890), "jobs");
+        assert_eq!(
+            codec_name(u32::from_le_bytes(*b"json")),
+            "\"json\" (a program's own)"
+        );
+        assert_eq!(codec_name(4242), "4242 (a program's own)");
     }
 }

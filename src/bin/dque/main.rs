@@ -1,6 +1,9 @@
 //! `dque`: inspect, verify, repair, push to, pop from and benchmark a queue
 //! directory from the shell.
 
+#[macro_use]
+mod output;
+
 mod address;
 mod bench;
 mod fail;
@@ -13,6 +16,7 @@ mod requeue;
 mod salvage;
 mod stats;
 mod verify;
+mod when;
 mod work;
 mod workers;
 
@@ -49,9 +53,9 @@ enum Command {
     Dead(records::DeadArgs),
     /// Put dead letters back at the end of their queue.
     Requeue(requeue::RequeueArgs),
-    /// Add items to a raw-bytes queue: from arguments, a file, or stdin.
+    /// Add jobs to a queue (a jobs queue or a plain raw-bytes one): from arguments, a file, or stdin.
     Push(push_pop::PushArgs),
-    /// Take items from a raw-bytes queue and write their bytes to stdout.
+    /// Take jobs from a queue (the next ready one by priority) and write their bodies to stdout.
     Pop(push_pop::PopArgs),
     /// Read every byte of the queue and check every CRC, marker and count.
     Verify(verify::VerifyArgs),
@@ -84,5 +88,7 @@ fn main() -> ExitCode {
         Command::Workers(args) => workers::run(args),
         Command::Work(args) => work::run(args),
     };
+    // What `print!` left in stdout's buffer, its failure reported as any.
+    let result = result.and_then(|code| output::flush().map(|()| code));
     result.unwrap_or_else(|failure| failure.report())
 }

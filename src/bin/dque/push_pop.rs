@@ -168,7 +168,7 @@ pub fn push(args: &PushArgs) -> Result<ExitCode, Failure> {
             }
         })?;
         for already in enqueued.iter().filter(|e| !e.is_added()) {
-            eprintln!(
+            say!(
                 "dque: job {:?} is queued already (waiting or running): not pushed again",
                 already.id()
             );
@@ -328,7 +328,7 @@ pub fn pop(args: &PopArgs) -> Result<ExitCode, Failure> {
         queue.close().map_err(|e| args.address.failure(e))?;
         taken
     };
-    if taken == 0 {
+    if taken == 0 && !crate::output::reader_gone() {
         return Err(Failure::new(EMPTY, "the queue is empty"));
     }
     Ok(ExitCode::SUCCESS)
@@ -417,9 +417,12 @@ fn take<S: Source>(
         });
         if let Err(e) = written {
             source.release(item).map_err(fail)?;
-            return Err(Failure::other(format!(
-                "cannot write to stdout: {e}; the item stays in the queue"
-            )));
+            // A reader that left (`| head`) ends the pop quietly; any
+            // other failure is an error.
+            crate::output::written(Err(e)).map_err(|failure| {
+                Failure::other(format!("{failure}; the item stays in the queue"))
+            })?;
+            break;
         }
         source.ack(item).map_err(fail)?;
         taken += 1;

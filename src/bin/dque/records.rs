@@ -104,9 +104,7 @@ pub fn peek(args: &PeekArgs) -> Result<ExitCode, Failure> {
         })
     })?;
     if let Some(bytes) = raw {
-        std::io::stdout()
-            .write_all(&bytes)
-            .map_err(Failure::other)?;
+        crate::output::written(std::io::stdout().write_all(&bytes))?;
         return Ok(ExitCode::SUCCESS);
     }
     if shown == 0 {
@@ -151,9 +149,8 @@ fn peek_server(args: &PeekArgs) -> Result<ExitCode, Failure> {
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.raw {
-        out.write_all(&waiting[0].job.body)
-            .map_err(Failure::other)?;
-        return finish(out, None).map(|()| ExitCode::SUCCESS);
+        let written = out.write_all(&waiting[0].job.body).err();
+        return finish(out, written).map(|()| ExitCode::SUCCESS);
     }
     let mut broken = None;
     for w in &waiting {
@@ -253,10 +250,7 @@ pub fn dead(args: &DeadArgs) -> Result<ExitCode, Failure> {
 
 /// Flushes `out`; a pipe closed early (`| head`) is not an error.
 fn finish(mut out: impl Write, broken: Option<std::io::Error>) -> Result<(), Failure> {
-    match broken.map_or_else(|| out.flush(), Err) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.map_err(Failure::other),
-    }
+    crate::output::written(broken.map_or_else(|| out.flush(), Err))
 }
 
 /// Visits the records of the queue at `dir` with a locked, buffered stdout:
@@ -345,13 +339,14 @@ fn print_job(
     let job = &stored.job;
     let shown = Shown::new(&job.body, format);
     let attempts = job.attempt + record.map_or(0, |r| u32::from(r.attempts));
-    let due = match (part, stored.due) {
-        (JobPart::Scheduled, Some(due)) => Some(
-            due.duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-        ),
+    let due_at = match (part, stored.due) {
+        (JobPart::Scheduled, Some(due)) => Some(due),
         _ => None,
     };
+    let due = due_at.map(|due| {
+        due.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    });
     if format.json {
         let headers: serde_json::Map<String, serde_json::Value> = job
             .headers
@@ -365,6 +360,7 @@ fn print_job(
             "headers": headers,
             "scheduled": matches!(part, JobPart::Scheduled),
             "due": due,
+            "due_at": due_at.map(crate::when::rfc3339),
         });
         if let Some(record) = record {
             value["record"] = record.id.into();
@@ -379,7 +375,9 @@ fn print_job(
         .iter()
         .map(|(n, v)| format!("{n}={v:?}"))
         .collect();
-    let due = due.map_or(String::new(), |due| format!(" due {due}"));
+    let due = due_at.map_or(String::new(), |due| {
+        format!(" due {}", crate::when::shown(due))
+    });
     let headers = match headers.is_empty() {
         true => String::new(),
         false => format!(" headers {}", headers.join(" ")),

@@ -1,6 +1,6 @@
 //! `dque repair`: say what will be done, do it, then check the result.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -30,35 +30,35 @@ pub fn run(args: &RepairArgs) -> Result<ExitCode, Failure> {
     let fail = |e| Failure::from_queue(&args.dir, e);
     let plan = dque::repair(&args.dir, true).map_err(fail)?;
     if plan.actions.is_empty() {
-        println!("{}: nothing to repair", args.dir.display());
+        outln!("{}: nothing to repair", args.dir.display())?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.dry_run || !args.yes {
-        println!("{plan}");
+        outln!("{plan}")?;
     }
     if args.dry_run {
-        println!("dry run: nothing was changed");
+        outln!("dry run: nothing was changed")?;
         return Ok(ExitCode::SUCCESS);
     }
     if !args.yes && !confirmed()? {
-        println!("nothing was changed");
+        outln!("nothing was changed")?;
         return Ok(ExitCode::from(1));
     }
     // Planned again under the lock it then keeps: the queue may have
     // changed since the plan above was shown.
     let done = dque::repair(&args.dir, false).map_err(fail)?;
-    println!("{done}");
+    outln!("{done}")?;
     let opened = &done.opened;
     for path in opened
         .removed_temp_files
         .iter()
         .chain(&opened.deleted_segments)
     {
-        println!("  removed {}", path.display());
+        outln!("  removed {}", path.display())?;
     }
     let files = dque::QueueFiles::open(&args.dir).map_err(fail)?;
     let report = crate::verify::verify_with_progress(&files).map_err(fail)?;
-    println!("after repair: {report}");
+    outln!("after repair: {report}")?;
     if report.is_healthy() {
         Ok(ExitCode::SUCCESS)
     } else {
@@ -75,8 +75,8 @@ fn confirmed() -> Result<bool, Failure> {
             "stdin is not a terminal: pass --yes to repair, or --dry-run to look",
         ));
     }
-    print!("go ahead? [y/N] ");
-    std::io::stdout().flush().map_err(Failure::other)?;
+    out!("go ahead? [y/N] ")?;
+    crate::output::flush()?;
     let mut answer = String::new();
     stdin
         .lock()

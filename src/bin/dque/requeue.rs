@@ -63,7 +63,7 @@ pub fn run(args: &RequeueArgs) -> Result<ExitCode, Failure> {
         other => other.map_err(fail),
     })?;
     queue.close().map_err(fail)?;
-    println!("requeued {} dead letters into {}", ids.len(), dir.display());
+    outln!("requeued {} dead letters into {}", ids.len(), dir.display())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -86,7 +86,7 @@ fn requeue_jobs(args: &RequeueArgs) -> Result<ExitCode, Failure> {
         other => other.map_err(fail),
     })?;
     queue.close().map_err(fail)?;
-    println!("requeued {} dead jobs into {}", ids.len(), args.address);
+    outln!("requeued {} dead jobs into {}", ids.len(), args.address)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -37,7 +37,7 @@ pub fn run(args: &SalvageArgs) -> Result<ExitCode, Failure> {
     let found = dque::salvage(&args.file).map_err(Failure::other)?;
     match &args.into {
         Some(queue) => push_into(queue, &found)?,
-        None => list(args, &found).map_err(Failure::other)?,
+        None => crate::output::written(list(args, &found))?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -103,12 +103,12 @@ fn push_into(queue: &std::path::Path, found: &Salvage) -> Result<(), Failure> {
     .map_err(fail)?;
     target.enqueue_batch(&items).map_err(fail)?;
     target.close().map_err(fail)?;
-    println!(
+    outln!(
         "pushed {} of {} records into {} (the other {} were acked)",
         items.len(),
         found.records.len(),
         queue.display(),
         found.records.len() - items.len()
-    );
+    )?;
     Ok(())
 }

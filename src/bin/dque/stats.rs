@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use dque::jobs::{DayStats, Histogram, QueueStats, Timing};
+use dque::jobs::{DayStats, Histogram, QueueStats, Timing, JOB_CODEC_ID};
 use dque::{QueueFiles, Stats};
 
 use crate::address::{Address, Make};
@@ -28,18 +28,31 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode, Failure> {
         let queue = args.address.open(Make::No)?;
         let jobs = queue.stats().map_err(fail)?;
         if args.json {
-            println!("{}", jobs_json(&jobs));
+            outln!("{}", jobs_json(&jobs))?;
         } else {
-            print!("{}", jobs_text(&jobs));
+            out!("{}", jobs_text(&jobs))?;
         }
         return Ok(ExitCode::SUCCESS);
     };
     let files = QueueFiles::open(dir).map_err(fail)?;
     let stats = files.stats().map_err(fail)?;
     let jobs = dque::job_stats(dir).map_err(fail)?;
-    let holder = crate::holder::lock_holder(dir);
+    let on_disk = Disk {
+        holder: crate::holder::lock_holder(dir),
+        files: directory_bytes(dir),
+    };
+    let is_jobs = stats.codec_id == JOB_CODEC_ID;
     if args.json {
-        let mut value = json(dir, &stats, holder);
+        let mut value = json(dir, &stats, &on_disk);
+        if is_jobs {
+            // The root lane's files are one part of a jobs queue: its
+            // counts are the jobs'.
+            let c = &jobs.counts;
+            value["items"] = (c.ready + c.scheduled + c.leased).into();
+            value["delivered"] = c.leased.into();
+            value["dead_letters"] = c.dead.into();
+            value["bytes_on_disk"] = on_disk.files.length.into();
+        }
         let serde_json::Value::Object(extra) = jobs_json(&jobs) else {
             unreachable!("an object")
         };
@@ -48,21 +61,127 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode, Failure> {
                 value[key] = field;
             }
         }
-        println!("{value}");
+        outln!("{value}")?;
+    } else if is_jobs {
+        out!("{}", jobs_dir_text(dir, &stats, &jobs, &on_disk))?;
     } else {
-        print!("{}", text(dir, &stats, holder));
-        print!("{}", jobs_text(&jobs));
+        out!("{}", text(dir, &stats, &on_disk))?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The jobs by state, then one line per day on record.
+/// What `stats` of a queue directory shows beside the queue's own counts.
+struct Disk {
+    /// The process holding the queue's lock.
+    holder: Option<u32>,
+    /// Every file under the directory (dead letters, lanes and schedule of
+    /// a jobs queue included).
+    files: FileBytes,
+}
+
+/// What the files under a directory take.
+#[derive(Debug, Clone, Copy, Default)]
+struct FileBytes {
+    /// Blocks allocated, in bytes (what `du` counts).
+    allocated: u64,
+    /// Lengths, preallocation included (what `du --apparent-size` counts).
+    length: u64,
+}
+
+impl std::ops::Add for FileBytes {
+    type Output = FileBytes;
+    fn add(self, other: FileBytes) -> FileBytes {
+        FileBytes {
+            allocated: self.allocated + other.allocated,
+            length: self.length + other.length,
+        }
+    }
+}
+
+impl Disk {
+    /// `3.1 MiB (16.0 MiB of file lengths)`.
+    fn on_disk(&self) -> String {
+        format!(
+            "{} ({} of file lengths, preallocation included; every file under the directory)",
+            bytes(self.files.allocated),
+            bytes(self.files.length)
+        )
+    }
+
+    fn in_use(&self) -> String {
+        match self.holder {
+            Some(pid) => format!("yes, by process {pid}"),
+            None => "no".into(),
+        }
+    }
+}
+
+/// The bytes of every file under `dir`; what cannot be read counts
+/// nothing.
+fn directory_bytes(dir: &std::path::Path) -> FileBytes {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return FileBytes::default();
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(kind) if kind.is_dir() => directory_bytes(&entry.path()),
+            Ok(kind) if kind.is_file() => entry.metadata().map_or_else(
+                |_| FileBytes::default(),
+                |m| FileBytes {
+                    allocated: m.blocks() * 512,
+                    length: m.len(),
+                },
+            ),
+            _ => FileBytes::default(),
+        })
+        .fold(FileBytes::default(), |sum, files| sum + files)
+}
+
+/// A jobs queue directory: its jobs by state (every lane, the schedule
+/// and the dead letters), the files, then one line per day.
+fn jobs_dir_text(dir: &std::path::Path, s: &Stats, jobs: &QueueStats, disk: &Disk) -> String {
+    let c = &jobs.counts;
+    let mut out = format!(
+        "queue        {} (a jobs queue)\n\
+         jobs         {} ready, {} scheduled, {} leased, {} dead ({} in all)\n\
+         on disk      {}\n\
+         format       version {}, codec {}\n\
+         new segments up to {} items or {}\n\
+         durability   chosen by each program that opens it (not stored)\n\
+         in use       {}\n",
+        dir.display(),
+        c.ready,
+        c.scheduled,
+        c.leased,
+        c.dead,
+        c.ready + c.scheduled + c.leased + c.dead,
+        disk.on_disk(),
+        s.format_version,
+        codec_name(s.codec_id),
+        s.segment_items,
+        bytes(u64::from(s.segment_bytes)),
+        disk.in_use(),
+    );
+    out.push_str(&days_text(jobs));
+    out
+}
+
+/// A server's queue: the jobs by state, then one line per day on record.
 fn jobs_text(jobs: &QueueStats) -> String {
     let c = &jobs.counts;
     let mut out = format!(
         "jobs         {} ready, {} scheduled, {} leased, {} dead\n",
         c.ready, c.scheduled, c.leased, c.dead
     );
+    out.push_str(&days_text(jobs));
+    out
+}
+
+/// One line per day on record: wait and run times, failures, retries.
+fn days_text(jobs: &QueueStats) -> String {
+    let mut out = String::new();
     for day in &jobs.days {
         let failures: Vec<String> = day
             .failures
@@ -71,7 +190,7 @@ fn jobs_text(jobs: &QueueStats) -> String {
             .collect();
         out.push_str(&format!(
             "{}   waited {}, ran {}, failed {}{}, retried {}\n",
-            date(day.day),
+            crate::when::date(day.day),
             timing_text(&day.wait),
             timing_text(&day.run),
             day.failed(),
@@ -113,7 +232,7 @@ fn jobs_json(jobs: &QueueStats) -> serde_json::Value {
 
 fn day_json(day: &DayStats) -> serde_json::Value {
     serde_json::json!({
-        "day": date(day.day),
+        "day": crate::when::date(day.day),
         "day_start": day.day,
         "wait": timing_json(&day.wait),
         "run": timing_json(&day.run),
@@ -142,28 +261,11 @@ fn timing_json(timing: &Timing) -> serde_json::Value {
     })
 }
 
-/// `YYYY-MM-DD` of a Unix time (UTC), by Howard Hinnant's civil_from_days.
-fn date(unix_seconds: u64) -> String {
-    let z = (unix_seconds / 86_400) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
-}
-
-fn text(dir: &std::path::Path, s: &Stats, holder: Option<u32>) -> String {
+/// A plain FIFO queue directory: its items, segments and files.
+fn text(dir: &std::path::Path, s: &Stats, disk: &Disk) -> String {
     let segments = match s.segments {
         Some((head, tail)) => format!("{} (head {head}, tail {tail})", tail - head + 1),
         None => "none yet".into(),
-    };
-    let in_use = match holder {
-        Some(pid) => format!("yes, by process {pid}"),
-        None => "no".into(),
     };
     format!(
         "queue        {}\n\
@@ -172,26 +274,29 @@ fn text(dir: &std::path::Path, s: &Stats, holder: Option<u32>) -> String {
          dead letters {}\n\
          segments     {segments}\n\
          on disk      {}\n\
-         format       version {}, codec {} ({})\n\
+         format       version {}, codec {}\n\
          new segments up to {} items or {}\n\
          durability   chosen by each program that opens it (not stored)\n\
-         in use       {in_use}\n",
+         in use       {}\n",
         dir.display(),
         s.items,
         s.delivered,
         s.dead_letters,
-        bytes(s.bytes_on_disk),
+        disk.on_disk(),
         s.format_version,
-        s.codec_id,
         codec_name(s.codec_id),
         s.segment_items,
         bytes(u64::from(s.segment_bytes)),
+        disk.in_use(),
     )
 }
 
-fn json(dir: &std::path::Path, s: &Stats, holder: Option<u32>) -> serde_json::Value {
+fn json(dir: &std::path::Path, s: &Stats, disk: &Disk) -> serde_json::Value {
     serde_json::json!({
         "queue": dir,
+        "kind": if s.codec_id == JOB_CODEC_ID { "jobs" } else { "fifo" },
+        "directory_bytes": disk.files.allocated,
+        "directory_length_bytes": disk.files.length,
         "items": s.items,
         "delivered": s.delivered,
         "dead_letters": s.dead_letters,
@@ -204,7 +309,7 @@ fn json(dir: &std::path::Path, s: &Stats, holder: Option<u32>) -> serde_json::Va
         "codec": codec_name(s.codec_id),
         "segment_items": s.segment_items,
         "segment_bytes": s.segment_bytes,
-        "locked_by_pid": holder,
+        "locked_by_pid": disk.holder,
     })
 }
 
@@ -221,15 +326,5 @@ pub fn bytes(n: u64) -> String {
         format!("{n} B")
     } else {
         format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn dates_are_utc_calendar_days() {
-        assert_eq!(super::date(0), "1970-01-01");
-        assert_eq!(super::date(951_782_400), "2000-02-29");
-        assert_eq!(super::date(1_795_478_399), "2026-11-23");
     }
 }

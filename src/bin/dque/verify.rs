@@ -32,7 +32,7 @@ pub fn run(args: &VerifyArgs) -> Result<ExitCode, Failure> {
                 || "a running program".into(),
                 |pid| format!("process {pid}"),
             );
-            eprintln!(
+            say!(
                 "dque: {} is in use by {who}: checking what is written so far, \
                  without judging the ends of segments, where writes may be in progress",
                 args.dir.display()
@@ -51,9 +51,9 @@ pub fn run(args: &VerifyArgs) -> Result<ExitCode, Failure> {
         .map_err(fail)?;
     let healthy = report.is_healthy() && dead_report.as_ref().is_none_or(VerifyReport::is_healthy);
     if !healthy || !args.quiet {
-        print_report(&args.dir, &report);
+        print_report(&args.dir, &report)?;
         if let (Some(dead), Some(dead_report)) = (&dead, &dead_report) {
-            print_report(dead.path(), dead_report);
+            print_report(dead.path(), dead_report)?;
         }
     }
     if healthy {
@@ -86,24 +86,25 @@ pub fn verify_with_progress(files: &QueueFiles) -> dque::Result<VerifyReport> {
     report
 }
 
-fn print_report(dir: &Path, report: &VerifyReport) {
+fn print_report(dir: &Path, report: &VerifyReport) -> Result<(), Failure> {
     let state = match report.problems.len() {
         0 => "healthy".to_string(),
         1 => "1 problem".to_string(),
         n => format!("{n} problems"),
     };
-    println!(
+    outln!(
         "{}: {} segments, {} items, {state}",
         dir.display(),
         report.segments.len(),
         report.items()
-    );
+    )?;
     for problem in &report.problems {
-        println!(
+        outln!(
             "  {} at byte {}: {}",
             problem.segment.display(),
             problem.offset,
             problem.reason
-        );
+        )?;
     }
+    Ok(())
 }

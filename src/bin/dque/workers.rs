@@ -16,7 +16,7 @@ It joins the queue to look, so a queue held by a program in exclusive mode exits
 pub struct WorkersArgs {
     /// The queue directory.
     pub dir: PathBuf,
-    /// Print JSON: a list of {pid, host, started_unix_ms, leases}.
+    /// Print JSON: a list of {pid, host, started_unix_ms, started (RFC 3339), leases}.
     #[arg(long)]
     pub json: bool,
 }
@@ -44,27 +44,28 @@ pub fn run(args: &WorkersArgs) -> Result<ExitCode, Failure> {
                     "pid": w.pid,
                     "host": w.host,
                     "started_unix_ms": started_ms(w),
+                    "started": crate::when::rfc3339(w.started),
                     "leases": w.leases,
                 })
             })
             .collect();
-        println!("{}", serde_json::Value::Array(list));
+        outln!("{}", serde_json::Value::Array(list))?;
         return Ok(ExitCode::SUCCESS);
     }
     if workers.is_empty() {
-        println!("no other process has {} open", args.dir.display());
+        outln!("no other process has {} open", args.dir.display())?;
     }
     for w in &workers {
         let leases: Vec<String> = w.leases.iter().map(u64::to_string).collect();
-        println!(
-            "pid {} on {}, since {} ms after the epoch, holds {} lease(s){}{}",
+        outln!(
+            "pid {} on {}, since {}, holds {} lease(s){}{}",
             w.pid,
             w.host,
-            started_ms(w),
+            crate::when::shown(w.started),
             w.leases.len(),
             if leases.is_empty() { "" } else { ": " },
             leases.join(" ")
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1087,7 +1087,7 @@ impl JobQueue for EmbeddedJobs {
         // Still held (else another worker may have it): then moved to the
         // schedule before its record here is ended.
         lessor.touch(record, attempt)?;
-        let at = now.checked_add(delay).unwrap_or(now);
+        let at = super::job::due_after(now, delay);
         let envelope = Envelope {
             attempts_before: lease.job.attempt,
             due_ms: unix_ms(at).max(1),

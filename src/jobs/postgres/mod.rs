@@ -979,7 +979,7 @@ impl JobQueue for PgJobs {
             Retry::After(delay) => delay,
         };
         let now = self.now();
-        let at = now.checked_add(delay).unwrap_or(now);
+        let at = super::job::due_after(now, delay);
         let mut client = self.client()?;
         // In place (its ready time and order kept) when at once; else ready
         // then, after the jobs scheduled for that time before it.

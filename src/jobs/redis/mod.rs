@@ -676,6 +676,8 @@ impl JobQueue for RedisJobs {
             Retry::After(delay) => delay,
         };
         let now = self.now();
+        let at = super::job::due_after(now, delay);
+        let delay = at.duration_since(now).unwrap_or_default();
         let group = failure_group(reason);
         let answer = self.settle(
             "retry",
@@ -688,9 +690,7 @@ impl JobQueue for RedisJobs {
         )?;
         Ok(match text_of(&answer).as_str() {
             "failed" => Nacked::Dead,
-            _ => Nacked::Retrying {
-                at: now.checked_add(delay).unwrap_or(now),
-            },
+            _ => Nacked::Retrying { at },
         })
     }
 
