@@ -66,8 +66,9 @@ pub trait Codec<T>: Default + Send + Sync + 'static {
 /// let q = dque::DQue::<Plain>::create(&path).unwrap();
 /// q.enqueue(&Plain { body: b"same bytes".to_vec() }).unwrap();
 /// q.close().unwrap();
-/// // The same queue, read with the faster field.
-/// let q = dque::DQue::<Fast>::open(&path).unwrap();
+/// // The same queue, read with the faster field: another type by name, so
+/// // the open says it means it.
+/// let q: dque::DQue<Fast> = dque::Options::new().check_item_type(false).open(&path).unwrap();
 /// assert_eq!(q.dequeue().unwrap(), Some(Fast { body: b"same bytes".to_vec() }));
 /// ```
 #[derive(Debug, Default, Clone, Copy)]

@@ -52,7 +52,10 @@ pub struct DQue<T, C: Codec<T> = Bincode> {
     /// Runs while the durability is `Periodic`.
     flusher: Mutex<Option<Flusher>>,
     path: PathBuf,
+    /// As stored with the queue (or the default): every handle's.
     visibility_timeout: Duration,
+    /// As stored with the queue (or the default): every handle's.
+    max_attempts: u16,
     report: OpenReport,
     codec: C,
     /// The codec id stored in the queue: `C::ID`, except for a raw view of
@@ -117,7 +120,12 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// holding other files; `Locked` if another handle holds it; `InvalidOption`
     /// for an option out of range; `Io`. A failed create leaves no queue.
     pub fn create_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
-        Self::start(path.as_ref(), options, OpenMode::Create, C::ID)
+        Self::start(
+            path.as_ref(),
+            &Self::typed(options),
+            OpenMode::Create,
+            C::ID,
+        )
     }
 
     /// [`open`](Self::open) with options.
@@ -129,7 +137,7 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// `UnsupportedVersion`; `Corrupted` or `MissingSegment` for damage an open
     /// must not mend (`dque repair` mends it, see FORMAT.md); `InvalidOption`; `Io`.
     pub fn open_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
-        Self::start(path.as_ref(), options, OpenMode::Open, C::ID)
+        Self::start(path.as_ref(), &Self::typed(options), OpenMode::Open, C::ID)
     }
 
     /// [`open_or_create`](Self::open_or_create) with options.
@@ -138,14 +146,30 @@ impl<T, C: Codec<T>> DQue<T, C> {
     ///
     /// As [`create`](Self::create) and [`open`](Self::open).
     pub fn open_or_create_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
-        Self::start(path.as_ref(), options, OpenMode::OpenOrCreate, C::ID)
+        Self::start(
+            path.as_ref(),
+            &Self::typed(options),
+            OpenMode::OpenOrCreate,
+            C::ID,
+        )
+    }
+
+    /// `options` with this handle's item type, which a typed queue records
+    /// at creation and checks at open; raw bytes have none.
+    fn typed(options: &Options) -> Options {
+        let mut options = *options;
+        if C::ID != <Raw as Codec<Vec<u8>>>::ID {
+            options.item_type = Some(std::any::type_name::<T>());
+        }
+        options
     }
 
     fn start(path: &Path, options: &Options, mode: OpenMode, codec_id: u32) -> Result<Self> {
         let (engine, report) = Engine::open(path, options, codec_id, mode)?;
         let queue = DQue {
             path: path.to_path_buf(),
-            visibility_timeout: options.visibility_timeout,
+            visibility_timeout: engine.visibility_timeout(),
+            max_attempts: engine.max_attempts(),
             shared: Arc::new(Shared::new(engine)),
             flusher: Mutex::new(None),
             report,
@@ -174,6 +198,19 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// The queue's directory.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Delivery attempts an item gets before it goes to the dead letters:
+    /// [`Options::max_attempts`] as stored with the queue (every handle of
+    /// it uses the same), or the default, 5.
+    pub fn max_attempts(&self) -> u16 {
+        self.max_attempts
+    }
+
+    /// How long a lease holds an item: [`Options::visibility_timeout`] as
+    /// stored with the queue, or the default, 30 s.
+    pub fn visibility_timeout(&self) -> Duration {
+        self.visibility_timeout
     }
 
     /// What the open found and repaired (torn tails cut, leftovers removed).
@@ -896,7 +933,7 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// q.enqueue(&b"ok".to_vec())?;
     /// q.close()?;
     ///
-    /// let q: dque::DQue<String> = dque::DQue::open(dir.path().join("q"))?;
+    /// let q: dque::DQue<String> = dque::Options::new().check_item_type(false).open(dir.path().join("q"))?;
     /// assert!(matches!(q.dequeue(), Err(dque::Error::Decode { id: 0, .. })));
     /// let poison = q.dequeue_raw()?.expect("the record stays until taken");
     /// assert_eq!(poison, [1, 0xff]); // bincode: length, then the bytes

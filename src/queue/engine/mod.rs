@@ -56,7 +56,10 @@ pub struct Engine {
     /// `None` while the last segment of `front` is the tail.
     tail: Option<Segment>,
     deliveries: Deliveries,
+    /// Attempts an item gets: as stored in the config, or the default.
     max_attempts: u16,
+    /// How long a lease holds an item: as stored, or the default.
+    visibility_timeout: std::time::Duration,
     /// The most items an enqueue may leave in the queue.
     max_items: Option<u64>,
     /// Whether a damaged tail may be cut (see `Options::cut_damaged_tail`).
@@ -115,6 +118,16 @@ impl Engine {
 
     pub fn durability(&self) -> Durability {
         self.durability
+    }
+
+    /// Attempts an item gets (as stored with the queue, or the default).
+    pub fn max_attempts(&self) -> u16 {
+        self.max_attempts
+    }
+
+    /// How long a lease holds an item (as stored with the queue, or the default).
+    pub fn visibility_timeout(&self) -> std::time::Duration {
+        self.visibility_timeout
     }
 
     /// Switches durability; going to `Safe` first makes everything so far durable.
