@@ -53,6 +53,7 @@ pub use queue::dead::DeadLetter;
 pub use queue::dque::{DQue, RawQueue};
 pub use queue::iter::{Iter, Pending};
 pub use queue::lease::Leased;
+pub use queue::retry::Retry;
 pub use queue::workers::Worker;
 pub use tools::inspect::{QueueFiles, Stats, StoredRecord};
 pub use tools::job_files::{job_parts, job_stats, JobPart};

@@ -321,10 +321,11 @@ fn item_over_max_item_bytes_writes_nothing() {
     assert_eq!(q.dequeue().unwrap(), Some(vec![0; 9]));
 }
 
-// Guarantee: a record that does not decode as the item type is
-// Error::Decode naming its id, and it stays in the queue: peek and dequeue
-// give the same error again, len is unchanged, and the record can still be
-// read as what it was written as.
+// Guarantee: a record that does not decode as the item type never stops
+// the queue and is never dropped (issue 23: every dequeue failed with the
+// same Decode error for ever): peek passes over it, dequeue moves it to
+// the dead letters with its bytes and the decode error and goes on, and
+// the letter decodes as what it was written as.
 #[test]
 fn undecodable_record_is_a_decode_error_and_is_not_dropped() {
     let root = tempfile::tempdir().unwrap();
@@ -340,22 +341,21 @@ fn undecodable_record_is_a_decode_error_and_is_not_dropped() {
     let q: DQue<String> = any_type().open(&dir).unwrap();
     assert_eq!(q.dequeue().unwrap().as_deref(), Some("first"));
     for _ in 0..3 {
-        match q.peek() {
-            Err(Error::Decode { id, .. }) => assert_eq!(id, 1),
-            other => panic!("peek: expected Decode, got {other:?}"),
-        }
-        match q.dequeue() {
-            Err(Error::Decode { id, .. }) => assert_eq!(id, 1),
-            other => panic!("dequeue: expected Decode, got {other:?}"),
-        }
-        assert_eq!(q.len(), 2);
+        assert_eq!(q.peek().unwrap().as_deref(), Some("third"));
+        assert_eq!(q.len(), 2, "a peek writes nothing");
     }
+    assert_eq!(q.dequeue().unwrap().as_deref(), Some("third"));
+    assert_eq!(q.dequeue().unwrap(), None);
+    let dead = q.dead_letters().unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].original_id, 1);
+    assert!(
+        dead[0].reason.contains("does not decode"),
+        "{}",
+        dead[0].reason
+    );
+    assert_eq!(dead[0].item::<Vec<u8>, dque::Bincode>().unwrap(), bad);
     q.close().unwrap();
-
-    let q: DQue<Vec<u8>> = DQue::open(&dir).unwrap();
-    assert_eq!(q.len(), 2);
-    assert_eq!(q.dequeue().unwrap(), Some(bad));
-    assert_eq!(q.dequeue().unwrap(), Some(b"third".to_vec()));
 
     // Trailing bytes are refused too: a u64 read as a u8.
     let ints = root.path().join("ints");
@@ -363,10 +363,8 @@ fn undecodable_record_is_a_decode_error_and_is_not_dropped() {
     q.enqueue(&u64::MAX).unwrap();
     q.close().unwrap();
     let q: DQue<u8> = any_type().open(&ints).unwrap();
-    let result = q.dequeue();
-    let undecodable = matches!(result, Err(Error::Decode { id: 0, .. }));
-    assert!(undecodable, "{result:?}");
-    assert_eq!(q.len(), 1);
+    assert_eq!(q.dequeue().unwrap(), None);
+    assert_eq!(q.dead_letters().unwrap()[0].original_id, 0);
 }
 
 // Guarantee: temporary files left by a crash while creating a segment or

@@ -224,6 +224,7 @@ impl Engine {
             visibility_timeout,
             cut_damaged_tail: options.cut_damaged_tail,
             max_items: options.max_items,
+            reasons: Default::default(),
             dead: None,
             len: 0,
             refused: None,
