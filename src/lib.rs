@@ -42,7 +42,7 @@ mod options;
 mod queue;
 mod tools;
 
-pub use codec::{Bincode, Codec, Raw};
+pub use codec::{Bincode, Codec, Json, Raw};
 pub use error::{CodecError, Error, Result};
 pub use log::format::FORMAT_VERSION;
 pub use log::quarantine::QUARANTINE_DIR;

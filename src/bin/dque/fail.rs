@@ -129,6 +129,7 @@ pub fn codec_name(id: u32) -> &'static str {
     match id {
         0 => "raw bytes",
         1 => "bincode",
+        3 => "json",
         2 => "dead letters",
         dque::jobs::JOB_CODEC_ID => "jobs",
         _ => "a program's own codec",
