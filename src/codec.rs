@@ -66,8 +66,9 @@ pub trait Codec<T>: Default + Send + Sync + 'static {
 /// let q = dque::DQue::<Plain>::create(&path).unwrap();
 /// q.enqueue(&Plain { body: b"same bytes".to_vec() }).unwrap();
 /// q.close().unwrap();
-/// // The same queue, read with the faster field.
-/// let q = dque::DQue::<Fast>::open(&path).unwrap();
+/// // The same queue, read with the faster field: another type by name, so
+/// // the open says it means it.
+/// let q: dque::DQue<Fast> = dque::Options::new().check_item_type(false).open(&path).unwrap();
 /// assert_eq!(q.dequeue().unwrap(), Some(Fast { body: b"same bytes".to_vec() }));
 /// ```
 #[derive(Debug, Default, Clone, Copy)]
@@ -114,5 +115,59 @@ impl Codec<Vec<u8>> for Raw {
 
     fn decode(&self, bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
         Ok(bytes.to_vec())
+    }
+}
+
+/// JSON (serde_json), one document per record: for queues whose item type
+/// must evolve, or whose records are read from the shell (`dque peek`,
+/// `dque dump` print them as text).
+///
+/// Unlike [`Bincode`], JSON names every field, so records stay readable
+/// when the type changes the way serde allows: a field added with
+/// `#[serde(default)]`, a field removed (unknown fields are ignored unless
+/// the type says `#[serde(deny_unknown_fields)]`), an enum variant added.
+/// It is larger and slower than bincode. Its codec id is 3.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use dque::{DQue, Json, Options};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Resize {
+///     image: String,
+/// }
+///
+/// // The next version of the program adds a field.
+/// #[derive(Debug, PartialEq, Serialize, Deserialize)]
+/// struct ResizeV2 {
+///     image: String,
+///     #[serde(default)]
+///     width: u32,
+/// }
+///
+/// # fn main() -> Result<(), dque::Error> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("q");
+/// let q: DQue<Resize, Json> = DQue::create(&path)?;
+/// q.enqueue(&Resize { image: "cat.png".into() })?;
+/// drop(q);
+/// // Another type by name: the open says it means it.
+/// let q: DQue<ResizeV2, Json> = Options::new().check_item_type(false).open(&path)?;
+/// assert_eq!(q.dequeue()?, Some(ResizeV2 { image: "cat.png".into(), width: 0 }));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Json;
+
+impl<T: serde::Serialize + serde::de::DeserializeOwned> Codec<T> for Json {
+    const ID: u32 = 3;
+
+    fn encode(&self, item: &T, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        serde_json::to_writer(out, item)?;
+        Ok(())
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<T, CodecError> {
+        Ok(serde_json::from_slice(bytes)?)
     }
 }

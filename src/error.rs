@@ -85,6 +85,22 @@ pub enum Error {
         /// Codec id of the handle being opened.
         expected: u32,
     },
+    /// A typed queue was created for another item type (or schema
+    /// version, [`Options::schema_version`](crate::Options::schema_version))
+    /// than the handle being opened; nothing was read or written. See
+    /// README, "Changing the item type".
+    ItemTypeMismatch {
+        /// The config file.
+        path: PathBuf,
+        /// The item type the queue was created for (`std::any::type_name`).
+        stored: Box<str>,
+        /// Its schema version, if one was set.
+        stored_schema: Option<u32>,
+        /// The item type of the handle being opened.
+        opened: &'static str,
+        /// Its schema version, if one was set.
+        opened_schema: Option<u32>,
+    },
     /// An encoded item is larger than [`Options::max_item_bytes`](crate::Options::max_item_bytes).
     ItemTooLarge {
         /// Encoded size of the item.
@@ -104,7 +120,9 @@ pub enum Error {
     },
     /// The codec could not encode an item; nothing was written.
     Encode(CodecError),
-    /// A record does not decode as the item type; it stays in the queue.
+    /// A record does not decode as the item type. A consuming call never
+    /// returns it (it counts a failed attempt, see
+    /// [`DQue::lease`](crate::DQue::lease)); reads and dead letters do.
     Decode {
         /// Id of the record (its position in the queue since creation).
         id: u64,
@@ -286,6 +304,25 @@ impl fmt::Display for Error {
                  open it with the codec it was created with",
                 path.display()
             ),
+            Error::ItemTypeMismatch {
+                path,
+                stored,
+                stored_schema,
+                opened,
+                opened_schema,
+            } => {
+                let schema = |v: &Option<u32>| v.map_or(String::new(), |v| format!(" schema {v}"));
+                write!(
+                    f,
+                    "queue {} was created for items of type {stored}{} but is opened as {opened}{}; \
+                     open it with the type it was made for, migrate its items (README, \
+                     \"Changing the item type\"), or open with \
+                     Options::check_item_type(false) to decode them as {opened} anyway",
+                    path.display(),
+                    schema(stored_schema),
+                    schema(opened_schema),
+                )
+            }
             Error::ItemTooLarge { size, max } => write!(
                 f,
                 "item of {size} bytes is over the maximum of {max} bytes; \
@@ -305,7 +342,8 @@ impl fmt::Display for Error {
             Error::Decode { id, source } => write!(
                 f,
                 "record {id} does not decode as the queue's item type ({source}); \
-                 it stays in the queue: read it with a raw-bytes queue or skip it"
+                 read it with a raw-bytes queue (peek_raw, dque records) or requeue it \
+                 from the dead letters once the type is fixed"
             ),
             Error::InvalidOption { name, reason } => write!(f, "option {name}: {reason}"),
             Error::WritesRefused { cause } => write!(

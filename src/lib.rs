@@ -42,7 +42,7 @@ mod options;
 mod queue;
 mod tools;
 
-pub use codec::{Bincode, Codec, Raw};
+pub use codec::{Bincode, Codec, Json, Raw};
 pub use error::{CodecError, Error, Result};
 pub use log::format::FORMAT_VERSION;
 pub use log::quarantine::QUARANTINE_DIR;
@@ -53,6 +53,7 @@ pub use queue::dead::DeadLetter;
 pub use queue::dque::{DQue, RawQueue};
 pub use queue::iter::{Iter, Pending};
 pub use queue::lease::Leased;
+pub use queue::retry::Retry;
 pub use queue::workers::Worker;
 pub use tools::inspect::{QueueFiles, Stats, StoredRecord};
 pub use tools::job_files::{job_parts, job_stats, JobPart};

@@ -81,6 +81,17 @@ pub struct Options {
     pub(crate) cut_damaged_tail: bool,
     pub(crate) max_items: Option<u64>,
     pub(crate) shared: bool,
+    /// Whether `max_attempts` was set (else the queue's stored value).
+    pub(crate) max_attempts_set: bool,
+    /// Whether `visibility_timeout` was set (else the queue's stored value).
+    pub(crate) visibility_timeout_set: bool,
+    /// The caller's schema version of the item type.
+    pub(crate) schema_version: Option<u32>,
+    /// Whether an open refuses a queue made for another item type.
+    pub(crate) check_item_type: bool,
+    /// The item type of the handle being opened (`None`: a raw handle);
+    /// set by [`DQue`](crate::DQue), not by callers.
+    pub(crate) item_type: Option<&'static str>,
 }
 
 /// Segment record limit of a new queue when none is given.
@@ -110,6 +121,11 @@ impl Default for Options {
             cut_damaged_tail: false,
             max_items: None,
             shared: false,
+            max_attempts_set: false,
+            visibility_timeout_set: false,
+            schema_version: None,
+            check_item_type: true,
+            item_type: None,
         }
     }
 }
@@ -181,19 +197,91 @@ impl Options {
     }
 
     /// How long a lease holds an item before it is available again unless
-    /// acked or touched; default 30 s, above zero.
+    /// acked or touched, above zero; default: what the queue has stored,
+    /// or 30 s. Stored with the queue like
+    /// [`max_attempts`](Self::max_attempts), with the same rules in
+    /// shared mode. Stored in nanoseconds: `Duration::MAX` is about 584
+    /// years.
     #[must_use]
     pub fn visibility_timeout(mut self, timeout: Duration) -> Self {
         self.visibility_timeout = timeout;
+        self.visibility_timeout_set = true;
         self
     }
 
     /// Delivery attempts an item gets: once it has been leased this many
     /// times without an ack, a nack or an expired lease moves it to the
-    /// dead letters; default 5, at least 1.
+    /// dead letters; at least 1. Default: what the queue has stored, or 5.
+    ///
+    /// A value given here is stored in the queue's config (FORMAT.md,
+    /// "Config"), so every handle agrees on when an item is dead: a later
+    /// open that sets none uses it. In shared mode the handle that opens
+    /// the queue alone stores it; a handle joining others uses the stored
+    /// value, and one that sets another value is refused with
+    /// [`Error::InvalidOption`] (naming both) rather than disagree with
+    /// them: change it once every handle has closed.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("q");
+    /// let shared = dque::Options::new().shared(true);
+    /// let first: dque::DQue<u32> = shared.max_attempts(3).create(&path)?;
+    /// let second: dque::DQue<u32> = shared.open(&path)?; // sets none: uses 3
+    /// assert_eq!(second.max_attempts(), 3);
+    /// let other = shared.max_attempts(7).open::<u32, dque::Bincode>(&path);
+    /// assert!(matches!(other, Err(dque::Error::InvalidOption { name: "max_attempts", .. })));
+    /// drop((first, second));
+    /// let alone: dque::DQue<u32> = dque::Options::new().max_attempts(7).open(&path)?;
+    /// assert_eq!(alone.max_attempts(), 7); // stored from now on
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn max_attempts(mut self, attempts: u16) -> Self {
         self.max_attempts = attempts;
+        self.max_attempts_set = true;
+        self
+    }
+
+    /// The version of the item type's schema, recorded with the item
+    /// type when a typed queue is created; default none. Raise it when
+    /// the type changes in a way old records cannot be decoded as (README,
+    /// "Changing the item type"): an open with another schema version is
+    /// refused with [`Error::ItemTypeMismatch`], before any consumer meets
+    /// an old record.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("q");
+    /// let v1: dque::DQue<u32> = dque::Options::new().schema_version(1).create(&path)?;
+    /// drop(v1);
+    /// let v2 = dque::Options::new().schema_version(2).open::<u32, dque::Bincode>(&path);
+    /// assert!(matches!(v2, Err(dque::Error::ItemTypeMismatch { .. })));
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn schema_version(mut self, version: u32) -> Self {
+        self.schema_version = Some(version);
+        self
+    }
+
+    /// Whether an open of a typed queue refuses a queue created for
+    /// another item type or schema version ([`Error::ItemTypeMismatch`]);
+    /// default `true`. With `false` the items are decoded as this handle's
+    /// type whatever the queue was made for (a record that does not
+    /// decode is then a failed attempt, see [`DQue::lease`](crate::DQue::lease)),
+    /// and what the queue records is left as it is. Raw handles
+    /// ([`RawQueue`](crate::RawQueue), [`DQue::open_encoded_with`](crate::DQue::open_encoded_with))
+    /// are never refused.
+    ///
+    /// The type's name is what `std::any::type_name` gives, which may
+    /// change when the type moves to another module or with a new
+    /// compiler: if an open is refused for that reason alone, open with
+    /// `false`.
+    #[must_use]
+    pub fn check_item_type(mut self, check: bool) -> Self {
+        self.check_item_type = check;
         self
     }
 

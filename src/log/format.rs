@@ -3,8 +3,12 @@
 //! `FORMAT.md` at the repository root is the specification; this module is
 //! its one implementation. Everything is little-endian.
 
-/// Format version written into every segment header and the config.
+/// Format version written into every segment header (and into a config
+/// that stores nothing beyond version 1's fields).
 pub const FORMAT_VERSION: u32 = 1;
+/// Version of a config that stores what version 1 had no room for: the
+/// item type, the schema version, `max_attempts`, the visibility timeout.
+pub const CONFIG_VERSION: u32 = 2;
 
 /// Magic bytes opening every segment file ("dque segment").
 pub const SEGMENT_MAGIC: [u8; 4] = *b"DQSG";
@@ -13,8 +17,12 @@ pub const CONFIG_MAGIC: [u8; 4] = *b"DQCF";
 
 /// Size of the segment header; the first frame starts here.
 pub const SEGMENT_HEADER_LEN: usize = 40;
-/// Size of the config file.
+/// Size of a version-1 config file.
 pub const CONFIG_LEN: usize = 28;
+/// Size of a version-2 config file before the type name and the CRC.
+const CONFIG_V2_FIXED: usize = 40;
+/// Longest item type name a config stores.
+pub const MAX_TYPE_NAME: usize = 4096;
 /// Bytes before a record's payload: head word and CRC.
 pub const RECORD_OVERHEAD: usize = 8;
 /// Every frame starts at a multiple of this, so a 4-byte marker never
@@ -149,7 +157,7 @@ impl SegmentHeader {
 }
 
 /// The queue's config file: what every later open must agree on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// Record limit of segments created from now on.
     pub segment_records: u32,
@@ -157,48 +165,153 @@ pub struct Config {
     pub segment_bytes: u32,
     /// Id of the codec items are encoded with.
     pub codec_id: u32,
+    /// Delivery attempts an item gets, if stored (version 2).
+    pub max_attempts: Option<u16>,
+    /// How long a lease holds an item, in nanoseconds, if stored (version 2).
+    pub visibility_timeout_nanos: Option<u64>,
+    /// What the queue's items are, if recorded at its creation (version 2).
+    pub item_type: Option<ItemType>,
 }
 
+/// The item type a typed queue was created for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemType {
+    /// `std::any::type_name` of the item type.
+    pub name: String,
+    /// The caller's schema version, if one was set.
+    pub schema: Option<u32>,
+}
+
+const STORES_ATTEMPTS: u32 = 1;
+const STORES_TIMEOUT: u32 = 2;
+const STORES_TYPE: u32 = 4;
+const STORES_SCHEMA: u32 = 8;
+
 impl Config {
-    /// The config file's bytes.
-    pub fn encode(&self) -> [u8; CONFIG_LEN] {
-        let mut b = [0u8; CONFIG_LEN];
-        b[0..4].copy_from_slice(&CONFIG_MAGIC);
-        b[4..8].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        b[8..12].copy_from_slice(&self.segment_records.to_le_bytes());
-        b[12..16].copy_from_slice(&self.segment_bytes.to_le_bytes());
-        b[16..20].copy_from_slice(&self.codec_id.to_le_bytes());
-        // 20..24 reserved, zero.
-        let crc = crc32fast::hash(&b[0..24]);
-        b[24..28].copy_from_slice(&crc.to_le_bytes());
+    /// The config file's bytes: version 1 when it stores nothing more
+    /// (so a queue that never set a new field stays readable by older
+    /// builds), else version 2.
+    pub fn encode(&self) -> Vec<u8> {
+        let v2 = self.max_attempts.is_some()
+            || self.visibility_timeout_nanos.is_some()
+            || self.item_type.is_some();
+        let mut b = Vec::with_capacity(CONFIG_LEN);
+        b.extend_from_slice(&CONFIG_MAGIC);
+        let version = if v2 { CONFIG_VERSION } else { FORMAT_VERSION };
+        b.extend_from_slice(&version.to_le_bytes());
+        b.extend_from_slice(&self.segment_records.to_le_bytes());
+        b.extend_from_slice(&self.segment_bytes.to_le_bytes());
+        b.extend_from_slice(&self.codec_id.to_le_bytes());
+        if !v2 {
+            // 20..24 reserved, zero.
+            b.extend_from_slice(&[0; 4]);
+        } else {
+            let mut flags = 0;
+            let name = self.item_type.as_ref().map_or("", |t| {
+                flags |= STORES_TYPE;
+                if t.schema.is_some() {
+                    flags |= STORES_SCHEMA;
+                }
+                // Cut on a char boundary: a name is compared, never parsed.
+                let mut len = t.name.len().min(MAX_TYPE_NAME);
+                while !t.name.is_char_boundary(len) {
+                    len -= 1;
+                }
+                &t.name[..len]
+            });
+            if self.max_attempts.is_some() {
+                flags |= STORES_ATTEMPTS;
+            }
+            if self.visibility_timeout_nanos.is_some() {
+                flags |= STORES_TIMEOUT;
+            }
+            b.extend_from_slice(&flags.to_le_bytes());
+            b.extend_from_slice(&self.max_attempts.unwrap_or(0).to_le_bytes());
+            b.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            b.extend_from_slice(&self.visibility_timeout_nanos.unwrap_or(0).to_le_bytes());
+            let schema = self.item_type.as_ref().and_then(|t| t.schema);
+            b.extend_from_slice(&schema.unwrap_or(0).to_le_bytes());
+            b.extend_from_slice(name.as_bytes());
+        }
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
         b
     }
 
-    /// Reads a config file's bytes.
+    /// Reads a config file's bytes (version 1 or 2).
     pub fn decode(b: &[u8]) -> Result<Self, HeaderError> {
         if b.len() < 8 || b[0..4] != CONFIG_MAGIC {
             return Err(HeaderError::Invalid("no config magic bytes"));
         }
         let version = le_u32(b, 4);
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != CONFIG_VERSION {
             return Err(HeaderError::Version(version));
         }
-        if b.len() != CONFIG_LEN {
+        let len = if version == FORMAT_VERSION {
+            CONFIG_LEN
+        } else if b.len() >= CONFIG_V2_FIXED {
+            CONFIG_V2_FIXED + usize::from(le_u16(b, 26)) + 4
+        } else {
+            return Err(HeaderError::Invalid("config file has the wrong size"));
+        };
+        if b.len() != len {
             return Err(HeaderError::Invalid("config file has the wrong size"));
         }
-        if le_u32(b, 24) != crc32fast::hash(&b[0..24]) {
+        if le_u32(b, len - 4) != crc32fast::hash(&b[0..len - 4]) {
             return Err(HeaderError::Invalid("config CRC does not match"));
         }
-        let config = Config {
+        let mut config = Config {
             segment_records: le_u32(b, 8),
             segment_bytes: le_u32(b, 12),
             codec_id: le_u32(b, 16),
+            max_attempts: None,
+            visibility_timeout_nanos: None,
+            item_type: None,
         };
         if config.segment_records == 0 || config.segment_records > MAX_SEGMENT_RECORDS {
             return Err(HeaderError::Invalid("segment record limit out of range"));
         }
+        if version == CONFIG_VERSION {
+            let flags = le_u32(b, 20);
+            let known = STORES_ATTEMPTS | STORES_TIMEOUT | STORES_TYPE | STORES_SCHEMA;
+            if flags & !known != 0 || (flags & STORES_SCHEMA != 0 && flags & STORES_TYPE == 0) {
+                return Err(HeaderError::Invalid("config flags unknown"));
+            }
+            let name = &b[CONFIG_V2_FIXED..len - 4];
+            if flags & STORES_TYPE == 0 && !name.is_empty() {
+                return Err(HeaderError::Invalid(
+                    "config has a type name it does not store",
+                ));
+            }
+            if flags & STORES_ATTEMPTS != 0 {
+                let attempts = le_u16(b, 24);
+                if attempts == 0 {
+                    return Err(HeaderError::Invalid("config max attempts is zero"));
+                }
+                config.max_attempts = Some(attempts);
+            }
+            if flags & STORES_TIMEOUT != 0 {
+                let nanos = u64::from(le_u32(b, 28)) | (u64::from(le_u32(b, 32)) << 32);
+                if nanos == 0 {
+                    return Err(HeaderError::Invalid("config visibility timeout is zero"));
+                }
+                config.visibility_timeout_nanos = Some(nanos);
+            }
+            if flags & STORES_TYPE != 0 {
+                let name = std::str::from_utf8(name)
+                    .map_err(|_| HeaderError::Invalid("config type name is not UTF-8"))?;
+                config.item_type = Some(ItemType {
+                    name: name.to_string(),
+                    schema: (flags & STORES_SCHEMA != 0).then(|| le_u32(b, 36)),
+                });
+            }
+        }
         Ok(config)
     }
+}
+
+fn le_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
 }
 
 /// One frame read from a segment.
@@ -393,8 +506,40 @@ mod tests {
             segment_records: 5,
             segment_bytes: 1 << 20,
             codec_id: 1,
+            max_attempts: None,
+            visibility_timeout_nanos: None,
+            item_type: None,
         };
-        assert_eq!(Config::decode(&c.encode()), Ok(c));
+        assert_eq!(
+            c.encode().len(),
+            CONFIG_LEN,
+            "nothing new stored: version 1"
+        );
+        assert_eq!(Config::decode(&c.encode()), Ok(c.clone()));
         assert!(Config::decode(&c.encode()[..10]).is_err());
+        let v2 = Config {
+            max_attempts: Some(3),
+            visibility_timeout_nanos: Some(u64::MAX - 7),
+            item_type: Some(ItemType {
+                name: "app::Job<é>".into(),
+                schema: Some(4),
+            }),
+            ..c.clone()
+        };
+        let bytes = v2.encode();
+        assert_eq!(le_u32(&bytes, 4), CONFIG_VERSION);
+        assert_eq!(Config::decode(&bytes), Ok(v2.clone()));
+        assert!(Config::decode(&bytes[..bytes.len() - 1]).is_err());
+        let mut flipped = bytes.clone();
+        flipped[41] ^= 1;
+        assert!(Config::decode(&flipped).is_err());
+        let unnamed = Config {
+            item_type: None,
+            ..v2
+        };
+        assert_eq!(Config::decode(&unnamed.encode()), Ok(unnamed));
+        let mut newer = c.encode();
+        newer[4] = 3;
+        assert_eq!(Config::decode(&newer), Err(HeaderError::Version(3)));
     }
 }

@@ -106,7 +106,7 @@ impl QueueDir {
             HeaderError::Version(found) => Error::UnsupportedVersion {
                 path,
                 found,
-                supported: crate::log::format::FORMAT_VERSION,
+                supported: crate::log::format::CONFIG_VERSION,
             },
             HeaderError::Invalid(reason) => Error::NotAQueue {
                 path,

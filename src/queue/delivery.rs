@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
 use crate::error::Result;
-use crate::queue::processes::{from_monotonic, to_monotonic, LeaseTable, SharedLease};
+use crate::queue::processes::{from_monotonic, to_monotonic, LeaseTable, SharedLease, PARKED};
 
 /// A record handed to a consumer until acked, nacked or expired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +18,9 @@ pub struct Lease {
     pub attempt: u16,
     /// When the record becomes available again if not acked.
     pub expires: Instant,
+    /// Held by no one: a nack with a delay (or a record that did not
+    /// decode) keeps the record out of sight until `expires`.
+    pub parked: bool,
 }
 
 /// The delivery state of one queue.
@@ -39,6 +42,7 @@ fn to_lease(shared: SharedLease) -> Lease {
     Lease {
         attempt: shared.attempt,
         expires: from_monotonic(shared.expires),
+        parked: shared.generation == PARKED,
     }
 }
 
@@ -115,6 +119,26 @@ impl Deliveries {
             Some(table) => table.insert(id, lease.attempt, to_monotonic(lease.expires)),
             None => {
                 self.leases.insert(id, lease);
+            }
+        }
+    }
+
+    /// Keeps `id` (whose lease just ended, or that was just taken) out of
+    /// sight until `until`, held by no one; then it is handed back like
+    /// an expired lease of `attempt`.
+    pub fn park(&mut self, id: u64, attempt: u16, until: Instant) {
+        self.take(id);
+        match &self.table {
+            Some(table) => table.insert_parked(id, attempt, to_monotonic(until)),
+            None => {
+                self.leases.insert(
+                    id,
+                    Lease {
+                        attempt,
+                        expires: until,
+                        parked: true,
+                    },
+                );
             }
         }
     }
@@ -212,9 +236,15 @@ impl Deliveries {
             Some(table) => table
                 .all()
                 .into_iter()
+                .filter(|l| l.generation != PARKED)
                 .map(|l| (l.id, Some((l.slot as usize, l.generation))))
                 .collect(),
-            None => self.leases.keys().map(|&id| (id, None)).collect(),
+            None => self
+                .leases
+                .iter()
+                .filter(|(_, lease)| !lease.parked)
+                .map(|(&id, _)| (id, None))
+                .collect(),
         }
     }
 
@@ -234,7 +264,8 @@ impl Deliveries {
 
     /// Whether `id` is held by a lease that has not run out at `now`.
     pub fn is_held(&self, id: u64, now: Instant) -> bool {
-        self.lease(id).is_some_and(|lease| lease.expires > now)
+        self.lease(id)
+            .is_some_and(|lease| lease.expires > now && !lease.parked)
     }
 
     /// Leases not run out at `now`.
@@ -243,7 +274,9 @@ impl Deliveries {
             return 0;
         }
         let all = self.all_leases(None);
-        all.iter().filter(|(_, l)| l.expires > now).count()
+        all.iter()
+            .filter(|(_, l)| l.expires > now && !l.parked)
+            .count()
     }
 
     /// Whether `id`'s lease ran out at `now` after its last allowed attempt:

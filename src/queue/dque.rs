@@ -52,7 +52,10 @@ pub struct DQue<T, C: Codec<T> = Bincode> {
     /// Runs while the durability is `Periodic`.
     flusher: Mutex<Option<Flusher>>,
     path: PathBuf,
+    /// As stored with the queue (or the default): every handle's.
     visibility_timeout: Duration,
+    /// As stored with the queue (or the default): every handle's.
+    max_attempts: u16,
     report: OpenReport,
     codec: C,
     /// The codec id stored in the queue: `C::ID`, except for a raw view of
@@ -117,7 +120,12 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// holding other files; `Locked` if another handle holds it; `InvalidOption`
     /// for an option out of range; `Io`. A failed create leaves no queue.
     pub fn create_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
-        Self::start(path.as_ref(), options, OpenMode::Create, C::ID)
+        Self::start(
+            path.as_ref(),
+            &Self::typed(options),
+            OpenMode::Create,
+            C::ID,
+        )
     }
 
     /// [`open`](Self::open) with options.
@@ -129,7 +137,7 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// `UnsupportedVersion`; `Corrupted` or `MissingSegment` for damage an open
     /// must not mend (`dque repair` mends it, see FORMAT.md); `InvalidOption`; `Io`.
     pub fn open_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
-        Self::start(path.as_ref(), options, OpenMode::Open, C::ID)
+        Self::start(path.as_ref(), &Self::typed(options), OpenMode::Open, C::ID)
     }
 
     /// [`open_or_create`](Self::open_or_create) with options.
@@ -138,14 +146,30 @@ impl<T, C: Codec<T>> DQue<T, C> {
     ///
     /// As [`create`](Self::create) and [`open`](Self::open).
     pub fn open_or_create_with(path: impl AsRef<Path>, options: &Options) -> Result<Self> {
-        Self::start(path.as_ref(), options, OpenMode::OpenOrCreate, C::ID)
+        Self::start(
+            path.as_ref(),
+            &Self::typed(options),
+            OpenMode::OpenOrCreate,
+            C::ID,
+        )
+    }
+
+    /// `options` with this handle's item type, which a typed queue records
+    /// at creation and checks at open; raw bytes have none.
+    fn typed(options: &Options) -> Options {
+        let mut options = *options;
+        if C::ID != <Raw as Codec<Vec<u8>>>::ID {
+            options.item_type = Some(std::any::type_name::<T>());
+        }
+        options
     }
 
     fn start(path: &Path, options: &Options, mode: OpenMode, codec_id: u32) -> Result<Self> {
         let (engine, report) = Engine::open(path, options, codec_id, mode)?;
         let queue = DQue {
             path: path.to_path_buf(),
-            visibility_timeout: options.visibility_timeout,
+            visibility_timeout: engine.visibility_timeout(),
+            max_attempts: engine.max_attempts(),
             shared: Arc::new(Shared::new(engine)),
             flusher: Mutex::new(None),
             report,
@@ -174,6 +198,19 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// The queue's directory.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Delivery attempts an item gets before it goes to the dead letters:
+    /// [`Options::max_attempts`] as stored with the queue (every handle of
+    /// it uses the same), or the default, 5.
+    pub fn max_attempts(&self) -> u16 {
+        self.max_attempts
+    }
+
+    /// How long a lease holds an item: [`Options::visibility_timeout`] as
+    /// stored with the queue, or the default, 30 s.
+    pub fn visibility_timeout(&self) -> Duration {
+        self.visibility_timeout
     }
 
     /// What the open found and repaired (torn tails cut, leftovers removed).
@@ -272,13 +309,15 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// Removes and returns up to `max` of the oldest items (fewer when the
     /// queue holds fewer), with one fsync for all in [`Durability::Safe`].
     ///
+    /// A record that does not decode goes to the dead letters, as in
+    /// [`dequeue`](Self::dequeue).
+    ///
     /// # Errors
     ///
     /// An error before the first item is returned and took nothing. An
     /// error after some items ends the batch: the call returns the items it
     /// took, and the error (which had no effect) comes from the next call
-    /// that writes; a record that does not decode ([`Error::Decode`])
-    /// stays at the head, so the next call that reaches it fails with it.
+    /// that writes.
     pub fn dequeue_batch(&self, max: usize) -> Result<Vec<T>> {
         self.shared
             .write(|engine| engine.pop_many(max, |id, bytes| self.decode(id, bytes)))
@@ -321,12 +360,17 @@ impl<T, C: Codec<T>> DQue<T, C> {
 
     /// Removes and returns the oldest item, or `None` when the queue is empty.
     ///
-    /// A record that does not decode fails with [`Error::Decode`] and stays
-    /// at the head of the queue.
+    /// A record that does not decode as `T` never stops the queue: it is
+    /// moved to the dead letters at once, its bytes as stored and the
+    /// decode error as the reason (read it with
+    /// [`dead_letters`](Self::dead_letters), put it back with
+    /// [`requeue_dead`](Self::requeue_dead) once the type is fixed), and
+    /// the call goes on with the next record. Nothing is deleted. (A
+    /// [`lease`](Self::lease) counts an attempt instead.)
     ///
     /// # Errors
     ///
-    /// `Decode` (the record stays at the head); `Corrupted` or `MissingSegment`
+    /// `Corrupted` or `MissingSegment`
     /// when the call reaches a damaged segment; `Closed`; `WritesRefused`; `Io`;
     /// or the error a batch met after it took items. Each had no effect.
     pub fn dequeue(&self) -> Result<Option<T>> {
@@ -334,11 +378,14 @@ impl<T, C: Codec<T>> DQue<T, C> {
             .write(|engine| engine.pop_with(|id, bytes| self.decode(id, bytes)))
     }
 
-    /// Returns the oldest item without removing it, or `None` when empty.
+    /// Returns the oldest item without removing it, or `None` when empty:
+    /// the item the next dequeue would take, so records that do not decode
+    /// are passed over (the next dequeue or lease settles them; [`iter`](Self::iter)
+    /// lists them as errors, [`peek_raw`](Self::peek_raw) shows their bytes).
     ///
     /// # Errors
     ///
-    /// `Decode`; `Corrupted`, `MissingSegment` or `Io` reading a segment past the
+    /// `Corrupted`, `MissingSegment` or `Io` reading a segment past the
     /// mapped ones; `Closed`. A peek writes nothing.
     pub fn peek(&self) -> Result<Option<T>> {
         self.shared
@@ -428,10 +475,16 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// # Ok(()) }
     /// ```
     ///
+    /// A record that does not decode as `T` is a failed attempt, not a
+    /// stop: its attempt is counted, it is out of sight for the visibility
+    /// timeout (another consumer, of another version, may decode it), and
+    /// the call goes on with the next record. Once its attempts are used
+    /// up it goes to the dead letters, bytes intact, with the decode error
+    /// as the reason.
+    ///
     /// # Errors
     ///
-    /// `Decode` if the next record does not decode (it stays, its attempt
-    /// not counted), `Closed`, or the I/O error of the write.
+    /// `Closed`, or the I/O error of the write.
     pub fn lease(&self) -> Result<Option<Leased<T>>> {
         self.lease_until(Some(Instant::now()))
     }
@@ -786,9 +839,10 @@ impl<T, C: Codec<T>> DQue<T, C> {
     ///
     /// # Errors
     ///
-    /// Each step yields `Err` (and then the walk ends) if a record does not
-    /// decode (`Decode`), a segment cannot be read (`Corrupted`, `Io`), or
-    /// the queue was closed (`Closed`).
+    /// A record that does not decode is yielded as `Err(Decode)` naming it,
+    /// and the walk goes on. A step yields `Err` and then the walk ends if
+    /// a segment cannot be read (`Corrupted`, `Io`), or the queue was
+    /// closed (`Closed`).
     pub fn iter(&self) -> Iter<'_, T, C> {
         Iter::new(&self.shared, &self.codec)
     }
@@ -885,8 +939,8 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// Removes the oldest record and returns its payload bytes as stored,
     /// without decoding them, or `None` when the queue is empty.
     ///
-    /// This is how a record that fails with [`Error::Decode`] (a "poison"
-    /// item) is skipped on purpose, or taken aside to be looked at.
+    /// This is how a record that does not decode (a "poison" item) is
+    /// taken aside to be looked at without a trip through the dead letters.
     ///
     /// ```
     /// # fn main() -> Result<(), dque::Error> {
@@ -896,9 +950,9 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// q.enqueue(&b"ok".to_vec())?;
     /// q.close()?;
     ///
-    /// let q: dque::DQue<String> = dque::DQue::open(dir.path().join("q"))?;
-    /// assert!(matches!(q.dequeue(), Err(dque::Error::Decode { id: 0, .. })));
-    /// let poison = q.dequeue_raw()?.expect("the record stays until taken");
+    /// let q: dque::DQue<String> = dque::Options::new().check_item_type(false).open(dir.path().join("q"))?;
+    /// assert_eq!(q.peek()?.as_deref(), Some("ok")); // passed over
+    /// let poison = q.dequeue_raw()?.expect("the record is still there");
     /// assert_eq!(poison, [1, 0xff]); // bincode: length, then the bytes
     /// assert_eq!(q.dequeue()?.as_deref(), Some("ok"));
     /// # Ok(()) }
@@ -906,7 +960,7 @@ impl<T, C: Codec<T>> DQue<T, C> {
     ///
     /// # Errors
     ///
-    /// As [`dequeue`](Self::dequeue), without `Decode`.
+    /// As [`dequeue`](Self::dequeue).
     pub fn dequeue_raw(&self) -> Result<Option<Vec<u8>>> {
         self.shared
             .write(|engine| engine.pop_with(|_, bytes| Ok(bytes.to_vec())))
@@ -927,7 +981,7 @@ impl<T, C: Codec<T>> DQue<T, C> {
     ///
     /// # Errors
     ///
-    /// As [`peek`](Self::peek), without `Decode`.
+    /// As [`peek`](Self::peek).
     pub fn peek_raw(&self) -> Result<Option<Vec<u8>>> {
         self.shared
             .read(|engine| engine.peek_with(|_, bytes| Ok(bytes.to_vec())))
@@ -1063,7 +1117,7 @@ impl DQue<Vec<u8>, Raw> {
     /// between queues (a dead letter or a salvaged record back into its
     /// queue). Bytes enqueued through it must already be encoded with the
     /// queue's codec, or its programs will fail to decode them
-    /// ([`Error::Decode`], the record kept).
+    /// (each a failed attempt, then a dead letter).
     ///
     /// ```
     /// # fn main() -> Result<(), dque::Error> {

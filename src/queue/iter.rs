@@ -16,7 +16,9 @@ use crate::queue::shared::Shared;
 /// pending records, and lets go: memory holds one segment's items at most,
 /// whatever the queue's length. It is a walk, not a snapshot: items taken
 /// by others after it copied their segment are still yielded, items added
-/// after its cursor are yielded too. After an error it yields `None`.
+/// after its cursor are yielded too. A record that does not decode is
+/// yielded as `Err(Decode)` and the walk goes on with the next; after
+/// any other error it yields `None`.
 ///
 /// [`DQue::iter`]: crate::DQue::iter
 pub struct Iter<'q, T, C: Codec<T>> {
@@ -75,7 +77,7 @@ impl<T, C: Codec<T>> Iterator for Iter<'_, T, C> {
                 id: record.id,
                 source,
             });
-        self.done = item.is_err();
+        // A record that does not decode is reported, and the walk goes on.
         Some(item.map(|item| Pending {
             id: record.id,
             attempts: record.attempts,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Result;
+use crate::queue::retry::Retry;
 use crate::queue::shared::Shared;
 
 /// What a lease needs of its queue: the shared state and the lease length.
@@ -37,6 +38,19 @@ impl Lessor {
         self.shared.write(|engine| engine.nack(id, attempt))?;
         self.shared.notify_available();
         Ok(())
+    }
+
+    /// Nacks with `reason`, the item out of sight for `retry`'s delay;
+    /// returns whether it went to the dead letters.
+    pub fn nack_with(&self, id: u64, attempt: u16, reason: &str, retry: Retry) -> Result<bool> {
+        let delay = retry.delay(attempt);
+        let dead = self
+            .shared
+            .write(|engine| engine.nack_with(id, attempt, reason, delay))?;
+        if !dead && delay.is_zero() {
+            self.shared.notify_available();
+        }
+        Ok(dead)
     }
 
     pub fn release(&self, id: u64, attempt: u16) -> Result<()> {
@@ -147,6 +161,54 @@ impl<T> Leased<T> {
     pub fn nack(mut self) -> Result<()> {
         self.settled = true;
         self.lessor.nack(self.id, self.attempt)
+    }
+
+    /// Hands the item back after a failure, with why, and when it may
+    /// come back ([`Retry`]): the Jobs API's nack for the plain queue.
+    /// The attempt stays counted. If it was the item's last attempt
+    /// ([`DQue::max_attempts`](crate::DQue::max_attempts)) the item goes to
+    /// the dead letters now with `reason` as theirs, and this returns
+    /// `true`; else it is delivered again once the delay has passed (to
+    /// any consumer, in any process of a shared queue), and `reason`
+    /// stays with it: if a later attempt ends without a word (its lease
+    /// runs out) and that was its last, the dead letter says "not acked
+    /// after N attempts; last failure: REASON".
+    ///
+    /// A delay is kept in memory (in shared mode, in the control file
+    /// every process sees): it holds while the queue is open, across
+    /// the death of the process that nacked, but not across a reopen
+    /// (an exclusive one, or the first shared handle after all closed),
+    /// after which the item is available at once, its attempts still
+    /// counted. So is the reason: the dead letter names it when the
+    /// attempts run out in the handle (shared: the process) that heard
+    /// it; elsewhere it says only "not acked after N attempts". Until the
+    /// delay passes the item counts in [`len`](crate::DQue::len), is not
+    /// in [`leased_len`](crate::DQue::leased_len), and can be
+    /// [`cancel`](crate::DQue::cancel)led.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// use std::time::Duration;
+    /// use dque::Retry;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q: dque::DQue<String> = dque::Options::new().max_attempts(2).create(dir.path().join("q"))?;
+    /// q.enqueue(&"charge card 42".to_string())?;
+    /// let job = q.lease()?.expect("an item");
+    /// let dead = job.nack_with("gateway timed out", Retry::After(Duration::from_millis(50)))?;
+    /// assert!(!dead);
+    /// assert!(q.lease()?.is_none(), "not before its delay");
+    /// let job = q.lease_timeout(Duration::from_secs(10))?.expect("back after 50 ms");
+    /// assert!(job.nack_with("card declined", Retry::Backoff)?, "its last attempt");
+    /// assert_eq!(q.dead_letters()?[0].reason, "card declined");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`ack`](Self::ack); the error of writing the dead letter.
+    pub fn nack_with(mut self, reason: &str, retry: Retry) -> Result<bool> {
+        self.settled = true;
+        self.lessor.nack_with(self.id, self.attempt, reason, retry)
     }
 
     /// Hands the item back as if this lease had never happened: its attempt

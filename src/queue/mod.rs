@@ -11,5 +11,6 @@ pub(crate) mod flusher;
 pub(crate) mod iter;
 pub(crate) mod lease;
 pub(crate) mod processes;
+pub(crate) mod retry;
 pub(crate) mod shared;
 pub(crate) mod workers;

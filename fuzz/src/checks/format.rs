@@ -9,6 +9,8 @@ pub(super) const LOCK_FILE: &str = "dque.lock";
 pub(super) const CONFIG_TEMP: &str = "dque.conf.tmp";
 pub(super) const QUARANTINE_DIR: &str = "quarantine";
 const CONFIG_LEN: usize = 28;
+/// The config's version when it stores more than version 1 had room for.
+const CONFIG_VERSION: u32 = 2;
 pub(super) const HEADER_LEN: usize = 40;
 pub(super) const RECORD_OVERHEAD: usize = 8;
 const MAX_SEGMENT_RECORDS: u32 = (1 << 24) - 1;
@@ -136,6 +138,9 @@ pub(super) fn judge_config(b: &[u8]) -> ConfigVerdict {
         return ConfigVerdict::Invalid;
     }
     let version = le_u32(b, 4);
+    if version == CONFIG_VERSION {
+        return judge_config_v2(b);
+    }
     if version != FORMAT_VERSION {
         return ConfigVerdict::Version(version);
     }
@@ -144,6 +149,39 @@ pub(super) fn judge_config(b: &[u8]) -> ConfigVerdict {
     }
     let records = le_u32(b, 8);
     if records == 0 || records > MAX_SEGMENT_RECORDS {
+        return ConfigVerdict::Invalid;
+    }
+    ConfigVerdict::Valid {
+        records,
+        bytes: le_u32(b, 12),
+        codec: le_u32(b, 16),
+    }
+}
+
+/// Version 2 of the config (FORMAT.md, "Config"): version 1's fields, flags,
+/// max attempts, name length, visibility timeout, schema, the type name,
+/// then the CRC of everything before it.
+fn judge_config_v2(b: &[u8]) -> ConfigVerdict {
+    const FIXED: usize = 40;
+    if b.len() < FIXED {
+        return ConfigVerdict::Invalid;
+    }
+    let name_len = usize::from(u16::from_le_bytes([b[26], b[27]]));
+    let len = FIXED + name_len + 4;
+    if b.len() != len || le_u32(b, len - 4) != crc32(&[&b[..len - 4]]) {
+        return ConfigVerdict::Invalid;
+    }
+    let flags = le_u32(b, 20);
+    let records = le_u32(b, 8);
+    let valid = flags & !15 == 0
+        && (flags & 8 == 0 || flags & 4 != 0)
+        && (flags & 4 != 0 || name_len == 0)
+        && (flags & 1 == 0 || u16::from_le_bytes([b[24], b[25]]) != 0)
+        && (flags & 2 == 0 || le_u64(b, 28) != 0)
+        && (flags & 4 == 0 || std::str::from_utf8(&b[FIXED..len - 4]).is_ok())
+        && records != 0
+        && records <= MAX_SEGMENT_RECORDS;
+    if !valid {
         return ConfigVerdict::Invalid;
     }
     ConfigVerdict::Valid {

@@ -142,6 +142,7 @@ pub fn codec_name(id: u32) -> String {
     match id {
         0 => "raw bytes".into(),
         1 => "bincode".into(),
+        3 => "json".into(),
         2 => "dead letters".into(),
         dque::jobs::JOB_CODEC_ID => "jobs".into(),
         _ => {

@@ -95,7 +95,8 @@ impl JobOptions {
     /// The options of every queue the jobs are kept in: durability, shared
     /// mode, segment sizes; the lease time is
     /// [`Options::visibility_timeout`], and a job's attempts
-    /// [`Options::max_attempts`].
+    /// [`Options::max_attempts`], both stored with the queue as those
+    /// options say, so that every handle (and process) uses the same.
     #[must_use]
     pub fn queue(mut self, options: Options) -> Self {
         self.queue = options;
@@ -281,6 +282,9 @@ impl EmbeddedJobs {
             });
         }
         let root = RawQueue::open_encoded_with(path, &options.queue)?;
+        // The queue's stored settings, which every handle shares (so two
+        // processes agree on when a job has had its attempts).
+        let (max_attempts, lease_time) = (root.max_attempts(), root.visibility_timeout());
         let plain = root.codec_id() != JOB_CODEC_ID;
         let signal = Signal::new(root.waker());
         let root = Arc::new(root);
@@ -326,8 +330,8 @@ impl EmbeddedJobs {
             schedule,
             ids,
             stats,
-            max_attempts: u32::from(options.queue.max_attempts.max(1)),
-            lease_time: options.queue.visibility_timeout,
+            max_attempts: u32::from(max_attempts.max(1)),
+            lease_time,
             safe: options.queue.durability == crate::Durability::Safe,
             backoff: options.backoff,
             clock: Arc::clone(&options.clock),

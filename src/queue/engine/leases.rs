@@ -26,32 +26,86 @@ impl Engine {
     pub fn lease_with<R>(
         &mut self,
         timeout: Duration,
-        read: impl FnOnce(u64, &[u8]) -> Result<R>,
+        mut read: impl FnMut(u64, &[u8]) -> Result<R>,
     ) -> Result<Option<(R, u64, Lease)>> {
         self.check_writable()?;
         self.deliveries.room_for_lease()?;
-        let (id, attempt) = loop {
+        loop {
             let Some(id) = self.next_available()? else {
                 return Ok(None);
             };
             let (segment, index) = self.find(id).expect("available records are mapped");
             let attempts = segment.attempts(index);
-            if attempts < self.max_attempts {
-                break (id, attempts + 1);
+            if attempts >= self.max_attempts {
+                // Leased that often by handles that never came back (crashes).
+                let reason = self.last_reason_or(
+                    id,
+                    format!("{attempts} attempts, the last ones never ended"),
+                );
+                self.dead_letter(id, attempts, &reason)?;
+                continue;
             }
-            // Leased that often by handles that never came back (crashes).
-            let reason = format!("{attempts} attempts, the last ones never ended");
-            self.dead_letter(id, attempts, &reason)?;
-        };
-        let (segment, index) = self.find(id).expect("available records are mapped");
-        let item = read(id, segment.payload(index))?;
-        self.mark(id, MarkerType::Lease)?;
-        let lease = Lease {
-            attempt,
-            expires: saturating_after(Instant::now(), timeout),
-        };
-        self.deliveries.start_lease(id, lease);
-        Ok(Some((item, id, lease)))
+            let attempt = attempts + 1;
+            let item = match read(id, segment.payload(index)) {
+                Ok(item) => item,
+                Err(Error::Decode { source, .. }) => {
+                    // A failed attempt, not a stop: counted on disk, out of
+                    // sight for a lease's time (another consumer may read
+                    // it), dead-lettered with its bytes once attempts run
+                    // out. This call goes on with the next record.
+                    self.mark(id, MarkerType::Lease)?;
+                    self.deliveries.take(id);
+                    let reason = format!("does not decode as the item type: {source}");
+                    self.settle_failed_attempt(id, attempt, reason, timeout)?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            self.mark(id, MarkerType::Lease)?;
+            let lease = Lease {
+                attempt,
+                expires: saturating_after(Instant::now(), timeout),
+                parked: false,
+            };
+            self.deliveries.start_lease(id, lease);
+            return Ok(Some((item, id, lease)));
+        }
+    }
+
+    /// After failed attempt `attempt` of record `id` (leased, or taken just
+    /// now): dead-lettered with `reason` if it was the last, else out of
+    /// sight for `delay` (available at once for a zero delay), `reason`
+    /// kept for its dead letter.
+    pub(super) fn settle_failed_attempt(
+        &mut self,
+        id: u64,
+        attempt: u16,
+        reason: String,
+        delay: Duration,
+    ) -> Result<()> {
+        if attempt >= self.max_attempts {
+            // As in `fail`: the lease ends once the letter is written.
+            self.dead_letter(id, attempt, &reason)?;
+            self.deliveries.end_lease(id);
+            return Ok(());
+        }
+        self.reasons.insert(id, reason);
+        if delay.is_zero() {
+            self.deliveries.hand_back(id);
+        } else {
+            self.deliveries.end_lease(id);
+            self.deliveries
+                .park(id, attempt, saturating_after(Instant::now(), delay));
+        }
+        Ok(())
+    }
+
+    /// The reason the last failed attempt of `id` gave, or `otherwise`.
+    fn last_reason_or(&self, id: u64, otherwise: String) -> String {
+        match self.reasons.get(&id) {
+            Some(last) => format!("{otherwise}; last failure: {last}"),
+            None => otherwise,
+        }
     }
 
     /// Leases up to `max` available records with `read`, each as
@@ -106,6 +160,24 @@ impl Engine {
         self.hand_back(id, attempt)
     }
 
+    /// Hands leased record `id` back after a failure: dead-lettered with
+    /// `reason` if this was its last attempt, else out of sight for
+    /// `delay` (available at once for zero), `reason` kept for its dead
+    /// letter. Returns whether it went to the dead letters.
+    pub fn nack_with(
+        &mut self,
+        id: u64,
+        attempt: u16,
+        reason: &str,
+        delay: Duration,
+    ) -> Result<bool> {
+        self.check_refused()?;
+        self.current_lease(id, attempt)?;
+        let dead = attempt >= self.max_attempts;
+        self.settle_failed_attempt(id, attempt, reason.to_string(), delay)?;
+        Ok(dead)
+    }
+
     /// Extends the lease of `id` to `timeout` from now.
     pub fn touch(&mut self, id: u64, attempt: u16, timeout: Duration) -> Result<()> {
         self.current_lease(id, attempt)?;
@@ -155,6 +227,7 @@ impl Engine {
         let lease = Lease {
             attempt,
             expires: saturating_after(Instant::now(), timeout),
+            parked: false,
         };
         self.deliveries.start_lease(id, lease);
         Ok(ById::Leased(item, lease))
@@ -199,8 +272,13 @@ impl Engine {
     pub fn cancel(&mut self, id: u64) -> Result<()> {
         self.check_writable()?;
         self.expire_leases()?;
-        if self.deliveries.is_leased(id) {
-            return Err(Error::Leased { id });
+        match self.deliveries.lease(id) {
+            // Waiting out a delay, held by no one: cancelled like a pending one.
+            Some(lease) if lease.parked => {
+                self.deliveries.end_lease(id);
+            }
+            Some(_) => return Err(Error::Leased { id }),
+            None => {}
         }
         self.reach(id)?;
         match self.find(id) {
@@ -250,7 +328,7 @@ impl Engine {
             return Ok(());
         }
         if attempt >= self.max_attempts {
-            let reason = format!("not acked after {attempt} attempts");
+            let reason = self.last_reason_or(id, format!("not acked after {attempt} attempts"));
             // As in `fail`: the lease ends once the letter is written.
             self.dead_letter(id, attempt, &reason)?;
             self.deliveries.end_lease(id);
@@ -262,7 +340,11 @@ impl Engine {
 
     pub(super) fn current_lease(&self, id: u64, attempt: u16) -> Result<()> {
         match self.deliveries.lease(id) {
-            Some(lease) if lease.attempt == attempt && lease.expires > Instant::now() => Ok(()),
+            Some(lease)
+                if lease.attempt == attempt && lease.expires > Instant::now() && !lease.parked =>
+            {
+                Ok(())
+            }
             _ => Err(Error::LeaseLost { id, attempt }),
         }
     }

@@ -56,11 +56,17 @@ pub struct Engine {
     /// `None` while the last segment of `front` is the tail.
     tail: Option<Segment>,
     deliveries: Deliveries,
+    /// Attempts an item gets: as stored in the config, or the default.
     max_attempts: u16,
+    /// How long a lease holds an item: as stored, or the default.
+    visibility_timeout: std::time::Duration,
     /// The most items an enqueue may leave in the queue.
     max_items: Option<u64>,
     /// Whether a damaged tail may be cut (see `Options::cut_damaged_tail`).
     cut_damaged_tail: bool,
+    /// Why the last failed attempt of a record failed (a nack's reason, a
+    /// decode error), for its dead letter: this handle's, in memory.
+    reasons: std::collections::HashMap<u64, String>,
     /// The dead-letter queue in `dead/`, once used.
     dead: Option<Box<Engine>>,
     len: u64,
@@ -115,6 +121,16 @@ impl Engine {
 
     pub fn durability(&self) -> Durability {
         self.durability
+    }
+
+    /// Attempts an item gets (as stored with the queue, or the default).
+    pub fn max_attempts(&self) -> u16 {
+        self.max_attempts
+    }
+
+    /// How long a lease holds an item (as stored with the queue, or the default).
+    pub fn visibility_timeout(&self) -> std::time::Duration {
+        self.visibility_timeout
     }
 
     /// Switches durability; going to `Safe` first makes everything so far durable.
@@ -264,7 +280,7 @@ impl Engine {
     /// the next write will settle them.
     pub fn peek_with<R>(
         &mut self,
-        read: impl FnOnce(u64, &[u8]) -> Result<R>,
+        mut read: impl FnMut(u64, &[u8]) -> Result<R>,
     ) -> Result<Option<R>> {
         let now = Instant::now();
         if let Some(id) = self
@@ -272,34 +288,61 @@ impl Engine {
             .first_available_again(now, self.max_attempts)
         {
             let (segment, index) = self.find(id).expect("delivered records are mapped");
-            return read(id, segment.payload(index)).map(Some);
+            match read(id, segment.payload(index)) {
+                // Passed over as the next lease or dequeue would pass it.
+                Err(Error::Decode { .. }) => {}
+                found => return found.map(Some),
+            }
         }
         // Every record before the cursor is settled, leased or handed back.
         let from = self.deliveries.fresh();
-        let mut read = Some(read);
         let mut found = None;
         self.visit_pending_from(from, false, |id, _, leased, payload| {
             if leased {
                 return ControlFlow::Continue(());
             }
-            found = Some((read.take().expect("called once"))(id, payload));
-            ControlFlow::Break(())
+            match read(id, payload) {
+                Err(Error::Decode { .. }) => ControlFlow::Continue(()),
+                other => {
+                    found = Some(other);
+                    ControlFlow::Break(())
+                }
+            }
         })?;
         found.transpose()
     }
 
     /// Like [`peek_with`](Self::peek_with), then settles the record if `read`
     /// succeeded, so a record that does not decode is never lost.
-    pub fn pop_with<R>(&mut self, read: impl FnOnce(u64, &[u8]) -> Result<R>) -> Result<Option<R>> {
+    ///
+    /// A record that does not decode (`read` fails with `Decode`) goes to
+    /// the dead letters at once, its bytes as they were and the decode
+    /// error as the reason, and the call goes on with the next record.
+    pub fn pop_with<R>(
+        &mut self,
+        mut read: impl FnMut(u64, &[u8]) -> Result<R>,
+    ) -> Result<Option<R>> {
         self.check_writable()?;
-        let Some(id) = self.next_available()? else {
-            return Ok(None);
-        };
-        let (segment, index) = self.find(id).expect("available records are mapped");
-        let item = read(id, segment.payload(index))?;
-        self.mark(id, MarkerType::Ack)?;
-        self.deliveries.take(id);
-        Ok(Some(item))
+        loop {
+            let Some(id) = self.next_available()? else {
+                return Ok(None);
+            };
+            let (segment, index) = self.find(id).expect("available records are mapped");
+            let attempts = segment.attempts(index);
+            let item = match read(id, segment.payload(index)) {
+                Ok(item) => item,
+                Err(Error::Decode { source, .. }) => {
+                    let reason = format!("does not decode as the item type: {source}");
+                    self.dead_letter(id, attempts, &reason)?;
+                    self.deliveries.take(id);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            self.mark(id, MarkerType::Ack)?;
+            self.deliveries.take(id);
+            return Ok(Some(item));
+        }
     }
 
     /// Pops up to `max` records with `read`. An error after the first one
@@ -408,6 +451,9 @@ impl Engine {
         self.front[position].mark(index, kind, ahead)?;
         self.wrote(self.front[position].header.number);
         if kind.settles() {
+            if !self.reasons.is_empty() {
+                self.reasons.remove(&id);
+            }
             // A head this settled is retired by the next call that takes
             // an item (`next_available`), before that call's effect: a
             // failed delete then fails a call that did nothing.

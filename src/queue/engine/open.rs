@@ -4,16 +4,20 @@
 use std::collections::VecDeque;
 use std::fs;
 use std::path::Path;
+use std::time::Duration;
 
 use super::processes::mend;
 use super::{new_header, sealed_records, Engine, OpenMode};
 use crate::error::{Error, Result};
-use crate::log::format::Config;
+use crate::log::format::{Config, ItemType};
 use crate::log::layout::QueueDir;
 use crate::log::lock::DirLock;
 use crate::log::recovery::OpenReport;
 use crate::log::segment::Segment;
-use crate::options::{Options, DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ITEMS};
+use crate::options::{
+    Options, DEFAULT_MAX_ATTEMPTS, DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ITEMS,
+    DEFAULT_VISIBILITY_TIMEOUT,
+};
 use crate::queue::delivery::Deliveries;
 use crate::queue::processes::Joining;
 use std::sync::atomic::Ordering::Relaxed;
@@ -138,7 +142,8 @@ impl Engine {
                     expected: codec_id,
                 });
             }
-            let wanted = config_for(options, codec_id, Some(&stored));
+            check_item_type(&dir, options, &stored)?;
+            let wanted = config_for(options, codec_id, Some(&stored), !recover)?;
             if wanted != stored {
                 dir.write_config(&wanted)?;
             }
@@ -153,10 +158,14 @@ impl Engine {
                     ),
                 });
             }
-            let config = config_for(options, codec_id, None);
+            let config = config_for(options, codec_id, None, false)?;
             dir.write_config(&config)?;
             config
         };
+        let max_attempts = config.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
+        let visibility_timeout = config
+            .visibility_timeout_nanos
+            .map_or(DEFAULT_VISIBILITY_TIMEOUT, Duration::from_nanos);
 
         let segments = &listing.segments;
         for pair in segments.windows(2) {
@@ -211,9 +220,11 @@ impl Engine {
             front,
             tail,
             deliveries: Deliveries::default(),
-            max_attempts: options.max_attempts,
+            max_attempts,
+            visibility_timeout,
             cut_damaged_tail: options.cut_damaged_tail,
             max_items: options.max_items,
+            reasons: Default::default(),
             dead: None,
             len: 0,
             refused: None,
@@ -325,8 +336,40 @@ pub(crate) fn prepare_directory(path: &Path, mode: OpenMode) -> Result<()> {
     Ok(())
 }
 
-fn config_for(options: &Options, codec_id: u32, stored: Option<&Config>) -> Config {
-    Config {
+/// The config an open leaves: sizes as given or stored; `max_attempts`
+/// and the visibility timeout as given (stored from now on) or stored; the
+/// item type recorded at creation only. A handle `joining` others in shared
+/// mode must not change what they run with: it adopts the stored values,
+/// and one that asks for others is refused.
+fn config_for(
+    options: &Options,
+    codec_id: u32,
+    stored: Option<&Config>,
+    joining: bool,
+) -> Result<Config> {
+    let timeout_nanos = u64::try_from(options.visibility_timeout.as_nanos()).unwrap_or(u64::MAX);
+    let stored_attempts = stored.and_then(|c| c.max_attempts);
+    let stored_timeout = stored.and_then(|c| c.visibility_timeout_nanos);
+    if joining {
+        let running = stored_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
+        if options.max_attempts_set && options.max_attempts != running {
+            return Err(refused_beside_others(
+                "max_attempts",
+                options.max_attempts,
+                running,
+            ));
+        }
+        let running = stored_timeout.map_or(DEFAULT_VISIBILITY_TIMEOUT, Duration::from_nanos);
+        if options.visibility_timeout_set && timeout_nanos != running.as_nanos() as u64 {
+            return Err(refused_beside_others(
+                "visibility_timeout",
+                format!("{:?}", options.visibility_timeout),
+                format!("{running:?}"),
+            ));
+        }
+    }
+    let given = |set: bool| set && !joining;
+    Ok(Config {
         segment_records: options
             .segment_items
             .or(stored.map(|c| c.segment_records))
@@ -336,7 +379,61 @@ fn config_for(options: &Options, codec_id: u32, stored: Option<&Config>) -> Conf
             .or(stored.map(|c| c.segment_bytes))
             .unwrap_or(DEFAULT_SEGMENT_BYTES),
         codec_id,
+        max_attempts: if given(options.max_attempts_set) {
+            Some(options.max_attempts)
+        } else {
+            stored_attempts
+        },
+        visibility_timeout_nanos: if given(options.visibility_timeout_set) {
+            Some(timeout_nanos)
+        } else {
+            stored_timeout
+        },
+        item_type: match stored {
+            Some(stored) => stored.item_type.clone(),
+            None => options.item_type.map(|name| ItemType {
+                name: name.to_string(),
+                schema: options.schema_version,
+            }),
+        },
+    })
+}
+
+fn refused_beside_others(
+    name: &'static str,
+    asked: impl std::fmt::Display,
+    running: impl std::fmt::Display,
+) -> Error {
+    Error::InvalidOption {
+        name,
+        reason: format!(
+            "the queue is open in shared mode by other handles, which use {running} \
+             (stored in its config), not {asked}: open with {running} or without setting \
+             it, or change it once no other handle has the queue open"
+        ),
     }
+}
+
+/// Refuses a typed handle on a queue created for another item type or
+/// schema version, unless the caller opted out. A queue that recorded no
+/// type (made before types were recorded, or by a raw handle) and a raw
+/// handle are never refused.
+fn check_item_type(dir: &QueueDir, options: &Options, stored: &Config) -> Result<()> {
+    let (Some(opened), Some(recorded)) = (options.item_type, &stored.item_type) else {
+        return Ok(());
+    };
+    if !options.check_item_type
+        || (recorded.name == opened && recorded.schema == options.schema_version)
+    {
+        return Ok(());
+    }
+    Err(Error::ItemTypeMismatch {
+        path: dir.config_path(),
+        stored: recorded.name.as_str().into(),
+        stored_schema: recorded.schema,
+        opened,
+        opened_schema: options.schema_version,
+    })
 }
 
 /// Reads every header from `first` to `last` (one small read each, never the

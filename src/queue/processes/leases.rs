@@ -16,6 +16,8 @@ use crate::queue::deadline::saturating_after;
 /// Leases a shared queue holds at once: at most half the table is used.
 pub const MAX_LEASES: usize = LEASE_CAPACITY / 2;
 const EMPTY: u64 = 0;
+/// The holder generation of a lease no handle holds (see `insert_parked`).
+pub const PARKED: u64 = 0;
 const REMOVED: u64 = u64::MAX;
 
 /// One lease as the table holds it.
@@ -95,6 +97,17 @@ impl LeaseTable {
     /// Adds the lease of record `id` (not leased now), held by this handle;
     /// the caller checked [`room`](Self::room).
     pub fn insert(&self, id: u64, attempt: u16, expires: u64) {
+        self.insert_for(id, attempt, expires, self.slot, self.generation);
+    }
+
+    /// Adds a lease of record `id` that no handle holds (a delayed nack):
+    /// generation [`PARKED`] is never a live slot's (those are odd), so
+    /// no holder's death gives it back early; it ends when it runs out.
+    pub fn insert_parked(&self, id: u64, attempt: u16, expires: u64) {
+        self.insert_for(id, attempt, expires, u32::MAX, PARKED);
+    }
+
+    fn insert_for(&self, id: u64, attempt: u16, expires: u64, slot: u32, generation: u64) {
         let state = self.control.state();
         if state.lease_removed.load(Relaxed) as usize >= LEASE_CAPACITY / 4 {
             self.sweep();
@@ -108,8 +121,8 @@ impl LeaseTable {
         let reuses_removed = entry.key.load(Relaxed) == REMOVED;
         entry.expires.store(expires, Relaxed);
         entry.attempt.store(u32::from(attempt), Relaxed);
-        entry.slot.store(self.slot, Relaxed);
-        entry.generation.store(self.generation, Relaxed);
+        entry.slot.store(slot, Relaxed);
+        entry.generation.store(generation, Relaxed);
         // Count and floor first: a process killed before the key leaves them
         // an upper and a lower bound, which a scan puts right.
         state.lease_count.fetch_add(1, Relaxed);

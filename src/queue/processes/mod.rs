@@ -24,7 +24,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 pub use commit::{all_dirty, note_write, SharedCommit};
 pub use control::{ControlFile, Locked, State, MAX_SLOTS};
-pub use leases::{from_monotonic, to_monotonic, LeaseTable, SharedLease};
+pub use leases::{from_monotonic, to_monotonic, LeaseTable, SharedLease, PARKED};
 
 use crate::error::{Error, Result};
 use crate::log::lock::LOCK_FILE;

@@ -1,0 +1,190 @@
+//! A consumer's failure keeps its reason, and a nack can wait (issue 23,
+//! items 3 and 4): an undecodable record no longer stops every consumer,
+//! and `max_attempts` is no longer used up in microseconds with the real
+//! error replaced by "not acked after 3 attempts".
+
+use std::time::Duration;
+
+use dque::{DQue, Options, Retry};
+
+/// A queue of strings holding "a", an undecodable record, then "c".
+fn with_poison(path: &std::path::Path, options: Options) -> DQue<String> {
+    let bytes: DQue<Vec<u8>> = DQue::create(path).unwrap();
+    bytes
+        .enqueue_batch([b"a".to_vec(), vec![0xff], b"c".to_vec()])
+        .unwrap();
+    drop(bytes);
+    options.check_item_type(false).open(path).unwrap()
+}
+
+// Pins: a lease of an undecodable record failed with Decode for ever and
+// never counted an attempt. Now it counts one, the consumer gets the next
+// item, and after its last attempt the record is a dead letter with the
+// decode error and its bytes, requeueable once the type is fixed.
+#[test]
+fn an_undecodable_record_is_a_failed_attempt_not_a_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let q = with_poison(
+        &path,
+        Options::new()
+            .max_attempts(2)
+            .visibility_timeout(Duration::from_millis(20)),
+    );
+    let a = q.lease().unwrap().expect("a");
+    assert_eq!(**a, *"a");
+    let c = q.lease().unwrap().expect("c: the poison is passed over");
+    assert_eq!(**c, *"c");
+    a.ack().unwrap();
+    c.ack().unwrap();
+    assert_eq!(q.len(), 1, "the poison is still in, out of sight");
+    // Its second attempt comes after the visibility timeout, and is its last.
+    assert!(q
+        .lease_timeout(Duration::from_millis(500))
+        .unwrap()
+        .is_none());
+    assert!(q.is_empty());
+    let dead = q.dead_letters().unwrap();
+    assert_eq!(
+        (dead.len(), dead[0].original_id, dead[0].attempts),
+        (1, 1, 2)
+    );
+    assert!(
+        dead[0].reason.contains("does not decode"),
+        "{}",
+        dead[0].reason
+    );
+    assert_eq!(dead[0].payload, [1, 0xff], "its bytes as stored");
+    drop(q);
+    // The type fixed: back in, and read.
+    let fixed: DQue<Vec<u8>> = DQue::open(&path).unwrap();
+    fixed.requeue_dead(dead[0].id).unwrap();
+    assert_eq!(fixed.dequeue().unwrap(), Some(vec![0xff]));
+}
+
+// Pins: a dequeue (no lease) of an undecodable record returned Decode for
+// ever; now it moves it to the dead letters at once and goes on.
+#[test]
+fn a_dequeue_moves_an_undecodable_record_to_the_dead_letters() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = with_poison(&dir.path().join("q"), Options::new());
+    assert_eq!(
+        q.dequeue_batch(10).unwrap(),
+        ["a".to_string(), "c".to_string()]
+    );
+    let dead = q.dead_letters().unwrap();
+    assert_eq!((dead.len(), dead[0].original_id), (1, 1));
+    assert!(dead[0].reason.contains("does not decode"));
+}
+
+// Pins: the dead letter named "not acked after N attempts" and lost the
+// consumer's reason; now a nack's reason is the letter's.
+#[test]
+fn the_last_nack_reason_is_the_dead_letters() {
+    let dir = tempfile::tempdir().unwrap();
+    let q: DQue<u32> = Options::new()
+        .max_attempts(3)
+        .create(dir.path().join("q"))
+        .unwrap();
+    q.enqueue(&1).unwrap();
+    for attempt in 1..=3u16 {
+        let job = q.lease().unwrap().expect("the item");
+        assert_eq!(job.attempt(), attempt);
+        let dead = job
+            .nack_with(&format!("error {attempt}"), Retry::After(Duration::ZERO))
+            .unwrap();
+        assert_eq!(dead, attempt == 3);
+    }
+    let dead = q.dead_letters().unwrap();
+    assert_eq!((dead[0].reason.as_str(), dead[0].attempts), ("error 3", 3));
+
+    // A last attempt that ends without a word still names the last reason.
+    q.enqueue(&2).unwrap();
+    let job = q.lease().unwrap().expect("2");
+    job.nack_with("disk full", Retry::After(Duration::ZERO))
+        .unwrap();
+    for _ in 0..2 {
+        let job = q.lease().unwrap().expect("2 again");
+        q.expire_leases_now().unwrap();
+        drop(job);
+    }
+    let dead = q.dead_letters().unwrap();
+    assert_eq!(dead.len(), 2);
+    assert_eq!(
+        dead[1].reason,
+        "not acked after 3 attempts; last failure: disk full"
+    );
+}
+
+// Pins: a nack could not wait; now the item is not delivered again before
+// its delay, while newer items are, and a blocked lease wakes for it.
+#[test]
+fn a_delayed_nack_keeps_the_item_out_of_sight_until_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let q: DQue<u32> = DQue::create(dir.path().join("q")).unwrap();
+    q.enqueue_batch([1, 2]).unwrap();
+    let started = std::time::Instant::now();
+    let delay = Duration::from_millis(300);
+    q.lease()
+        .unwrap()
+        .expect("1")
+        .nack_with("busy", Retry::After(delay))
+        .unwrap();
+    assert_eq!((q.len(), q.leased_len()), (2, 0));
+    assert_eq!(
+        q.peek().unwrap(),
+        Some(2),
+        "a peek shows what a lease takes"
+    );
+    let two = q.lease().unwrap().expect("2, newer, goes first");
+    assert_eq!(*two, 2);
+    two.ack().unwrap();
+    assert!(q.lease().unwrap().is_none(), "1 waits out its delay");
+    let one = q
+        .lease_timeout(Duration::from_secs(30))
+        .unwrap()
+        .expect("1");
+    assert!(started.elapsed() >= delay, "delivered before its delay");
+    assert_eq!((*one, one.attempt()), (1, 2));
+    one.ack().unwrap();
+    assert!(q.is_empty());
+
+    // A delayed item can be cancelled.
+    q.enqueue(&3).unwrap();
+    let three = q.lease().unwrap().expect("3");
+    let id = three.id();
+    three
+        .nack_with("later", Retry::After(Duration::from_secs(3600)))
+        .unwrap();
+    q.cancel(id).unwrap();
+    assert!(q.is_empty());
+}
+
+// Pins: in shared mode the delay holds for every handle (it is in the
+// lease table they share), even once the handle that nacked is gone.
+#[test]
+fn a_delay_holds_across_shared_handles() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let shared = Options::new().shared(true);
+    let a: DQue<u32> = shared.create(&path).unwrap();
+    let b: DQue<u32> = shared.open(&path).unwrap();
+    a.enqueue(&7).unwrap();
+    let delay = Duration::from_millis(300);
+    let started = std::time::Instant::now();
+    a.lease()
+        .unwrap()
+        .expect("7")
+        .nack_with("busy", Retry::After(delay))
+        .unwrap();
+    drop(a);
+    assert!(b.lease().unwrap().is_none(), "not before its delay");
+    assert!(b.workers().unwrap().iter().all(|w| w.leases.is_empty()));
+    let again = b
+        .lease_timeout(Duration::from_secs(30))
+        .unwrap()
+        .expect("7");
+    assert!(started.elapsed() >= delay);
+    assert_eq!(again.attempt(), 2);
+    again.ack().unwrap();
+}
