@@ -74,15 +74,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             Task::Charge(order) => {
                 let order = *order; // the guard is moved into the nack
-                // The reason becomes the dead letter's if this was the
-                // last attempt; `nack_with` then returns true.
+                                    // The reason becomes the dead letter's if this was the
+                                    // last attempt; `nack_with` then returns true.
                 let dead = task.nack_with(
                     &format!("card declined for order {order}"),
                     Retry::After(Duration::from_millis(100)),
                 )?;
                 println!(
                     "charge of order {order} declined (attempt {attempt}){}",
-                    if dead { ": out of attempts" } else { ": retry in 100 ms" }
+                    if dead {
+                        ": out of attempts"
+                    } else {
+                        ": retry in 100 ms"
+                    }
                 );
             }
         }
