@@ -75,31 +75,25 @@ fn consume(path: &Path) -> Result<()> {
     Err("no Stop within 10 s: did the parent die?".into())
 }
 
+/// This program again, as `role`, on the queue at `path`.
+fn child(role: &str, path: &Path) -> std::io::Result<Command> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command.arg(role).arg(path);
+    Ok(command)
+}
+
 fn parent() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("shared");
     let queue: DQue<Message> = shared().create(&path)?;
-    let exe = std::env::current_exe()?;
 
-    // Consumers first: they block until the producers' first items.
+    // Consumers first: they block until the producers' first items. A
+    // consumer's stdout is a pipe: it reports there what it took.
     let consumers = (0..CONSUMERS)
-        .map(|_| {
-            // A consumer's stdout is a pipe: it reports what it took.
-            Command::new(&exe)
-                .arg("consume")
-                .arg(&path)
-                .stdout(Stdio::piped())
-                .spawn()
-        })
+        .map(|_| child("consume", &path)?.stdout(Stdio::piped()).spawn())
         .collect::<std::io::Result<Vec<_>>>()?;
     let producers = (0..PRODUCERS)
-        .map(|p| {
-            Command::new(&exe)
-                .arg("produce")
-                .arg(&path)
-                .arg(p.to_string())
-                .spawn()
-        })
+        .map(|p| child("produce", &path)?.arg(p.to_string()).spawn())
         .collect::<std::io::Result<Vec<_>>>()?;
     for mut producer in producers {
         assert!(producer.wait()?.success(), "a producer failed");
