@@ -61,6 +61,7 @@ macro_rules! jobs_api_suite {
             bad_ids_and_headers_are_refused_and_add_nothing,
             a_caller_id_is_not_enqueued_twice_while_waiting_or_leased,
             nack_backs_off_then_dead_letters_after_the_last_attempt,
+            a_failure_counts_under_the_reasons_group_however_the_job_died,
             nack_without_delay_retries_in_place,
             release_does_not_count_an_attempt,
             fail_dead_letters_at_once_and_requeue_starts_over,
@@ -307,6 +308,36 @@ pub fn nack_backs_off_then_dead_letters_after_the_last_attempt(backend: &dyn Bac
     assert!(dead[0].reason.contains("boom: 3"), "{}", dead[0].reason);
     let counts = q.counts().unwrap();
     assert_eq!((counts.ready, counts.scheduled, counts.dead), (0, 0, 1));
+}
+
+/// Bug pinned (found by running one example on every backend): a nack
+/// that used up a job's attempts was counted in the statistics under the
+/// group "card declined (attempts used up" on the embedded queue and
+/// PostgreSQL (the group was cut from the dead letter's message, not the
+/// reason), "card declined" on Redis.
+pub fn a_failure_counts_under_the_reasons_group_however_the_job_died(backend: &dyn Backend) {
+    let (q, s) = new_queue(backend, "groups");
+    put(q.as_ref(), NewJob::new("nacked"));
+    put(q.as_ref(), NewJob::new("failed"));
+    for attempt in 1..=s.max_attempts {
+        let job = lease(q.as_ref());
+        assert_eq!(
+            (body(&job).as_str(), job.attempt),
+            ("nacked", u32::from(attempt))
+        );
+        q.nack(job, Retry::After(Duration::ZERO), "card declined: code 51")
+            .unwrap();
+    }
+    let job = lease(q.as_ref());
+    q.fail(job, "card declined: code 05").unwrap();
+    let stats = q.stats().unwrap();
+    let failures: Vec<(&str, u64)> = stats
+        .days
+        .iter()
+        .flat_map(|day| day.failures.iter().map(|(g, n)| (g.as_str(), *n)))
+        .collect();
+    assert_eq!(failures, [("card declined", 2)]);
+    assert_eq!(q.counts().unwrap().dead, 2);
 }
 
 pub fn nack_without_delay_retries_in_place(backend: &dyn Backend) {

@@ -732,12 +732,13 @@ impl EmbeddedJobs {
         u16::try_from(lease.token.attempt).unwrap_or(u16::MAX)
     }
 
-    /// Dead-letters a leased job with `reason`.
-    fn fail_lease(&self, lease: JobLease, reason: &str) -> Result<()> {
+    /// Dead-letters a leased job with `message`, counted in the
+    /// statistics under `reason`'s failure group.
+    fn fail_lease(&self, lease: JobLease, reason: &str, message: &str) -> Result<()> {
         let (priority, lane) = self.lane_of(&lease)?;
         let record = lease.token.record;
         lane.lessor()
-            .fail(record, Self::lane_attempt(&lease), reason)?;
+            .fail(record, Self::lane_attempt(&lease), message)?;
         self.record_stats(self.now(), |day| day.record_failure(reason));
         self.forget(&lease.job, Location::Lane(priority, record));
         Ok(())
@@ -1071,7 +1072,8 @@ impl JobQueue for EmbeddedJobs {
         let (priority, lane) = self.lane_of(&lease)?;
         if lease.job.attempt >= self.max_attempts {
             let attempts = lease.job.attempt;
-            self.fail_lease(lease, &format!("{reason} (attempts used up: {attempts})"))?;
+            let message = format!("{reason} (attempts used up: {attempts})");
+            self.fail_lease(lease, reason, &message)?;
             return Ok(Nacked::Dead);
         }
         let delay = match retry {
@@ -1149,7 +1151,7 @@ impl JobQueue for EmbeddedJobs {
     }
 
     fn fail(&self, lease: JobLease, reason: &str) -> Result<()> {
-        self.fail_lease(lease, reason)
+        self.fail_lease(lease, reason, reason)
     }
 
     fn set_priority(&self, id: &str, priority: i32) -> Result<()> {
