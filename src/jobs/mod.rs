@@ -53,6 +53,12 @@
 //!   nothing and says so ([`Enqueued::AlreadyQueued`]): not an error, so a
 //!   producer may retry after a crash.
 //! - A call that returns an error had no effect on the job it names.
+//!
+//! Queue names follow one rule on every backend ([`check_queue_name`]): 1
+//! to [`MAX_QUEUE_NAME_BYTES`] (255) bytes without control characters. A
+//! handle is refused (`InvalidJob`) before anything is written for a name
+//! that breaks it, so a queue that one backend holds can move to another.
+//! An embedded queue's name is its directory's name.
 
 mod backoff;
 mod clock;
@@ -62,6 +68,7 @@ mod job;
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+mod queue_name;
 mod several;
 mod stats;
 
@@ -81,6 +88,7 @@ pub use redis::{
     QlessJob, QlessPut, QueueCounts, RedisJobs, RedisOptions, WorkerJobs, DEFAULT_KLASS,
     KLASS_HEADER,
 };
+pub use queue_name::{check_queue_name, MAX_QUEUE_NAME_BYTES};
 pub use several::{Order, QueueSet, SET_POLL};
 pub use stats::{
     failure_group, Counts, DayStats, Histogram, QueueStats, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS,
