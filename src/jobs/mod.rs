@@ -66,9 +66,9 @@ pub(crate) mod embedded;
 mod job;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod queue_name;
 #[cfg(feature = "redis")]
 mod redis;
-mod queue_name;
 mod several;
 mod stats;
 
@@ -83,12 +83,12 @@ pub use job::{
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{PgJobs, PgOptions, SCHEMA_VERSION};
+pub use queue_name::{check_queue_name, MAX_QUEUE_NAME_BYTES};
 #[cfg(feature = "redis")]
 pub use redis::{
     QlessJob, QlessPut, QueueCounts, RedisJobs, RedisOptions, WorkerJobs, DEFAULT_KLASS,
     KLASS_HEADER,
 };
-pub use queue_name::{check_queue_name, MAX_QUEUE_NAME_BYTES};
 pub use several::{Order, QueueSet, SET_POLL};
 pub use stats::{
     failure_group, Counts, DayStats, Histogram, QueueStats, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS,

@@ -27,8 +27,7 @@ pub const MAX_QUEUE_NAME_BYTES: usize = 255;
 ///
 /// `InvalidJob`, naming the rule.
 pub fn check_queue_name(name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > MAX_QUEUE_NAME_BYTES || name.chars().any(char::is_control)
-    {
+    if name.is_empty() || name.len() > MAX_QUEUE_NAME_BYTES || name.chars().any(char::is_control) {
         // A name of any length is quoted by its start only.
         let shown: String = name.chars().take(40).collect();
         let more = if shown.len() < name.len() { "…" } else { "" };
@@ -64,12 +63,22 @@ mod tests {
         }
         let long = "x".repeat(MAX_QUEUE_NAME_BYTES + 1);
         let huge = "x".repeat(8_000);
-        for bad in ["", "a\0b", "line\nbreak", "\u{7f}", long.as_str(), huge.as_str()] {
+        for bad in [
+            "",
+            "a\0b",
+            "line\nbreak",
+            "\u{7f}",
+            long.as_str(),
+            huge.as_str(),
+        ] {
             let refused = check_queue_name(bad);
             let Err(Error::InvalidJob { reason }) = refused else {
                 panic!("{bad:?}: {refused:?}");
             };
-            assert!(reason.len() < 300, "the message quotes a long name's start only");
+            assert!(
+                reason.len() < 300,
+                "the message quotes a long name's start only"
+            );
         }
     }
 }

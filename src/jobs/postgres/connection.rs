@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use postgres::types::ToSql;
 use postgres::{Client, NoTls, Row};
 
-use super::errors::{db, never_sent, worth_retrying};
+use super::errors::{connection_lost, db, never_sent, worth_retrying};
 use super::Db;
 use crate::error::{Error, Result};
 
@@ -32,7 +32,8 @@ const MAX_PAUSE: Duration = Duration::from_secs(1);
 /// statement, not per call): with sorts off they walk the index whatever
 /// the parameters, and planning a lease anew each call cost more than
 /// running it.
-const SESSION: &str = "SET enable_sort = off; SET jit = off; SET plan_cache_mode = force_generic_plan";
+const SESSION: &str =
+    "SET enable_sort = off; SET jit = off; SET plan_cache_mode = force_generic_plan";
 
 /// How long a connection may sit unused before a call first checks, with
 /// a round trip, that the server still holds it (over TCP a server that
@@ -48,8 +49,10 @@ pub struct Conn {
     /// The connection string; `None` for a caller's client, which cannot
     /// be made again.
     url: Option<String>,
-    /// `None` once it broke, until it is made again.
-    client: Option<Client>,
+    client: Client,
+    /// Set when a call found the connection lost: made again before the
+    /// next call (the driver sees a closed socket only when it reads).
+    broken: bool,
     prepared: HashMap<String, postgres::Statement>,
     used_at: Instant,
 }
@@ -60,7 +63,8 @@ impl Conn {
         client.batch_execute(SESSION).map_err(db)?;
         Ok(Conn {
             url,
-            client: Some(client),
+            client,
+            broken: false,
             prepared: HashMap::new(),
             used_at: Instant::now(),
         })
@@ -74,14 +78,9 @@ impl Conn {
     /// the connection was the caller's); `ServerRefused` if it refuses
     /// the new connection (a changed password).
     pub fn ready(&mut self) -> Result<()> {
-        let alive = match &mut self.client {
-            None => false,
-            Some(client) if client.is_closed() => false,
-            Some(client) if self.used_at.elapsed() >= IDLE_CHECK => {
-                client.is_valid(CHECK_TIMEOUT).is_ok()
-            }
-            Some(_) => true,
-        };
+        let alive = !self.broken
+            && !self.client.is_closed()
+            && (self.used_at.elapsed() < IDLE_CHECK || self.client.is_valid(CHECK_TIMEOUT).is_ok());
         if !alive {
             self.reconnect()?;
         }
@@ -92,17 +91,24 @@ impl Conn {
     pub fn client(&mut self) -> Result<&mut Client> {
         self.ready()?;
         self.used_at = Instant::now();
-        Ok(self.client.as_mut().expect("ready made it"))
+        Ok(&mut self.client)
+    }
+
+    /// Makes the next call check the connection first (after an error of
+    /// a statement run outside [`Db`], such as a transaction's).
+    pub fn suspect(&mut self) {
+        self.used_at = Instant::now()
+            .checked_sub(IDLE_CHECK)
+            .unwrap_or(self.used_at);
     }
 
     /// Whether there is a connection (closing: no reconnect for this).
     pub fn connected(&self) -> bool {
-        self.client.as_ref().is_some_and(|c| !c.is_closed())
+        !self.broken && !self.client.is_closed()
     }
 
     fn reconnect(&mut self) -> Result<()> {
-        self.client = None;
-        self.prepared.clear();
+        self.broken = true;
         let Some(url) = &self.url else {
             return Err(Error::Backend {
                 backend: "PostgreSQL",
@@ -114,7 +120,9 @@ impl Conn {
         };
         let mut client = connect_again(url)?;
         client.batch_execute(SESSION).map_err(db)?;
-        self.client = Some(client);
+        self.client = client;
+        self.prepared.clear();
+        self.broken = false;
         self.used_at = Instant::now();
         Ok(())
     }
@@ -137,6 +145,9 @@ impl Conn {
             }
             other => other,
         };
+        if result.as_ref().is_err_and(connection_lost) {
+            self.broken = true;
+        }
         self.used_at = Instant::now();
         result
     }
@@ -146,7 +157,7 @@ impl Conn {
         sql: &str,
         call: &mut impl FnMut(&mut Client, &postgres::Statement) -> Result<T, postgres::Error>,
     ) -> Result<T, postgres::Error> {
-        let client = self.client.as_mut().expect("ready() comes before a call");
+        let client = &mut self.client;
         let statement = match self.prepared.get(sql) {
             Some(statement) => statement.clone(),
             None => {

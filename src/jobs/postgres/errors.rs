@@ -114,7 +114,9 @@ fn advice(code: &str) -> Option<&'static str> {
             "grant the user the privileges the queue needs (USAGE and CREATE on its \
              schema, or a schema it owns: PgOptions::schema)"
         }
-        "53300" => "the server has no connection slot free: close idle ones or raise max_connections",
+        "53300" => {
+            "the server has no connection slot free: close idle ones or raise max_connections"
+        }
         "57P03" => "the server is starting up or shutting down: try again in a moment",
         "57P01" | "57P02" => "the server was shut down or restarted: the next call connects again",
         _ => return None,

@@ -756,6 +756,14 @@ impl PgJobs {
     /// in one transaction: each row is counted once, by one merger (a
     /// second one's DELETE waits, then skips the rows already gone).
     fn merge_stats(&self, client: &mut Conn) -> Result<()> {
+        let merged = self.merge_stats_once(client);
+        if merged.is_err() {
+            client.suspect();
+        }
+        merged
+    }
+
+    fn merge_stats_once(&self, client: &mut Conn) -> Result<()> {
         let mut tx = client.client()?.transaction().map_err(db)?;
         let sql = format!(
             "DELETE FROM {log} WHERE queue = $1 RETURNING day, kind, ms, grp",
