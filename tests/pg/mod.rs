@@ -83,13 +83,24 @@ impl PgServer {
         self.stop_and_start("immediate");
     }
 
-    #[allow(clippy::zombie_processes)] // the server outlives this call
+    /// Stops the server (fast mode), keeps it down for `pause`, and starts
+    /// it again: longer than a handle waits for a server coming back.
+    pub fn down_for(&self, pause: Duration) {
+        self.stop_and_start_after("fast", pause);
+    }
+
     fn stop_and_start(&self, mode: &str) {
+        self.stop_and_start_after(mode, Duration::ZERO);
+    }
+
+    #[allow(clippy::zombie_processes)] // the server outlives this call
+    fn stop_and_start_after(&self, mode: &str, pause: Duration) {
         let data = self.dir.join("data");
         let stop = as_postgres(&["pg_ctl", "-D", path(&data), "-m", mode, "stop"])
             .output()
             .expect("pg_ctl stop");
         assert!(stop.status.success(), "pg_ctl stop: {stop:?}");
+        std::thread::sleep(pause);
         let server = server_command(&self.dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())

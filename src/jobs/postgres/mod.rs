@@ -754,7 +754,9 @@ impl PgJobs {
 
     /// Moves this queue's rows of the statistics' log into the daily rows,
     /// in one transaction: each row is counted once, by one merger (a
-    /// second one's DELETE waits, then skips the rows already gone).
+    /// second one at the same time leaves the work to the first; one
+    /// started by another dque without that rule would wait for the rows,
+    /// then skip those already gone).
     fn merge_stats(&self, client: &mut Conn) -> Result<()> {
         let merged = self.merge_stats_once(client);
         if merged.is_err() {
@@ -765,6 +767,18 @@ impl PgJobs {
 
     fn merge_stats_once(&self, client: &mut Conn) -> Result<()> {
         let mut tx = client.client()?.transaction().map_err(db)?;
+        // One merger of a queue at a time; the others go on at once (their
+        // rows are merged by this one or the next).
+        let sole: bool = tx
+            .query_one(
+                "SELECT pg_try_advisory_xact_lock(hashtext('dque stats ' || $1 || ' ' || $2))",
+                &[&self.tables.log, &self.queue],
+            )
+            .map_err(db)?
+            .get(0);
+        if !sole {
+            return Ok(());
+        }
         let sql = format!(
             "DELETE FROM {log} WHERE queue = $1 RETURNING day, kind, ms, grp",
             log = self.tables.log
