@@ -37,7 +37,7 @@ use common::env_usize;
 const BODY: usize = 100;
 
 /// Turns of the 1-worker lease + ack cases.
-const ROUNDS: usize = 10;
+const ROUNDS: usize = 50;
 
 /// How long `f` took.
 fn timed(f: impl FnOnce()) -> Duration {
