@@ -5,15 +5,22 @@
 //!
 //! - enqueue, one at a time, and in batches of 100;
 //! - lease + ack with 1 worker, and with 8 workers on their own
-//!   connections.
+//!   connections; beside them the one-statement loop (`DELETE … WHERE id =
+//!   (SELECT … FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING`: no lease, so a
+//!   job is lost if its worker dies, one commit a job instead of two).
+//!
+//! Both hand-written loops prepare their statements once per connection,
+//! as PgJobs does.
 //!
 //! ```sh
 //! cargo bench --features postgres --bench postgres
 //! DQUE_BENCH_JOBS=2000 cargo bench --features postgres --bench postgres  # quick
+//! # the statements' own cost, without waiting for the disk at each commit:
+//! DQUE_BENCH_SYNC=off cargo bench --features postgres --bench postgres
 //! ```
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dque::jobs::{EmbeddedJobs, JobOptions, JobQueue, NewJob, PgOptions};
 use dque::Options;
@@ -29,6 +36,16 @@ use common::env_usize;
 
 const BODY: usize = 100;
 
+/// Turns of the 1-worker lease + ack cases.
+const ROUNDS: usize = 50;
+
+/// How long `f` took.
+fn timed(f: impl FnOnce()) -> Duration {
+    let start = Instant::now();
+    f();
+    start.elapsed()
+}
+
 /// Jobs per second of `n` jobs done in `f`.
 fn rate(n: usize, f: impl FnOnce()) -> f64 {
     let start = Instant::now();
@@ -40,6 +57,38 @@ fn rate(n: usize, f: impl FnOnce()) -> f64 {
 struct Plain {
     client: Client,
     table: String,
+    statements: Option<Statements>,
+}
+
+/// The loop's statements, prepared once.
+struct Statements {
+    insert: postgres::Statement,
+    insert_batch: postgres::Statement,
+    lease: postgres::Statement,
+    ack: postgres::Statement,
+    take: postgres::Statement,
+}
+
+impl Statements {
+    fn new(client: &mut Client, t: &str) -> Self {
+        let mut prepare = |sql: String| client.prepare(&sql).unwrap();
+        Statements {
+            insert: prepare(format!("INSERT INTO {t} (body) VALUES ($1)")),
+            insert_batch: prepare(format!("INSERT INTO {t} (body) SELECT unnest($1::bytea[])")),
+            lease: prepare(format!(
+                "UPDATE {t} SET locked_until = $1 + 30000 WHERE id = (
+                     SELECT id FROM {t} WHERE locked_until < $1 ORDER BY id
+                     LIMIT 1 FOR UPDATE SKIP LOCKED)
+                 RETURNING id, body"
+            )),
+            ack: prepare(format!("DELETE FROM {t} WHERE id = $1")),
+            take: prepare(format!(
+                "DELETE FROM {t} WHERE id = (
+                     SELECT id FROM {t} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+                 RETURNING id, body"
+            )),
+        }
+    }
 }
 
 impl Plain {
@@ -53,38 +102,42 @@ impl Plain {
                  CREATE INDEX ON {table} (locked_until, id);"
             ))
             .unwrap();
+        let statements = Some(Statements::new(&mut client, table));
         Plain {
             client,
             table: table.to_owned(),
+            statements,
         }
     }
 
     fn again(&self, url: &str) -> Self {
+        let mut client = Client::connect(url, NoTls).unwrap();
+        let statements = Some(Statements::new(&mut client, &self.table));
         Plain {
-            client: Client::connect(url, NoTls).unwrap(),
+            client,
             table: self.table.clone(),
+            statements,
         }
     }
 
+    fn statements(&self) -> &Statements {
+        self.statements.as_ref().expect("prepared")
+    }
+
     fn enqueue(&mut self, body: &[u8]) {
-        self.client
-            .execute(
-                &format!("INSERT INTO {} (body) VALUES ($1)", self.table),
-                &[&body],
-            )
-            .unwrap();
+        let insert = self.statements().insert.clone();
+        self.client.execute(&insert, &[&body]).unwrap();
     }
 
     fn enqueue_batch(&mut self, bodies: &[Vec<u8>]) {
-        self.client
-            .execute(
-                &format!(
-                    "INSERT INTO {} (body) SELECT unnest($1::bytea[])",
-                    self.table
-                ),
-                &[&bodies],
-            )
-            .unwrap();
+        let insert = self.statements().insert_batch.clone();
+        self.client.execute(&insert, &[&bodies]).unwrap();
+    }
+
+    /// Takes one row with one statement (no lease); false when none.
+    fn take(&mut self) -> bool {
+        let take = self.statements().take.clone();
+        self.client.query_opt(&take, &[]).unwrap().is_some()
     }
 
     /// Leases one row and deletes it; false when there is none.
@@ -93,26 +146,16 @@ impl Plain {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_millis() as i64;
-        let row = self
-            .client
-            .query_opt(
-                &format!(
-                    "UPDATE {t} SET locked_until = $1 + 30000 WHERE id = (
-                         SELECT id FROM {t} WHERE locked_until < $1 ORDER BY id
-                         LIMIT 1 FOR UPDATE SKIP LOCKED)
-                     RETURNING id, body",
-                    t = self.table
-                ),
-                &[&now],
-            )
-            .unwrap();
+        let (lease, ack) = (
+            self.statements().lease.clone(),
+            self.statements().ack.clone(),
+        );
+        let row = self.client.query_opt(&lease, &[&now]).unwrap();
         let Some(row) = row else {
             return false;
         };
         let id: i64 = row.get(0);
-        self.client
-            .execute(&format!("DELETE FROM {} WHERE id = $1", self.table), &[&id])
-            .unwrap();
+        self.client.execute(&ack, &[&id]).unwrap();
         true
     }
 }
@@ -131,6 +174,12 @@ fn main() {
         return;
     };
     let url = server.url();
+    let sync = std::env::var("DQUE_BENCH_SYNC").unwrap_or_else(|_| "on".into());
+    let mut admin = Client::connect(&url, NoTls).unwrap();
+    admin
+        .batch_execute(&format!("ALTER SYSTEM SET synchronous_commit = '{sync}'"))
+        .unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
     let n = env_usize("DQUE_BENCH_JOBS", 20_000);
     let workers = 8;
     let body = vec![7u8; BODY];
@@ -157,9 +206,34 @@ fn main() {
         })
     });
 
-    // Lease + ack, one worker.
-    let plain_lease = rate(n, || while plain.lease_ack() {});
-    let pg_lease = rate(n, || lease_ack_all(&jobs));
+    // The one-statement loop's table, as full as the others.
+    let mut one = Plain::new(&url, "bench_one");
+    (0..n / 100).for_each(|_| one.enqueue_batch(&bodies));
+    (0..n % 100).for_each(|_| one.enqueue(&body));
+
+    // Lease + ack, one worker (and the one-statement loop), in turns of
+    // n / ROUNDS jobs each, so that a busy disk slows all three alike.
+    let (mut plain_time, mut pg_time, mut one_time) = Default::default();
+    let turn = n / ROUNDS;
+    for _ in 0..ROUNDS {
+        plain_time += timed(|| (0..turn).for_each(|_| assert!(plain.lease_ack())));
+        pg_time += timed(|| {
+            (0..turn).for_each(|_| {
+                let lease = jobs.lease().unwrap().expect("a job");
+                jobs.ack(lease).unwrap();
+            })
+        });
+        one_time += timed(|| (0..turn).for_each(|_| assert!(one.take())));
+    }
+    let per_second = |time: Duration| (turn * ROUNDS) as f64 / time.as_secs_f64();
+    let (plain_lease, pg_lease, one_take) = (
+        per_second(plain_time),
+        per_second(pg_time),
+        per_second(one_time),
+    );
+    while plain.lease_ack() {}
+    lease_ack_all(&jobs);
+    while one.take() {}
     let emb_lease = rate(emb_n, || lease_ack_all(&embedded));
 
     // Batches of 100.
@@ -192,8 +266,17 @@ fn main() {
             }
         })
     });
+    (0..n / 100).for_each(|_| one.enqueue_batch(&bodies));
+    let one_workers: Vec<Plain> = (0..workers).map(|_| one.again(&url)).collect();
+    let one_8 = rate(n / 100 * 100, || {
+        std::thread::scope(|scope| {
+            for mut worker in one_workers {
+                scope.spawn(move || while worker.take() {});
+            }
+        })
+    });
 
-    println!("PostgreSQL backend against a plain SKIP LOCKED loop, one run, {BODY}-byte bodies, {n} jobs\n");
+    println!("PostgreSQL backend against a plain SKIP LOCKED loop, one run, {BODY}-byte bodies, {n} jobs, synchronous_commit {sync}\n");
     println!("| case | plain loop | PgJobs | plain / PgJobs | embedded (Safe) |");
     println!("|---|---|---|---|---|");
     let row = |case: &str, plain: f64, pg: f64, embedded: Option<f64>| {
@@ -212,6 +295,17 @@ fn main() {
         Some(emb_lease),
     );
     row("lease + ack, 8 workers", plain_8, pg_8, None);
+    println!("\nThe one-statement loop (DELETE … SKIP LOCKED … RETURNING: no lease, one commit a job):\n");
+    println!("| case | one-statement loop | PgJobs | one-statement / PgJobs |");
+    println!("|---|---|---|---|");
+    println!(
+        "| 1 worker | {one_take:.0}/s | {pg_lease:.0}/s | {:.2}x |",
+        one_take / pg_lease
+    );
+    println!(
+        "| 8 workers | {one_8:.0}/s | {pg_8:.0}/s | {:.2}x |",
+        one_8 / pg_8
+    );
     println!(
         "\nbatch enqueue / single enqueue (PgJobs): {:.1}x (target >= 10x)",
         pg_batch / pg_enq

@@ -196,6 +196,27 @@ pub enum Error {
         /// What it said.
         reason: String,
     },
+    /// A job queue's server received the call and refused it (a
+    /// PostgreSQL error with its SQLSTATE: a wrong password, an unknown
+    /// database, a missing privilege); the call had no effect.
+    ServerRefused {
+        /// Which server.
+        backend: &'static str,
+        /// The server's code for the error (`SQLSTATE 28P01`).
+        code: String,
+        /// The server's message, and what to do next where that is known.
+        reason: String,
+    },
+    /// The connection to a job queue's server was lost after the call was
+    /// sent: whether the server did it is not known. The handle connects
+    /// again on its next call; look (counts, waiting) before repeating a
+    /// call that must not happen twice, or repeat it with a caller id.
+    OutcomeUnknown {
+        /// Which server.
+        backend: &'static str,
+        /// What broke the connection.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -385,6 +406,17 @@ impl fmt::Display for Error {
             Error::Backend { backend, reason } => write!(
                 f,
                 "{backend}: {reason}; check that the server runs and the address is right"
+            ),
+            Error::ServerRefused {
+                backend,
+                code,
+                reason,
+            } => write!(f, "{backend} refused the call ({code}): {reason}"),
+            Error::OutcomeUnknown { backend, reason } => write!(
+                f,
+                "{backend}: the connection was lost after the call was sent ({reason}), so \
+                 whether it took effect is not known; the next call connects again: look \
+                 (counts, waiting) before repeating it, or repeat it with a caller id"
             ),
         }
     }

@@ -53,6 +53,12 @@
 //!   nothing and says so ([`Enqueued::AlreadyQueued`]): not an error, so a
 //!   producer may retry after a crash.
 //! - A call that returns an error had no effect on the job it names.
+//!
+//! Queue names follow one rule on every backend ([`check_queue_name`]): 1
+//! to [`MAX_QUEUE_NAME_BYTES`] (255) bytes without control characters. A
+//! handle is refused (`InvalidJob`) before anything is written for a name
+//! that breaks it, so a queue that one backend holds can move to another.
+//! An embedded queue's name is its directory's name.
 
 mod backoff;
 mod clock;
@@ -60,6 +66,7 @@ pub(crate) mod embedded;
 mod job;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod queue_name;
 #[cfg(feature = "redis")]
 mod redis;
 mod several;
@@ -76,6 +83,7 @@ pub use job::{
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{PgJobs, PgOptions, SCHEMA_VERSION};
+pub use queue_name::{check_queue_name, MAX_QUEUE_NAME_BYTES};
 #[cfg(feature = "redis")]
 pub use redis::{
     QlessJob, QlessPut, QueueCounts, RedisJobs, RedisOptions, WorkerJobs, DEFAULT_KLASS,

@@ -2,7 +2,9 @@
 //! on PATH (`initdb`, `postgres`) or else where Debian puts them and
 //! `.ci/run` looks (`/usr/lib/postgresql/NN/bin`, the newest), as redis-rs's tests start
 //! `redis-server`: a temporary data directory, a Unix socket in it, no TCP
-//! port, trust authentication for user `dque`. One server per test binary,
+//! port, trust authentication for user `dque` (and for any other name, so
+//! an unknown role is refused as such), a password for user
+//! [`PASSWORD_USER`] (scram-sha-256). One server per test binary,
 //! started at first use; a watchdog stops it and removes its directory
 //! when the test process is gone (however it ends).
 //!
@@ -15,6 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+/// The user that must give a password ([`PASSWORD`]).
+pub const PASSWORD_USER: &str = "dque_pw";
+/// Its password.
+pub const PASSWORD: &str = "right horse battery";
 
 /// A running server: connect with [`PgServer::url`].
 #[derive(Debug)]
@@ -38,6 +45,15 @@ impl PgServer {
         )
     }
 
+    /// A connection string for database `dbname` as `user`, with `password`.
+    pub fn url_as(&self, user: &str, password: Option<&str>, dbname: &str) -> String {
+        let password = password.map_or(String::new(), |p| format!(" password='{p}'"));
+        format!(
+            "host={} user={user} dbname={dbname}{password}",
+            self.socket_dir().display()
+        )
+    }
+
     /// The ADDRESS of the `dque` command for `queue` on this server.
     pub fn address(&self, queue: &str) -> String {
         // libpq's URI form, the socket directory as `host`, percent-encoded.
@@ -45,19 +61,47 @@ impl PgServer {
         format!("postgres://dque@{host}/postgres#{queue}")
     }
 
+    /// What the server wrote to its log (since it first started).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
     fn socket_dir(&self) -> PathBuf {
         self.dir.clone()
+    }
+
+    /// Restarts the server as an operator would (`pg_ctl restart`, fast
+    /// mode: sessions are ended, the data is flushed), and waits until it
+    /// takes connections again.
+    pub fn restart(&self) {
+        self.stop_and_start("fast");
     }
 
     /// Stops the server at once (`-m immediate`: a crash, as far as the
     /// data is concerned) and starts it again.
     #[allow(clippy::zombie_processes)] // the server outlives this call
     pub fn restart_immediate(&self) {
+        self.stop_and_start("immediate");
+    }
+
+    /// Stops the server (fast mode), keeps it down for `pause`, and starts
+    /// it again: longer than a handle waits for a server coming back.
+    pub fn down_for(&self, pause: Duration) {
+        self.stop_and_start_after("fast", pause);
+    }
+
+    fn stop_and_start(&self, mode: &str) {
+        self.stop_and_start_after(mode, Duration::ZERO);
+    }
+
+    #[allow(clippy::zombie_processes)] // the server outlives this call
+    fn stop_and_start_after(&self, mode: &str, pause: Duration) {
         let data = self.dir.join("data");
-        let stop = as_postgres(&["pg_ctl", "-D", path(&data), "-m", "immediate", "stop"])
+        let stop = as_postgres(&["pg_ctl", "-D", path(&data), "-m", mode, "stop"])
             .output()
             .expect("pg_ctl stop");
         assert!(stop.status.success(), "pg_ctl stop: {stop:?}");
+        std::thread::sleep(pause);
         let server = server_command(&self.dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -193,6 +237,14 @@ fn start() -> Option<PgServer> {
     .output()
     .expect("initdb");
     assert!(initdb.status.success(), "initdb: {initdb:?}");
+    // The password user's rule comes first (the first matching line wins).
+    let hba = dir.join("data").join("pg_hba.conf");
+    let rules = std::fs::read_to_string(&hba).expect("pg_hba.conf");
+    std::fs::write(
+        &hba,
+        format!("local all {PASSWORD_USER} scram-sha-256\n{rules}"),
+    )
+    .expect("write pg_hba.conf");
     let log = std::fs::File::create(dir.join("server.log")).expect("log file");
     let server = server_command(&dir)
         .stdout(Stdio::null())
@@ -217,6 +269,15 @@ fn start() -> Option<PgServer> {
         .expect("start the watchdog");
     drop(server);
     wait_ready(&dir);
+    let url = format!("host={} user=dque dbname=postgres", dir.display());
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).expect("connect as dque");
+    admin
+        .batch_execute(&format!(
+            "SET password_encryption = 'scram-sha-256';
+             CREATE ROLE {PASSWORD_USER} LOGIN PASSWORD '{PASSWORD}';
+             GRANT CREATE ON DATABASE postgres TO {PASSWORD_USER};"
+        ))
+        .expect("make the password user");
     Some(PgServer { dir })
 }
 

@@ -4,7 +4,9 @@
 //! letter (with the exit status and the last line of stderr) once its
 //! attempts are used up. The lease is touched while the command runs. On
 //! SIGTERM or SIGINT it stops leasing, stops the commands it runs and gives
-//! their jobs back without counting the attempt, then exits.
+//! their jobs back without counting the attempt, then exits. A server
+//! (PostgreSQL, Redis) that fails or goes away does not stop it: it says
+//! so, tries again with back-off, and goes on once the server is back.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
@@ -61,6 +63,10 @@ const TOUCH_EVERY: Duration = Duration::from_secs(5);
 const RELAY_GRACE: Duration = Duration::from_millis(500);
 /// How long a command stopped by SIGTERM has before SIGKILL.
 const GRACE: Duration = Duration::from_secs(10);
+/// The first and the longest pause before leasing again after a server
+/// error (doubled at each error in a row).
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+const MAX_RETRY: Duration = Duration::from_secs(5);
 
 /// What the worker threads share.
 struct Crew<'a> {
@@ -73,6 +79,23 @@ struct Crew<'a> {
     /// Threads whose last look found no job ready.
     idle: AtomicUsize,
     failure: Mutex<Option<Failure>>,
+    /// The last server error said, while the server is in trouble.
+    trouble: Mutex<Option<String>>,
+}
+
+/// Whether `error` is the server's trouble, which may pass (it is down,
+/// restarting, refusing connections for now, or a call's outcome was
+/// lost with its connection), rather than the queue's or the worker's.
+fn server_trouble(error: &dque::Error) -> bool {
+    match error {
+        dque::Error::Backend { .. } | dque::Error::OutcomeUnknown { .. } => true,
+        // PostgreSQL's classes 08 (connection), 53 (resources), 57
+        // (operator intervention: shutdown, starting up).
+        dque::Error::ServerRefused { code, .. } => ["08", "53", "57"]
+            .iter()
+            .any(|class| code.trim_start_matches("SQLSTATE ").starts_with(class)),
+        _ => false,
+    }
 }
 
 pub fn run(args: &WorkArgs) -> Result<ExitCode, Failure> {
@@ -101,6 +124,7 @@ pub fn run(args: &WorkArgs) -> Result<ExitCode, Failure> {
         done: AtomicBool::new(false),
         idle: AtomicUsize::new(0),
         failure: Mutex::new(None),
+        trouble: Mutex::new(None),
     };
     std::thread::scope(|scope| {
         for _ in 0..args.jobs {
@@ -132,16 +156,67 @@ impl Crew<'_> {
         self.done.store(true, Ordering::SeqCst);
     }
 
+    /// Says that the server is in trouble (each new message once).
+    fn in_trouble(&self, error: &dque::Error) {
+        let said = error.to_string();
+        let mut trouble = self.trouble.lock().expect("not poisoned");
+        if trouble.as_deref() != Some(said.as_str()) {
+            eprintln!("dque: {said}; the worker tries again until the server is back");
+            *trouble = Some(said);
+        }
+    }
+
+    /// Says that the server answers again, if it was in trouble.
+    fn out_of_trouble(&self) {
+        let mut trouble = self.trouble.lock().expect("not poisoned");
+        if trouble.take().is_some() {
+            eprintln!("dque: the server answers again; working");
+        }
+    }
+
+    /// Waits `pause`, or less if the work is over meanwhile.
+    fn nap(&self, pause: Duration) {
+        let until = Instant::now() + pause;
+        while !self.over() && Instant::now() < until {
+            std::thread::sleep(LOOK_EVERY.min(until.saturating_duration_since(Instant::now())));
+        }
+    }
+
+    /// The failure of settling a job, if it must stop the worker: a
+    /// server's trouble does not (the job's lease ends and it runs again).
+    fn settled(&self, result: dque::Result<()>) -> Result<(), Failure> {
+        match result {
+            Err(e) if server_trouble(&e) => {
+                self.in_trouble(&e);
+                Ok(())
+            }
+            Err(e) => Err(self.args.address.failure(e)),
+            Ok(()) => Ok(()),
+        }
+    }
+
     /// One worker thread: lease, run, settle, until the work is over.
     fn work(&self) {
         let mut idle = false;
+        let mut retry = Duration::ZERO;
         while !self.over() {
-            let (outcome, found) = match self.queue.lease_timeout(LOOK_EVERY) {
-                // Told to stop while it waited: the job is not started.
-                Ok(Some(lease)) if self.over() => {
-                    let released = self.queue.release(lease);
-                    (released.map_err(|e| self.args.address.failure(e)), true)
+            let leased = self.queue.lease_timeout(LOOK_EVERY);
+            match &leased {
+                Err(e) if server_trouble(e) => {
+                    self.in_trouble(e);
+                    retry = (retry * 2).clamp(FIRST_RETRY, MAX_RETRY);
+                    self.nap(retry);
+                    continue;
                 }
+                Ok(_) if !retry.is_zero() => {
+                    retry = Duration::ZERO;
+                    self.out_of_trouble();
+                }
+                _ => {}
+            }
+            let (outcome, found) = match leased {
+                // Told to stop while it waited: the job is not started.
+                Ok(Some(lease)) if self.over() => (self.settled(self.queue.release(lease)), true),
                 Ok(Some(lease)) => {
                     if idle {
                         idle = false;
@@ -170,12 +245,11 @@ impl Crew<'_> {
 
     /// Runs the command for one job and settles the job by its exit.
     fn run_job(&self, lease: JobLease) -> Result<(), Failure> {
-        let fail = |e| self.args.address.failure(e);
         let mut child = match self.spawn(&lease) {
             Ok(child) => child,
             Err(e) => {
                 // The worker is misconfigured, not the job: give it back.
-                self.queue.release(lease).map_err(fail)?;
+                self.settled(self.queue.release(lease))?;
                 return Err(Failure::other(format!(
                     "cannot run {:?}: {e}",
                     self.args.command[0]
@@ -218,17 +292,14 @@ impl Crew<'_> {
         }
         let Some(status) = status.map_err(Failure::other)? else {
             // Stopped by a signal to this worker: back without an attempt.
-            return self.queue.release(lease).map_err(fail);
+            return self.settled(self.queue.release(lease));
         };
         if status.success() {
-            return self.queue.ack(lease).map_err(fail);
+            return self.settled(self.queue.ack(lease));
         }
         let last = last_line.lock().expect("not poisoned").clone();
         let reason = reason(status, &last);
-        self.queue
-            .nack(lease, Retry::Backoff, &reason)
-            .map(drop)
-            .map_err(fail)
+        self.settled(self.queue.nack(lease, Retry::Backoff, &reason).map(drop))
     }
 
     fn spawn(&self, lease: &JobLease) -> std::io::Result<Child> {

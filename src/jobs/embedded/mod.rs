@@ -125,6 +125,7 @@ impl JobOptions {
     /// As [`DQue::create`](crate::DQue::create).
     pub fn create(&self, path: impl AsRef<Path>) -> Result<EmbeddedJobs> {
         let path = path.as_ref();
+        crate::jobs::queue_name::check_dir_name(path)?;
         self.queue
             .create::<Vec<u8>, JobRecords>(path)
             .and_then(|made| made.close())?;
@@ -268,6 +269,7 @@ impl EmbeddedJobs {
     }
 
     fn start(path: &Path, options: &JobOptions) -> Result<Self> {
+        crate::jobs::queue_name::check_dir_name(path)?;
         // Checked before the queue is opened (and, shared, joined): a
         // program's typed items are not job bodies a worker can run.
         crate::queue::engine::prepare_directory(path, crate::queue::engine::OpenMode::Open)?;

@@ -4,17 +4,23 @@
 //! for each other nor take the same job; a lease is a deadline in the row,
 //! so a worker that dies simply lets it pass and another takes the job.
 
+mod connection;
+mod errors;
 mod schema;
+mod stats_log;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
 use postgres::{Client, GenericClient, NoTls, Row};
+
+use connection::Conn;
+use errors::{db, sent};
 
 pub use schema::SCHEMA_VERSION;
 
@@ -36,13 +42,6 @@ const LEASE_POLL: Duration = Duration::from_millis(100);
 
 /// The longest body a job may have: what an embedded queue takes by default.
 const MAX_BODY: usize = crate::options::DEFAULT_MAX_ITEM_BYTES as usize;
-
-fn db(e: postgres::Error) -> Error {
-    Error::Backend {
-        backend: "PostgreSQL",
-        reason: e.to_string(),
-    }
-}
 
 /// Options of a [`PgJobs`] handle.
 ///
@@ -128,9 +127,14 @@ impl PgOptions {
     ///
     /// # Errors
     ///
-    /// `Backend` if the server cannot be reached or refuses, or holds a
-    /// schema of a newer version.
+    /// `InvalidJob` for a queue name that breaks the rule
+    /// ([`check_queue_name`](crate::jobs::check_queue_name)), before
+    /// connecting; `Backend` if the server cannot be reached;
+    /// `ServerRefused` with the server's SQLSTATE and message if it
+    /// refuses (a wrong password, an unknown database or role, a missing
+    /// privilege); `Backend` if it holds a schema of a newer version.
     pub fn connect(&self, url: &str, queue: &str) -> Result<PgJobs> {
+        super::check_queue_name(queue)?;
         let client = Client::connect(url, NoTls).map_err(db)?;
         self.with_client(client, Some(url.to_owned()), queue)
     }
@@ -146,26 +150,12 @@ impl PgOptions {
     }
 
     fn with_client(&self, mut client: Client, url: Option<String>, queue: &str) -> Result<PgJobs> {
+        super::check_queue_name(queue)?;
         schema::migrate(&mut client, &self.schema)?;
-        // A lease must walk the queue's index in order and stop at the
-        // first free row. Without statistics (a table just filled, before
-        // autovacuum analyzes it) the planner may rather fetch every ready
-        // row and sort them: 2.3 ms a lease at 5,000 jobs instead of 0.2.
-        // This connection's queries never need a sort they could avoid.
-        // (Disabled plans cost enough to start JIT compilation, 150 ms a
-        // statement: JIT is off too, as it helps no query here.)
-        client
-            .batch_execute(
-                "SET plan_cache_mode = force_custom_plan; SET enable_sort = off; SET jit = off",
-            )
-            .map_err(db)?;
         Ok(PgJobs {
             queue: queue.to_owned(),
             tables: Tables::new(&self.schema),
-            client: Mutex::new(Conn {
-                client,
-                prepared: std::collections::HashMap::new(),
-            }),
+            link: Mutex::new(Conn::new(client, url.clone())?),
             url,
             listener: Mutex::new(None),
             lease_time: self.lease_time,
@@ -175,23 +165,13 @@ impl PgOptions {
             handle: HANDLES.fetch_add(1, Ordering::Relaxed),
             closed: AtomicBool::new(false),
             held: Mutex::new(std::collections::HashMap::new()),
-            pending: Mutex::new(PendingStats {
-                days: BTreeMap::new(),
-                flushed_at: Instant::now(),
-            }),
+            merged_at: Mutex::new(Instant::now()),
         })
     }
 }
 
-/// How often a handle merges its statistics into the tables.
+/// How often a handle merges the statistics' log into the daily rows.
 const STATS_EVERY: Duration = Duration::from_secs(1);
-
-/// What a handle saw since it last merged its statistics.
-#[derive(Debug)]
-struct PendingStats {
-    days: BTreeMap<u64, DayStats>,
-    flushed_at: Instant,
-}
 
 /// A timing as the table keeps it: count, sum, sum of squares, histogram.
 fn sums(timing: &Timing) -> (i64, f64, f64, Vec<i64>) {
@@ -206,7 +186,7 @@ fn sums(timing: &Timing) -> (i64, f64, f64, Vec<i64>) {
 /// What the queries need of a connection: the handle's own (which keeps
 /// its statements prepared: one round trip a call) or a caller's client
 /// or transaction (statements prepared each time).
-trait Db {
+pub(crate) trait Db {
     fn query(
         &mut self,
         sql: &str,
@@ -236,43 +216,6 @@ trait Db {
             .into_iter()
             .next()
             .expect("the query returns one row"))
-    }
-}
-
-/// The handle's connection, with its prepared statements by text.
-struct Conn {
-    client: Client,
-    prepared: std::collections::HashMap<String, postgres::Statement>,
-}
-
-impl Conn {
-    fn statement(&mut self, sql: &str) -> Result<postgres::Statement, postgres::Error> {
-        if let Some(statement) = self.prepared.get(sql) {
-            return Ok(statement.clone());
-        }
-        let statement = self.client.prepare(sql)?;
-        self.prepared.insert(sql.to_owned(), statement.clone());
-        Ok(statement)
-    }
-}
-
-impl Db for Conn {
-    fn query(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<Row>, postgres::Error> {
-        let statement = self.statement(sql)?;
-        self.client.query(&statement, params)
-    }
-
-    fn execute(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<u64, postgres::Error> {
-        let statement = self.statement(sql)?;
-        self.client.execute(&statement, params)
     }
 }
 
@@ -308,6 +251,7 @@ struct Tables {
     failures: String,
     tokens: String,
     deaths: String,
+    log: String,
 }
 
 impl Tables {
@@ -319,6 +263,7 @@ impl Tables {
             failures: format!("{s}.failures"),
             tokens: format!("{s}.lease_tokens"),
             deaths: format!("{s}.deaths"),
+            log: format!("{s}.stats_log"),
         }
     }
 }
@@ -333,7 +278,7 @@ impl Tables {
 pub struct PgJobs {
     queue: String,
     tables: Tables,
-    client: Mutex<Conn>,
+    link: Mutex<Conn>,
     /// The connection string, for the listening connection.
     url: Option<String>,
     /// A second connection that LISTENs, made by the first blocking lease.
@@ -344,8 +289,8 @@ pub struct PgJobs {
     clock: Arc<dyn Clock>,
     handle: usize,
     closed: AtomicBool,
-    /// Statistics not merged into the tables yet.
-    pending: Mutex<PendingStats>,
+    /// When this handle last merged the statistics' log.
+    merged_at: Mutex<Instant>,
     /// The leases this handle gave out and has not settled (row, token):
     /// handed back when it closes, as a closed embedded handle's are.
     held: Mutex<std::collections::HashMap<i64, i64>>,
@@ -404,11 +349,14 @@ impl PgJobs {
         PgOptions::new().connect(url, queue)
     }
 
-    fn client(&self) -> Result<parking_lot::MutexGuard<'_, Conn>> {
+    /// The connection, made again if it broke.
+    fn client(&self) -> Result<MutexGuard<'_, Conn>> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
-        Ok(self.client.lock())
+        let mut conn = self.link.lock();
+        conn.ready()?;
+        Ok(conn)
     }
 
     fn now(&self) -> SystemTime {
@@ -526,7 +474,7 @@ impl PgJobs {
                     &CHANNEL,
                 ],
             )
-            .map_err(db)?;
+            .map_err(sent)?;
         let added: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
         let mut seen = std::collections::HashSet::new();
         let answers = ids
@@ -552,19 +500,27 @@ impl PgJobs {
         while leases.len() < max {
             let real_now = Self::real_now_ms();
             let want = i64::try_from(max - leases.len()).unwrap_or(i64::MAX);
+            // One job: `=` a subquery (an index probe); several: `ANY`.
+            let which = if want == 1 { "= (" } else { "= ANY(ARRAY(" };
+            let close = if want == 1 { ")" } else { "))" };
+            // The wait of a first attempt is logged in the same statement:
+            // a lease that happened is counted, whatever happens next.
             let sql = format!(
-                "UPDATE {jobs} j
-                 SET attempts = j.attempts + 1, lease_until = $3 + $4,
-                     lease_token = nextval('{tokens}')
-                 WHERE j.seq = ANY(ARRAY(
-                     SELECT seq FROM {jobs}
-                     WHERE queue = $1
-                       AND state = 0 AND ready_at <= $2
-                       AND (lease_until IS NULL OR lease_until <= $3)
-                     ORDER BY priority, ready_at, seq
-                     LIMIT $5
-                     FOR UPDATE SKIP LOCKED))
-                 RETURNING {cols}, j.lease_token",
+                "WITH leased AS (
+                     UPDATE {jobs} j
+                     SET attempts = j.attempts + 1, lease_until = $3 + $4,
+                         lease_token = nextval('{tokens}')
+                     WHERE j.seq {which}
+                         SELECT seq FROM {jobs}
+                         WHERE queue = $1
+                           AND state = 0 AND ready_at <= $2
+                           AND (lease_until IS NULL OR lease_until <= $3)
+                         ORDER BY priority, ready_at, seq
+                         LIMIT $5
+                         FOR UPDATE SKIP LOCKED{close}
+                     RETURNING {cols}, j.lease_token),
+                 logged AS ({log})
+                 SELECT * FROM leased",
                 jobs = self.tables.jobs,
                 tokens = self.tables.tokens,
                 cols = JOB_COLUMNS
@@ -572,6 +528,12 @@ impl PgJobs {
                     .map(|c| format!("j.{c}"))
                     .collect::<Vec<_>>()
                     .join(", "),
+                log = stats_log::insert(
+                    &self.tables.log,
+                    stats_log::WAIT,
+                    ["$1", "$6", "GREATEST($2 - ready_at, 0)", "NULL"],
+                    "leased WHERE attempts = 1"
+                ),
             );
             let rows = client
                 .query(
@@ -582,9 +544,10 @@ impl PgJobs {
                         &real_now,
                         &duration_ms(self.lease_time),
                         &want,
+                        &day_of(now),
                     ],
                 )
-                .map_err(db)?;
+                .map_err(sent)?;
             if rows.is_empty() {
                 break;
             }
@@ -616,13 +579,6 @@ impl PgJobs {
                     self.bury(&mut *client, seq, token, &reason, now)?;
                     buried = true;
                     continue;
-                }
-                if job.attempt == 1 {
-                    let ready: i64 = row.get("ready_at");
-                    let waited = now
-                        .duration_since(from_unix_ms(ready.max(0) as u64))
-                        .unwrap_or_default();
-                    self.record(now, |day| day.wait.record(waited));
                 }
                 self.held.lock().insert(seq, token);
                 leases.push(JobLease {
@@ -661,8 +617,9 @@ impl PgJobs {
              WHERE j.seq = h.seq AND j.state = 0 AND j.lease_token = h.token",
             jobs = self.tables.jobs
         );
-        let mut client = self.client.lock();
-        client.execute(&sql, &[&seqs, &tokens]).map_err(db)?;
+        let mut client = self.link.lock();
+        client.ready()?;
+        client.execute(&sql, &[&seqs, &tokens]).map_err(sent)?;
         self.notify(&mut *client)
     }
 
@@ -686,25 +643,49 @@ impl PgJobs {
         }
     }
 
-    /// Runs `sql` on the leased row (`$1` seq, `$2` token, `$3` the real
+    /// Runs `set` on the leased row (`$1` seq, `$2` token, `$3` the real
     /// time, then `params`) if the lease still holds; `LeaseLost` if not.
+    /// With `retry_on`, a retry is logged for that day in the same
+    /// statement.
     fn on_lease(
         &self,
         client: &mut dyn Db,
         lease: &JobLease,
         set: &str,
         params: &[&(dyn ToSql + Sync)],
+        retry_on: Option<SystemTime>,
     ) -> Result<()> {
         let (seq, token) = self.token_of(lease)?;
-        let sql = format!(
+        let real_now = Self::real_now_ms();
+        let mut all: Vec<&(dyn ToSql + Sync)> = vec![&seq, &token, &real_now];
+        all.extend_from_slice(params);
+        let update = format!(
             "UPDATE {jobs} SET {set} WHERE seq = $1 AND state = 0 AND lease_token = $2 \
              AND lease_until > $3",
             jobs = self.tables.jobs
         );
-        let real_now = Self::real_now_ms();
-        let mut all: Vec<&(dyn ToSql + Sync)> = vec![&seq, &token, &real_now];
-        all.extend_from_slice(params);
-        match client.execute(&sql, &all).map_err(db)? {
+        let day = retry_on.map(day_of);
+        let changed = match &day {
+            None => client.execute(&update, &all).map_err(sent)?,
+            Some(day) => {
+                let (queue_at, day_at) = (all.len() + 1, all.len() + 2);
+                all.push(&self.queue);
+                all.push(day);
+                let sql = format!(
+                    "WITH done AS ({update} RETURNING seq), logged AS ({log})
+                     SELECT count(*) FROM done",
+                    log = stats_log::insert(
+                        &self.tables.log,
+                        stats_log::RETRY,
+                        [&format!("${queue_at}"), &format!("${day_at}"), "0", "NULL"],
+                        "done"
+                    )
+                );
+                let row = client.query_one(&sql, &all).map_err(sent)?;
+                row.get::<_, i64>(0) as u64
+            }
+        };
+        match changed {
             0 => Err(Self::lease_lost(lease)),
             _ => Ok(()),
         }
@@ -719,68 +700,99 @@ impl PgJobs {
         reason: &str,
         now: SystemTime,
     ) -> Result<bool> {
+        // The failure is logged in the same statement.
         let sql = format!(
-            "UPDATE {jobs} SET state = 2, reason = $3, died = nextval('{deaths}'),
-                 lease_until = NULL, lease_token = NULL
-             WHERE seq = $1 AND state = 0 AND lease_token = $2",
+            "WITH buried AS (
+                 UPDATE {jobs} SET state = 2, reason = $3, died = nextval('{deaths}'),
+                     lease_until = NULL, lease_token = NULL
+                 WHERE seq = $1 AND state = 0 AND lease_token = $2
+                 RETURNING seq),
+             logged AS ({log})
+             SELECT count(*) FROM buried",
             jobs = self.tables.jobs,
-            deaths = self.tables.deaths
+            deaths = self.tables.deaths,
+            log = stats_log::insert(
+                &self.tables.log,
+                stats_log::FAILURE,
+                ["$4", "$5", "0", "$6"],
+                "buried"
+            ),
         );
-        let buried = client.execute(&sql, &[&seq, &token, &reason]).map_err(db)? > 0;
-        if buried {
-            self.record(now, |day| day.record_failure(reason));
-        }
-        Ok(buried)
+        let group = super::stats::failure_group(reason);
+        let row = client
+            .query_one(
+                &sql,
+                &[&seq, &token, &reason, &self.queue, &day_of(now), &group],
+            )
+            .map_err(sent)?;
+        Ok(row.get::<_, i64>(0) > 0)
     }
 
     fn notify(&self, client: &mut dyn Db) -> Result<()> {
         client
             .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &self.queue])
             .map(drop)
-            .map_err(db)
+            .map_err(sent)
     }
 
-    /// Adds to the statistics of the day holding `now` (kept in memory,
-    /// merged into the tables at most once a second and when the handle
-    /// closes: no round trip per job).
-    fn record(&self, now: SystemTime, add: impl FnOnce(&mut DayStats)) {
-        let day = day_of(now) as u64;
-        let mut pending = self.pending.lock();
-        add(pending
-            .days
-            .entry(day)
-            .or_insert_with(|| DayStats::new(day)));
-    }
-
-    /// Merges the statistics kept in memory if a second has passed.
-    fn flush_stats_if_due(&self, client: &mut dyn Db) -> Result<()> {
-        if self.pending.lock().flushed_at.elapsed() >= STATS_EVERY {
-            self.flush_stats(client)?;
-        }
-        Ok(())
-    }
-
-    /// Merges the statistics kept in memory into the tables, one
-    /// statement a day (and one a failure group).
-    fn flush_stats(&self, client: &mut dyn Db) -> Result<()> {
-        let days = {
-            let mut pending = self.pending.lock();
-            pending.flushed_at = Instant::now();
-            std::mem::take(&mut pending.days)
-        };
-        let merged = self.merge_days(client, &days);
-        if merged.is_err() {
-            // Kept for the next flush.
-            let mut pending = self.pending.lock();
-            for (day, stats) in days {
-                pending
-                    .days
-                    .entry(day)
-                    .or_insert_with(|| DayStats::new(day))
-                    .merge(&stats);
+    /// Merges the statistics' log into the daily rows if this handle has
+    /// not for [`STATS_EVERY`]. Its errors are not the caller's (whose call
+    /// took effect): the log keeps its rows for the next merge.
+    fn merge_stats_if_due(&self, client: &mut Conn) {
+        let due = {
+            let mut merged_at = self.merged_at.lock();
+            let due = merged_at.elapsed() >= STATS_EVERY;
+            if due {
+                *merged_at = Instant::now();
             }
+            due
+        };
+        if due {
+            let _ = self.merge_stats(client);
+        }
+    }
+
+    /// Moves this queue's rows of the statistics' log into the daily rows,
+    /// in one transaction: each row is counted once, by one merger (a
+    /// second one at the same time leaves the work to the first; one
+    /// started by another dque without that rule would wait for the rows,
+    /// then skip those already gone).
+    fn merge_stats(&self, client: &mut Conn) -> Result<()> {
+        let merged = self.merge_stats_once(client);
+        if merged.is_err() {
+            client.suspect();
         }
         merged
+    }
+
+    fn merge_stats_once(&self, client: &mut Conn) -> Result<()> {
+        let mut tx = client.client()?.transaction().map_err(db)?;
+        // One merger of a queue at a time; the others go on at once (their
+        // rows are merged by this one or the next).
+        let sole: bool = tx
+            .query_one(
+                "SELECT pg_try_advisory_xact_lock(hashtext('dque stats ' || $1 || ' ' || $2))",
+                &[&self.tables.log, &self.queue],
+            )
+            .map_err(db)?
+            .get(0);
+        if !sole {
+            return Ok(());
+        }
+        let sql = format!(
+            "DELETE FROM {log} WHERE queue = $1 RETURNING day, kind, ms, grp",
+            log = self.tables.log
+        );
+        let rows = tx.query(&sql, &[&self.queue]).map_err(db)?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut days = BTreeMap::new();
+        for row in &rows {
+            stats_log::add(&mut days, row);
+        }
+        self.merge_days(&mut Theirs(&mut tx), &days)?;
+        tx.commit().map_err(db)
     }
 
     fn merge_days(&self, client: &mut dyn Db, days: &BTreeMap<u64, DayStats>) -> Result<()> {
@@ -817,6 +829,7 @@ impl PgJobs {
              ON CONFLICT (queue, day, grp) DO UPDATE SET count = {failures}.count + EXCLUDED.count",
             failures = self.tables.failures
         );
+        // Days in order, so two mergers lock the daily rows in one order.
         for (&day, stats) in days {
             let day = day as i64;
             let (wait, run) = (sums(&stats.wait), sums(&stats.run));
@@ -857,19 +870,29 @@ impl PgJobs {
         };
         let mut listener = self.listener.lock();
         if listener.is_none() {
-            let mut client = Client::connect(url, NoTls).map_err(db)?;
-            client
-                .batch_execute(&format!("LISTEN {CHANNEL}"))
-                .map_err(db)?;
-            *listener = Some(client);
+            let listening = Client::connect(url, NoTls).and_then(|mut client| {
+                client.batch_execute(&format!("LISTEN {CHANNEL}"))?;
+                Ok(client)
+            });
+            match listening {
+                Ok(client) => *listener = Some(client),
+                // The server is away: the next lease says so (or connects
+                // again); until then the wait is a poll.
+                Err(_) => {
+                    drop(listener);
+                    std::thread::sleep(wait);
+                    return Ok(());
+                }
+            }
         }
         let client = listener.as_mut().expect("just made");
         let waited = client.notifications().timeout_iter(wait).next().map(drop);
         if waited.is_err() {
-            // A lost connection is made again at the next wait.
+            // A lost connection is made again at the next wait; the lease
+            // that follows tells whether the server is there.
             *listener = None;
         }
-        waited.map_err(db)
+        Ok(())
     }
 }
 
@@ -948,24 +971,45 @@ impl JobQueue for PgJobs {
     fn ack(&self, lease: JobLease) -> Result<()> {
         let (seq, token) = self.token_of(&lease)?;
         let now = self.now();
+        let ran = ms(now).saturating_sub(lease.token.leased_ms as i64).max(0);
         let mut client = self.client()?;
+        // The run time is logged in the same statement as the delete.
         let sql = format!(
-            "DELETE FROM {jobs} WHERE seq = $1 AND state = 0 AND lease_token = $2 \
-             AND lease_until > $3",
-            jobs = self.tables.jobs
+            "WITH gone AS (
+                 DELETE FROM {jobs} WHERE seq = $1 AND state = 0 AND lease_token = $2
+                     AND lease_until > $3
+                 RETURNING seq),
+             logged AS ({log})
+             SELECT count(*) FROM gone",
+            jobs = self.tables.jobs,
+            log = stats_log::insert(
+                &self.tables.log,
+                stats_log::RUN,
+                ["$4", "$5", "$6", "NULL"],
+                "gone"
+            ),
         );
-        let deleted = client
-            .execute(&sql, &[&seq, &token, &Self::real_now_ms()])
-            .map_err(db)?;
-        self.settled(&lease);
-        if deleted == 0 {
+        let row = client
+            .query_one(
+                &sql,
+                &[
+                    &seq,
+                    &token,
+                    &Self::real_now_ms(),
+                    &self.queue,
+                    &day_of(now),
+                    &ran,
+                ],
+            )
+            .map_err(sent);
+        if !matches!(row, Err(Error::OutcomeUnknown { .. })) {
+            self.settled(&lease);
+        }
+        if row?.get::<_, i64>(0) == 0 {
             return Err(Self::lease_lost(&lease));
         }
-        let ran = now
-            .duration_since(from_unix_ms(lease.token.leased_ms))
-            .unwrap_or_default();
-        self.record(now, |day| day.run.record(ran));
-        self.flush_stats_if_due(&mut *client)
+        self.merge_stats_if_due(&mut client);
+        Ok(())
     }
 
     fn nack(&self, lease: JobLease, retry: Retry, reason: &str) -> Result<Nacked> {
@@ -999,11 +1043,12 @@ impl JobQueue for PgJobs {
         } else {
             vec![&at_ms]
         };
-        self.on_lease(&mut *client, &lease, set, &params)?;
+        self.on_lease(&mut *client, &lease, set, &params, Some(now))?;
         self.settled(&lease);
-        self.record(now, |day| day.retries += 1);
-        self.flush_stats_if_due(&mut *client)?;
-        self.notify(&mut *client)?;
+        // The retry is done: a lost notification only delays a worker by
+        // its poll, and is no reason to report a failure.
+        let _ = self.notify(&mut *client);
+        self.merge_stats_if_due(&mut client);
         Ok(Nacked::Retrying { at })
     }
 
@@ -1014,15 +1059,17 @@ impl JobQueue for PgJobs {
             &lease,
             "attempts = attempts - 1, lease_until = NULL, lease_token = NULL",
             &[],
+            None,
         )?;
         self.settled(&lease);
-        self.notify(&mut *client)
+        let _ = self.notify(&mut *client);
+        Ok(())
     }
 
     fn touch(&self, lease: &JobLease) -> Result<()> {
         let mut client = self.client()?;
         let until = Self::real_now_ms().saturating_add(duration_ms(self.lease_time));
-        self.on_lease(&mut *client, lease, "lease_until = $4", &[&until])
+        self.on_lease(&mut *client, lease, "lease_until = $4", &[&until], None)
     }
 
     fn fail(&self, lease: JobLease, reason: &str) -> Result<()> {
@@ -1042,6 +1089,7 @@ impl JobQueue for PgJobs {
             return Err(Self::lease_lost(&lease));
         }
         self.settled(&lease);
+        self.merge_stats_if_due(&mut client);
         Ok(())
     }
 
@@ -1063,7 +1111,7 @@ impl JobQueue for PgJobs {
                 &sql,
                 &[&self.queue, &id, &priority, &now, &Self::real_now_ms()],
             )
-            .map_err(db)?
+            .map_err(sent)?
             > 0
         {
             return Ok(());
@@ -1080,7 +1128,7 @@ impl JobQueue for PgJobs {
         );
         if client
             .execute(&sql, &[&self.queue, &id, &Self::real_now_ms()])
-            .map_err(db)?
+            .map_err(sent)?
             > 0
         {
             return Ok(());
@@ -1155,13 +1203,16 @@ impl JobQueue for PgJobs {
         );
         match client.execute(&sql, &[&self.queue, &id, &now]) {
             Ok(0) => Err(Error::NoSuchJob { id: id.to_owned() }),
-            Ok(_) => self.notify(&mut *client),
+            Ok(_) => {
+                let _ = self.notify(&mut *client);
+                Ok(())
+            }
             Err(e) if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => {
                 Err(Error::InvalidJob {
                     reason: format!("a job with id {id:?} is queued again already"),
                 })
             }
-            Err(e) => Err(db(e)),
+            Err(e) => Err(sent(e)),
         }
     }
 
@@ -1251,11 +1302,19 @@ impl JobQueue for PgJobs {
                 .failures
                 .insert(row.get(1), row.get::<_, i64>(2).max(0) as u64);
         }
-        // With what this handle has not merged yet (a read writes nothing).
-        for (&day, stats) in &self.pending.lock().days {
+        // With the log not merged yet (a read writes nothing).
+        let sql = format!(
+            "SELECT day, kind, ms, grp FROM {log} WHERE queue = $1",
+            log = self.tables.log
+        );
+        let mut logged = BTreeMap::new();
+        for row in client.query(&sql, &[&self.queue]).map_err(db)? {
+            stats_log::add(&mut logged, &row);
+        }
+        for (day, stats) in logged {
             match days.iter_mut().find(|d| d.day == day) {
-                Some(known) => known.merge(stats),
-                None => days.push(stats.clone()),
+                Some(known) => known.merge(&stats),
+                None => days.push(stats),
             }
         }
         days.sort_by_key(|d| d.day);
@@ -1271,8 +1330,13 @@ impl JobQueue for PgJobs {
             return Ok(());
         }
         let handed_back = self.hand_back_held();
-        let flushed = self.flush_stats(&mut *self.client.lock());
-        handed_back.and(flushed)
+        // The log is kept if this fails: statistics are merged by the next
+        // handle (and read from the log until then).
+        let mut client = self.link.lock();
+        if client.connected() {
+            let _ = self.merge_stats(&mut client);
+        }
+        handed_back
     }
 }
 

@@ -149,6 +149,7 @@ impl RedisOptions {
     /// or refuses the script (tested on Redis 7); `InvalidJob` for an
     /// empty queue or worker name.
     pub fn connect(&self, url: &str, queue: &str) -> Result<RedisJobs> {
+        crate::jobs::check_queue_name(queue)?;
         if queue.is_empty() || self.worker.as_deref() == Some("") {
             return Err(Error::InvalidJob {
                 reason: "a queue name and a worker name are needed".into(),
