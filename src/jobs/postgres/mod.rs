@@ -576,7 +576,7 @@ impl PgJobs {
                         "attempts used up: {} attempts, the last ones never ended",
                         job.attempt - 1
                     );
-                    self.bury(&mut *client, seq, token, &reason, now)?;
+                    self.bury(&mut *client, seq, token, (&reason, &reason), now)?;
                     buried = true;
                     continue;
                 }
@@ -697,10 +697,11 @@ impl PgJobs {
         client: &mut dyn Db,
         seq: i64,
         token: i64,
-        reason: &str,
+        (reason, message): (&str, &str),
         now: SystemTime,
     ) -> Result<bool> {
-        // The failure is logged in the same statement.
+        // The failure is logged in the same statement, under the group of
+        // its reason (the message may add to it).
         let sql = format!(
             "WITH buried AS (
                  UPDATE {jobs} SET state = 2, reason = $3, died = nextval('{deaths}'),
@@ -722,7 +723,7 @@ impl PgJobs {
         let row = client
             .query_one(
                 &sql,
-                &[&seq, &token, &reason, &self.queue, &day_of(now), &group],
+                &[&seq, &token, &message, &self.queue, &day_of(now), &group],
             )
             .map_err(sent)?;
         Ok(row.get::<_, i64>(0) > 0)
@@ -1015,7 +1016,8 @@ impl JobQueue for PgJobs {
     fn nack(&self, lease: JobLease, retry: Retry, reason: &str) -> Result<Nacked> {
         if lease.job.attempt >= self.max_attempts {
             let attempts = lease.job.attempt;
-            self.fail(lease, &format!("{reason} (attempts used up: {attempts})"))?;
+            let message = format!("{reason} (attempts used up: {attempts})");
+            self.fail_with(lease, reason, &message)?;
             return Ok(Nacked::Dead);
         }
         let delay = match retry {
@@ -1073,24 +1075,7 @@ impl JobQueue for PgJobs {
     }
 
     fn fail(&self, lease: JobLease, reason: &str) -> Result<()> {
-        let (seq, token) = self.token_of(&lease)?;
-        let now = self.now();
-        let mut client = self.client()?;
-        let sql = format!(
-            "SELECT 1 FROM {jobs} WHERE seq = $1 AND state = 0 AND lease_token = $2 \
-             AND lease_until > $3",
-            jobs = self.tables.jobs
-        );
-        let held = client
-            .query_opt(&sql, &[&seq, &token, &Self::real_now_ms()])
-            .map_err(db)?
-            .is_some();
-        if !held || !self.bury(&mut *client, seq, token, reason, now)? {
-            return Err(Self::lease_lost(&lease));
-        }
-        self.settled(&lease);
-        self.merge_stats_if_due(&mut client);
-        Ok(())
+        self.fail_with(lease, reason, reason)
     }
 
     fn set_priority(&self, id: &str, priority: i32) -> Result<()> {
@@ -1367,5 +1352,30 @@ impl PgJobs {
             Some(_) => Ok(()),
             None => Err(Error::NoSuchJob { id: id.to_owned() }),
         }
+    }
+}
+
+impl PgJobs {
+    /// Dead-letters a leased job with `message`, counted in the
+    /// statistics under `reason`'s failure group.
+    fn fail_with(&self, lease: JobLease, reason: &str, message: &str) -> Result<()> {
+        let (seq, token) = self.token_of(&lease)?;
+        let now = self.now();
+        let mut client = self.client()?;
+        let sql = format!(
+            "SELECT 1 FROM {jobs} WHERE seq = $1 AND state = 0 AND lease_token = $2 \
+             AND lease_until > $3",
+            jobs = self.tables.jobs
+        );
+        let held = client
+            .query_opt(&sql, &[&seq, &token, &Self::real_now_ms()])
+            .map_err(db)?
+            .is_some();
+        if !held || !self.bury(&mut *client, seq, token, (reason, message), now)? {
+            return Err(Self::lease_lost(&lease));
+        }
+        self.settled(&lease);
+        self.merge_stats_if_due(&mut client);
+        Ok(())
     }
 }
