@@ -28,13 +28,19 @@
 //!   sync). That covers the seal, group commit, `sync()`, the Periodic
 //!   flusher, `close` and shared-mode commits, whichever handle of this
 //!   process mapped the file (the gate is one per file, found by its inode);
-//! - once a segment is full or sealed no fault-in is asked for it, and one
-//!   asked before is dropped ([`FileGate::seal`]): nothing but markers is
-//!   written there any more, and a sealed file must stay as its seal's
-//!   fsync left it.
+//! - once a segment is full no fault-in is asked for it (only markers go
+//!   there any more), and once it is sealed those asked before and still
+//!   queued are dropped too ([`FileGate::seal`]): a sealed file must stay
+//!   as its seal's fsync left it.
 //!
-//! Other processes sharing a queue have fault-in threads of their own,
-//! which these locks do not reach (see FORMAT.md, "Shared mode").
+//! Between processes (shared mode, where any process may lead a commit or
+//! seal a segment that others map and fault in), a `flock` on the file
+//! does the same: a fault-in runs only under an exclusive one, taken
+//! without waiting (it is dropped if a sync runs), and a sync holds a
+//! shared one, which waits for the fault-in in flight. The kernel lets go
+//! of a dead process's. A sealed segment's fault-ins still queued in a
+//! process that has not seen the seal yet may run after the seal's fsync
+//! returned, never during it; they change no byte.
 //!
 //! The thread may be late: a request for a mapping that was replaced or
 //! dropped meanwhile is skipped, under a lock that the mapping's drop takes
@@ -65,6 +71,8 @@ pub struct FileGate {
     sealed: AtomicBool,
     /// For the fault seam's reports.
     path: PathBuf,
+    /// An open description of the file, for the fault-ins' `flock`.
+    file: Arc<File>,
 }
 
 /// A file's identity: device and inode (its name changes at creation).
@@ -82,12 +90,13 @@ fn file_id(file: &File) -> std::io::Result<FileId> {
 
 impl FileGate {
     /// The gate of `file` (at `path`), made if no mapping of it has one.
-    pub fn of(file: &File, path: &Path) -> std::io::Result<Arc<FileGate>> {
+    pub fn of(file: &Arc<File>, path: &Path) -> std::io::Result<Arc<FileGate>> {
         let fresh = || {
             Arc::new(FileGate {
                 syncs: RwLock::new(()),
                 sealed: AtomicBool::new(false),
                 path: path.to_path_buf(),
+                file: Arc::clone(file),
             })
         };
         if toucher::in_forked_child() {
@@ -149,11 +158,44 @@ impl FileGate {
 pub fn sync_data(file: &File, path: &Path) -> std::io::Result<()> {
     let gate = FileGate::existing(file)?;
     let _quiet = gate.as_deref().and_then(FileGate::hold_off);
+    let _others_quiet = SyncFlock::take(file);
     let _seen = faults::syncing(path);
     faults::check(FaultOp::Sync, path)?;
     file.sync_data()?;
     faults::synced(path, Durable::File);
     Ok(())
+}
+
+/// A shared `flock` on a file being synced: other processes' fault-ins of
+/// it (which take an exclusive one, without waiting) do not run meanwhile.
+/// Taken after the file's gate, and let go before it (see `toucher::run`).
+struct SyncFlock<'a>(Option<&'a File>);
+
+impl<'a> SyncFlock<'a> {
+    fn take(file: &'a File) -> SyncFlock<'a> {
+        if toucher::in_forked_child() {
+            // Its descriptions are its parent's: a lock here would be theirs.
+            return SyncFlock(None);
+        }
+        loop {
+            match rustix::fs::flock(file, rustix::fs::FlockOperation::LockShared) {
+                Ok(()) => return SyncFlock(Some(file)),
+                Err(rustix::io::Errno::INTR) => continue,
+                // A file system without `flock`: the fault-ins of other
+                // processes cannot be held off there (nor are they, in
+                // `toucher::run`); this process's still are.
+                Err(_) => return SyncFlock(None),
+            }
+        }
+    }
+}
+
+impl Drop for SyncFlock<'_> {
+    fn drop(&mut self) {
+        if let Some(file) = self.0 {
+            let _ = rustix::fs::flock(file, rustix::fs::FlockOperation::Unlock);
+        }
+    }
 }
 
 /// A mapping of a segment file.
@@ -312,9 +354,27 @@ mod toucher {
             return;
         }
         let alive = request.alive.read();
-        if *alive {
+        if !*alive {
+            return;
+        }
+        // Syncs of the file in other processes hold a shared `flock`: if
+        // one runs now, this is dropped. Taken and let go under the gate, so
+        // that this process's syncs (which lock the same descriptions) and
+        // this never mix their `flock`s.
+        let file = &request.gate.file;
+        let exclusive = rustix::fs::FlockOperation::NonBlockingLockExclusive;
+        let locked = match rustix::fs::flock(&**file, exclusive) {
+            Ok(()) => true,
+            Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR) => return,
+            // No `flock` on this file system: see `SyncFlock::take`.
+            Err(_) => false,
+        };
+        {
             let _seen = faults::touching(&request.gate.path);
             populate(request.address, request.len);
+        }
+        if locked {
+            let _ = rustix::fs::flock(&**file, rustix::fs::FlockOperation::Unlock);
         }
     }
 
@@ -353,7 +413,7 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
-    fn mapping(len: usize) -> (tempfile::TempDir, File, Mapping) {
+    fn mapping(len: usize) -> (tempfile::TempDir, Arc<File>, Mapping) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         let file = std::fs::OpenOptions::new()
@@ -366,6 +426,7 @@ mod tests {
         file.set_len(len as u64).unwrap();
         // SAFETY: a private temporary file nothing else maps or truncates.
         let map = unsafe { MmapMut::map_mut(&file) }.unwrap();
+        let file = Arc::new(file);
         let gate = FileGate::of(&file, &path).unwrap();
         (dir, file, Mapping::new(map, gate))
     }
@@ -431,7 +492,7 @@ mod tests {
     #[test]
     fn every_mapping_of_a_file_shares_its_gate() {
         let (dir, file, mapping) = mapping(PAGE);
-        let again = File::open(dir.path().join("f")).unwrap();
+        let again = Arc::new(File::open(dir.path().join("f")).unwrap());
         let gate = FileGate::of(&again, &dir.path().join("f")).unwrap();
         assert!(Arc::ptr_eq(&gate, mapping.gate()));
         assert!(Arc::ptr_eq(
@@ -479,5 +540,41 @@ mod tests {
         later.fault_in_ahead(0, usize::MAX);
         assert!(becomes_resident(&later, 0));
         assert!(!resident(&sealed, 0) && !resident(&sealed, AHEAD));
+    }
+
+    // Issue 23, between processes: a sync in another process (a shared
+    // `flock` on another open description of the file) drops the fault-ins
+    // that would run meanwhile.
+    #[test]
+    fn a_sync_in_another_process_drops_fault_ins() {
+        let (dir, _file, mut mapping) = mapping(4 * AHEAD);
+        let (_other_dir, _other_file, mut later) = self::mapping(4 * AHEAD);
+        let elsewhere = File::open(dir.path().join("f")).unwrap();
+        rustix::fs::flock(&elsewhere, rustix::fs::FlockOperation::LockShared).unwrap();
+        mapping.fault_in_ahead(0, usize::MAX);
+        later.fault_in_ahead(0, usize::MAX);
+        assert!(becomes_resident(&later, 0));
+        assert!(!resident(&mapping, 0), "faulted in during another's sync");
+    }
+
+    // Issue 23, between processes: a sync waits for a fault-in that another
+    // process runs on the file (an exclusive `flock` while it runs).
+    #[test]
+    fn a_sync_waits_for_a_fault_in_in_another_process() {
+        let (dir, file, _mapping) = mapping(PAGE);
+        let elsewhere = File::open(dir.path().join("f")).unwrap();
+        rustix::fs::flock(&elsewhere, rustix::fs::FlockOperation::LockExclusive).unwrap();
+        let (done, synced) = std::sync::mpsc::channel();
+        let path = dir.path().join("f");
+        let syncing = std::thread::spawn(move || {
+            sync_data(&file, &path).unwrap();
+            done.send(()).unwrap();
+        });
+        // Not timed: a thread that is merely slow passes too.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(synced.try_recv().is_err(), "synced during the fault-in");
+        rustix::fs::flock(&elsewhere, rustix::fs::FlockOperation::Unlock).unwrap();
+        synced.recv_timeout(Duration::from_secs(20)).unwrap();
+        syncing.join().unwrap();
     }
 }

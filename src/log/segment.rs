@@ -93,12 +93,13 @@ impl Segment {
             file.write_all(&header.encode())?;
             preallocate(file, capacity)
         })?;
+        let file = Arc::new(file);
         let gate = FileGate::of(&file, &path).map_err(|e| Error::io(&path, e))?;
         let map = map(&file, &path, gate)?;
         Ok(Segment {
             header,
             path,
-            file: Arc::new(file),
+            file,
             map,
             frames: Replay {
                 end: SEGMENT_HEADER_LEN,
@@ -174,6 +175,7 @@ impl Segment {
                 "file is shorter than a segment header",
             ));
         }
+        let file = Arc::new(file);
         let gate = FileGate::of(&file, &path).map_err(|e| Error::io(&path, e))?;
         if sealed_records.is_some() {
             // It has a successor: nothing is faulted in any more.
@@ -219,7 +221,7 @@ impl Segment {
         Ok(Segment {
             header,
             path,
-            file: Arc::new(file),
+            file,
             map,
             frames: replayed,
             dirty: false,
