@@ -75,17 +75,19 @@ pub struct FileGate {
     file: Arc<File>,
 }
 
-/// A file's identity: device and inode (its name changes at creation).
-type FileId = (u64, u64);
+/// A file's identity: device and inode (its name changes at creation), and
+/// the name it is mapped under (an inode of a deleted segment, still mapped
+/// by a handle that has not caught up, may come back as a new segment's).
+type FileId = (u64, u64, PathBuf);
 
 /// The gates of the files mapped in this process (one per file, shared by
 /// every mapping of it, of every handle).
 static GATES: Mutex<Vec<(FileId, Weak<FileGate>)>> = Mutex::new(Vec::new());
 
-fn file_id(file: &File) -> std::io::Result<FileId> {
+fn file_id(file: &File, path: &Path) -> std::io::Result<FileId> {
     use std::os::unix::fs::MetadataExt;
     let meta = file.metadata()?;
-    Ok((meta.dev(), meta.ino()))
+    Ok((meta.dev(), meta.ino(), path.to_path_buf()))
 }
 
 impl FileGate {
@@ -103,7 +105,7 @@ impl FileGate {
             // No fault-in runs here, and the list may be copied locked.
             return Ok(fresh());
         }
-        let id = file_id(file)?;
+        let id = file_id(file, path)?;
         let mut gates = GATES.lock();
         if let Some(gate) = gates
             .iter()
@@ -118,12 +120,13 @@ impl FileGate {
         Ok(gate)
     }
 
-    /// The gate of `file` if a mapping of it in this process has one.
-    fn existing(file: &File) -> std::io::Result<Option<Arc<FileGate>>> {
+    /// The gate of `file` (at `path`) if a mapping of it in this process
+    /// has one.
+    fn existing(file: &File, path: &Path) -> std::io::Result<Option<Arc<FileGate>>> {
         if toucher::in_forked_child() {
             return Ok(None);
         }
-        let id = file_id(file)?;
+        let id = file_id(file, path)?;
         let gates = GATES.lock();
         Ok(gates
             .iter()
@@ -156,7 +159,7 @@ impl FileGate {
 /// fault-in of this process running on a mapping of it meanwhile (see the
 /// module's doc): every fsync of a segment file goes through here.
 pub fn sync_data(file: &File, path: &Path) -> std::io::Result<()> {
-    let gate = FileGate::existing(file)?;
+    let gate = FileGate::existing(file, path)?;
     let _quiet = gate.as_deref().and_then(FileGate::hold_off);
     let _others_quiet = SyncFlock::take(file);
     let _seen = faults::syncing(path);
@@ -496,7 +499,9 @@ mod tests {
         let gate = FileGate::of(&again, &dir.path().join("f")).unwrap();
         assert!(Arc::ptr_eq(&gate, mapping.gate()));
         assert!(Arc::ptr_eq(
-            &FileGate::existing(&file).unwrap().unwrap(),
+            &FileGate::existing(&file, &dir.path().join("f"))
+                .unwrap()
+                .unwrap(),
             &gate
         ));
         let (_other_dir, _other_file, other) = self::mapping(PAGE);
