@@ -416,9 +416,10 @@ fn write_and_sync(plan: &FaultPlan, path: &Path, by: SyncedBy, items: u64, segme
     queue.close().unwrap();
 }
 
-// Issue 23: a sealed Turbo segment lost its last page on power loss: the
-// thread that faults pages in ahead of the writer was still touching the
-// segment's mapping while the seal's fsync ran. The seam slows every
+// Issue 23: a sealed Turbo segment lost its last page on power loss, and
+// did not without the thread that faults pages in ahead of the writer, or
+// with the seal's fsync holding it off: it could touch the segment's
+// mapping while the fsync ran. The seam slows every
 // fault-in down, so that one is in flight at nearly every sync unless the
 // sync waits for it and holds the next off, and reports every sync that a
 // fault-in of the same file overlapped: none may, whichever path syncs.
