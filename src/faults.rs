@@ -5,7 +5,10 @@
 //! normal build both are empty and vanish; with the `fault-injection`
 //! feature a [`FaultPlan`] installed on a queue directory can fail the Nth
 //! write or sync (with any error, such as "no space") and take crash images:
-//! the files as a power loss could leave them.
+//! the files as a power loss could leave them. It also sees the background
+//! writer of a mapping (the thread that faults pages in ahead of a Turbo or
+//! Periodic writer) and tells whether it ever touched a file while that
+//! file was being synced ([`FaultPlan::touched_while_syncing`]).
 
 use std::io;
 use std::ops::Range;
@@ -64,6 +67,44 @@ pub(crate) fn renamed(from: &Path, to: &Path) {
     let _ = (from, to);
 }
 
+/// A stretch of time the seam watches: a sync of a file, or a background
+/// fault-in on a mapping of it. It ends when dropped.
+#[must_use]
+pub(crate) struct Window {
+    #[cfg(feature = "fault-injection")]
+    _seen: Option<plan::Seen>,
+}
+
+/// Called when a sync of `path` begins (before its `check`); it ends when
+/// the returned window is dropped.
+#[inline(always)]
+pub(crate) fn syncing(path: &Path) -> Window {
+    #[cfg(feature = "fault-injection")]
+    return Window {
+        _seen: plan::begin(path, plan::Kind::Sync),
+    };
+    #[cfg(not(feature = "fault-injection"))]
+    {
+        let _ = path;
+        Window {}
+    }
+}
+
+/// Called when the background thread begins to fault in pages of a
+/// mapping of `path`; it ends when the returned window is dropped.
+#[inline(always)]
+pub(crate) fn touching(path: &Path) -> Window {
+    #[cfg(feature = "fault-injection")]
+    return Window {
+        _seen: plan::begin(path, plan::Kind::Touch),
+    };
+    #[cfg(not(feature = "fault-injection"))]
+    {
+        let _ = path;
+        Window {}
+    }
+}
+
 #[cfg(feature = "fault-injection")]
 pub use plan::{CrashImage, FaultPlan};
 
@@ -99,9 +140,67 @@ mod plan {
         captured: Vec<CrashImage>,
         /// Every sync step takes this much longer (a slower disk).
         sync_delay: Option<std::time::Duration>,
+        /// Every background fault-in takes this much longer.
+        touch_delay: Option<std::time::Duration>,
         /// Only slows syncs down: durable bytes are not kept (reading each
         /// file after every sync would cost more than the delay measured).
         untracked: bool,
+        /// Syncs and background fault-ins running now, by file name.
+        running: BTreeMap<(Kind, String), u32>,
+        /// Background fault-ins begun so far.
+        touches: u64,
+        /// A file's name each time a fault-in and a sync of it overlapped.
+        overlaps: Vec<String>,
+    }
+
+    /// What a [`Seen`] window is.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub(crate) enum Kind {
+        Sync,
+        Touch,
+    }
+
+    /// A sync or a fault-in running now; it ends when dropped.
+    pub(crate) struct Seen {
+        state: Arc<Mutex<State>>,
+        key: (Kind, String),
+    }
+
+    impl Drop for Seen {
+        fn drop(&mut self) {
+            let mut s = self.state.lock();
+            if let Some(running) = s.running.get_mut(&self.key) {
+                *running -= 1;
+                if *running == 0 {
+                    s.running.remove(&self.key);
+                }
+            }
+        }
+    }
+
+    pub(super) fn begin(path: &Path, kind: Kind) -> Option<Seen> {
+        let (dir, state) = plan_for(path)?;
+        let name = name_in(&dir, path)?;
+        let other = match kind {
+            Kind::Sync => Kind::Touch,
+            Kind::Touch => Kind::Sync,
+        };
+        let mut s = state.lock();
+        if kind == Kind::Touch {
+            s.touches += 1;
+        }
+        if s.running.contains_key(&(other, name.clone())) {
+            s.overlaps.push(name.clone());
+        }
+        let key = (kind, name);
+        *s.running.entry(key.clone()).or_insert(0) += 1;
+        let delay = s.touch_delay.filter(|_| kind == Kind::Touch);
+        drop(s);
+        let seen = Seen { state, key };
+        if let Some(delay) = delay {
+            std::thread::sleep(delay);
+        }
+        Some(seen)
     }
 
     type FaultOpKey = u8;
@@ -188,6 +287,52 @@ mod plan {
             let mut s = self.state.lock();
             let at = s.counts.get(&key(op)).copied().unwrap_or(0) + n;
             s.death = Some((key(op), at));
+        }
+
+        /// From now on, every sync step under the directory takes `delay`
+        /// longer (crash images are still taken): a wider window for what
+        /// runs beside a sync to show.
+        pub fn delay_syncs(&self, delay: std::time::Duration) {
+            self.state.lock().sync_delay = Some(delay);
+        }
+
+        /// From now on, every background fault-in on a file under the
+        /// directory takes `delay` longer (it sleeps before it begins, as a
+        /// slow one would, with the locks it runs under held), so that a
+        /// sync that does not wait for it overlaps it.
+        pub fn delay_fault_ins(&self, delay: std::time::Duration) {
+            self.state.lock().touch_delay = Some(delay);
+        }
+
+        /// Background fault-ins (pages made present ahead of a Turbo or
+        /// Periodic writer, by another thread) begun on files of the queue
+        /// so far.
+        pub fn background_touches(&self) -> u64 {
+            self.state.lock().touches
+        }
+
+        /// The files (by name in the directory) that a background fault-in
+        /// touched while a sync of the same file ran, once per time it
+        /// happened. A second writer to a mapping during its fsync is what
+        /// lost a sealed segment's last page on power loss (issue 23): this
+        /// is empty when the queue keeps them apart, as it must.
+        ///
+        /// ```
+        /// use dque::faults::FaultPlan;
+        /// use dque::{DQue, Durability, Options};
+        /// let dir = tempfile::tempdir().unwrap();
+        /// let path = dir.path().join("q");
+        /// let options = Options::new().durability(Durability::Turbo);
+        /// let q = DQue::<u32>::create_with(&path, &options).unwrap();
+        /// let plan = FaultPlan::install(&path);
+        /// for n in 0..1000 {
+        ///     q.enqueue(&n).unwrap();
+        /// }
+        /// q.sync().unwrap();
+        /// assert!(plan.touched_while_syncing().is_empty());
+        /// ```
+        pub fn touched_while_syncing(&self) -> Vec<String> {
+            self.state.lock().overlaps.clone()
         }
 
         /// Steps of kind `op` seen so far.

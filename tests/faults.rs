@@ -363,3 +363,103 @@ fn safe_crash_images_keep_every_acknowledged_ack() {
         "no image lost the ack in flight: the images test nothing"
     );
 }
+
+/// How a run of Turbo or Periodic writes ends up synced: each way a
+/// segment file is fsynced while its writer (and so its fault-ins) runs.
+#[derive(Debug, Clone, Copy)]
+enum SyncedBy {
+    /// Rollovers: each full segment is sealed with an fsync.
+    Seals,
+    /// `sync()` after every few items (group commit).
+    Syncs,
+    /// The Periodic flusher, while writes go on.
+    Flusher,
+    /// `close()` right after the last write.
+    Close,
+    /// Two shared-mode handles, each calling `sync()` (shared group commit).
+    SharedCommits,
+}
+
+/// Writes `items` items of 100 bytes in Turbo (or Periodic for the
+/// flusher) into segments of `segment_items`, synced as `by` says, then
+/// closes the queue once `plan` saw a fault-in begin.
+fn write_and_sync(plan: &FaultPlan, path: &Path, by: SyncedBy, items: u64, segment_items: u32) {
+    let durability = match by {
+        SyncedBy::Flusher => Durability::Periodic(std::time::Duration::from_millis(1)),
+        _ => Durability::Turbo,
+    };
+    let options = Options::new()
+        .durability(durability)
+        .segment_items(segment_items)
+        .shared(matches!(by, SyncedBy::SharedCommits));
+    let queue = DQue::<Vec<u8>>::open_with(path, &options).unwrap();
+    let other = matches!(by, SyncedBy::SharedCommits)
+        .then(|| DQue::<Vec<u8>>::open_with(path, &options).unwrap());
+    for n in 0..items {
+        let mut bytes = n.to_le_bytes().to_vec();
+        bytes.resize(100, 7);
+        let handle = match &other {
+            Some(other) if n % 2 == 1 => other,
+            _ => &queue,
+        };
+        handle.enqueue(&bytes).unwrap();
+        if matches!(by, SyncedBy::Syncs | SyncedBy::SharedCommits) && n % 50 == 49 {
+            handle.sync().unwrap();
+        }
+    }
+    drop(other);
+    // So that the close's sync meets the last one (or one ran at all).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while plan.background_touches() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    queue.close().unwrap();
+}
+
+// Issue 23: a sealed Turbo segment lost its last page on power loss, and
+// did not without the thread that faults pages in ahead of the writer, or
+// with the seal's fsync holding it off: it could touch the segment's
+// mapping while the fsync ran. The seam slows every
+// fault-in down, so that one is in flight at nearly every sync unless the
+// sync waits for it and holds the next off, and reports every sync that a
+// fault-in of the same file overlapped: none may, whichever path syncs.
+#[test]
+fn no_background_fault_in_touches_a_file_while_it_is_synced() {
+    let rounds = std::env::var("DQUE_FAULT_IN_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1u64);
+    let cases = [
+        (SyncedBy::Seals, 400, 16),
+        (SyncedBy::Syncs, 600, 4_000),
+        (SyncedBy::Flusher, 600, 4_000),
+        (SyncedBy::Close, 300, 4_000),
+        (SyncedBy::SharedCommits, 600, 4_000),
+    ];
+    let mut overlapped = Vec::new();
+    for round in 0..rounds {
+        for (by, items, segment_items) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("q");
+            DQue::<Vec<u8>>::create(&path).unwrap().close().unwrap();
+            let plan = FaultPlan::install(&path);
+            plan.delay_fault_ins(std::time::Duration::from_millis(20));
+            plan.delay_syncs(std::time::Duration::from_millis(1));
+            write_and_sync(&plan, &path, by, items, segment_items);
+            assert!(
+                plan.background_touches() > 0,
+                "{by:?}: no fault-in ran, so nothing was checked"
+            );
+            let files = plan.touched_while_syncing();
+            if !files.is_empty() {
+                overlapped.push(format!("{by:?}, round {round}: {files:?}"));
+            }
+            drop(plan);
+            assert_eq!(contents(&path).unwrap().len() as u64, items, "{by:?}");
+        }
+    }
+    assert!(
+        overlapped.is_empty(),
+        "fault-ins ran during syncs of these files: {overlapped:#?}"
+    );
+}

@@ -76,10 +76,8 @@ impl GroupCommit {
             drop(state);
             let result = batch().and_then(|batch| {
                 for (file, path) in &batch.files {
-                    crate::faults::check(crate::faults::FaultOp::Sync, path)
-                        .and_then(|()| file.sync_data())
-                        .map_err(|e| Error::io(path, e))?;
-                    crate::faults::synced(path, crate::faults::Durable::File);
+                    // With the file's fault-ins held off (see `mapping`).
+                    crate::log::mapping::sync_data(file, path).map_err(|e| Error::io(path, e))?;
                 }
                 Ok(batch.ticket)
             });

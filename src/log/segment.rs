@@ -18,7 +18,7 @@ use crate::log::format::{
     SEGMENT_HEADER_LEN,
 };
 use crate::log::layout::QueueDir;
-use crate::log::mapping::Mapping;
+use crate::log::mapping::{self, FileGate, Mapping};
 use crate::log::recovery::{
     damage_before_records, damaged_tail, kept_end, nonzero_len, replay, OpenReport, Repair, Replay,
 };
@@ -93,11 +93,13 @@ impl Segment {
             file.write_all(&header.encode())?;
             preallocate(file, capacity)
         })?;
-        let map = map(&file, &path)?;
+        let file = Arc::new(file);
+        let gate = FileGate::of(&file, &path).map_err(|e| Error::io(&path, e))?;
+        let map = map(&file, &path, gate)?;
         Ok(Segment {
             header,
             path,
-            file: Arc::new(file),
+            file,
             map,
             frames: Replay {
                 end: SEGMENT_HEADER_LEN,
@@ -173,7 +175,13 @@ impl Segment {
                 "file is shorter than a segment header",
             ));
         }
-        let mut map = map(&file, &path)?;
+        let file = Arc::new(file);
+        let gate = FileGate::of(&file, &path).map_err(|e| Error::io(&path, e))?;
+        if sealed_records.is_some() {
+            // It has a successor: nothing is faulted in any more.
+            gate.seal();
+        }
+        let mut map = map(&file, &path, gate)?;
         let header = check_header(&path, &map, number)?;
         let replayed = replay(&map, header.max_records);
         if let Some(expected) = sealed_records {
@@ -213,7 +221,7 @@ impl Segment {
         Ok(Segment {
             header,
             path,
-            file: Arc::new(file),
+            file,
             map,
             frames: replayed,
             dirty: false,
@@ -249,7 +257,7 @@ impl Segment {
     /// checking their CRCs again.
     pub fn catch_up_published(&mut self, published: usize) -> Result<()> {
         if published > self.map.len() {
-            self.map = map(&self.file, &self.path)?;
+            self.map = map(&self.file, &self.path, Arc::clone(self.map.gate()))?;
         }
         let published = published.min(self.map.len());
         if published > self.frames.end {
@@ -275,7 +283,7 @@ impl Segment {
                 .map_err(|e| Error::io(&self.path, e))?
                 .len();
             if len as usize > self.map.len() {
-                self.map = map(&self.file, &self.path)?;
+                self.map = map(&self.file, &self.path, Arc::clone(self.map.gate()))?;
                 self.frames.resume(&self.map, self.header.max_records);
             }
         }
@@ -379,14 +387,37 @@ impl Segment {
         std::mem::take(&mut self.dirty).then(|| (Arc::clone(&self.file), self.path.clone()))
     }
 
-    /// Makes every byte written so far durable (fdatasync).
+    /// Makes every byte written so far durable (fdatasync), with no
+    /// fault-in running on the file meanwhile (see `mapping`).
     pub fn sync(&mut self) -> Result<()> {
-        faults::check(FaultOp::Sync, &self.path)
-            .and_then(|()| self.file.sync_data())
-            .map_err(|e| Error::io(&self.path, e))?;
-        faults::synced(&self.path, Durable::File);
+        mapping::sync_data(&self.file, &self.path).map_err(|e| Error::io(&self.path, e))?;
         self.dirty = false;
         Ok(())
+    }
+
+    /// Seals the segment before a successor is made: drops the fault-ins
+    /// asked for it (waiting for the one in flight), then makes every byte
+    /// durable. Nothing is faulted in for it afterwards.
+    pub fn seal(&mut self) -> Result<()> {
+        self.map.gate().seal();
+        self.sync()
+    }
+
+    /// Notes that another process sealed the segment (shared mode): no
+    /// more fault-ins for it.
+    pub fn sealed_elsewhere(&self) {
+        self.map.gate().seal();
+    }
+
+    /// Whether the segment can take no more records (markers still go in).
+    fn is_full(&self) -> bool {
+        self.frames.records.len() >= self.header.max_records as usize
+            || self.frames.end >= self.record_limit()
+    }
+
+    /// Records end before here (the first may end after it, alone).
+    fn record_limit(&self) -> usize {
+        SEGMENT_HEADER_LEN.saturating_add(self.header.max_bytes as usize)
     }
 
     /// Removes the file; its directory entry is gone durably on return.
@@ -425,7 +456,9 @@ impl Segment {
         self.dirty = true;
         match ahead {
             _ if through_file => {}
-            Ahead::FaultIn => self.map.fault_in_ahead(range.end),
+            // Nothing for a full segment: only markers follow, and its seal.
+            Ahead::FaultIn if self.is_full() => {}
+            Ahead::FaultIn => self.map.fault_in_ahead(range.end, self.record_limit()),
             // Not into pages faulted in ahead (a Turbo writer's, before a
             // switch to Safe): those are cached in large folios already.
             Ahead::WriteZeros => self.zeroed.after_write(
@@ -450,7 +483,7 @@ impl Segment {
                 .and_then(|()| preallocate(&self.file, new_len))
                 .map_err(io)?;
         }
-        self.map = map(&self.file, &self.path)?;
+        self.map = map(&self.file, &self.path, Arc::clone(self.map.gate()))?;
         Ok(())
     }
 }
@@ -518,14 +551,14 @@ impl SealedCopy {
     }
 }
 
-fn map(file: &File, path: &Path) -> Result<Mapping> {
+fn map(file: &File, path: &Path, gate: Arc<FileGate>) -> Result<Mapping> {
     // SAFETY: the mapping is only valid while no one truncates the file
     // behind our back. In exclusive mode the queue's lock keeps every other
     // dque handle out; in shared mode other handles only ever extend a
     // segment (`grow` never shrinks one) or unlink it (the mapping keeps the
     // inode), and every change is made under the queue's mutex.
     unsafe { MmapMut::map_mut(file) }
-        .map(Mapping::new)
+        .map(|map| Mapping::new(map, gate))
         .map_err(|e| Error::io(path, e))
 }
 

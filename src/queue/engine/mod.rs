@@ -683,8 +683,9 @@ impl Engine {
             ));
         }
         // Fsynced in every mode, so a later segment never outlives an earlier
-        // one's records after a power loss: what survives is a prefix.
-        let sealed = self.tail_mut().sync();
+        // one's records after a power loss: what survives is a prefix. No
+        // page of it is faulted in from here on (see `log::mapping`).
+        let sealed = self.tail_mut().seal();
         self.refuse_on_sync_error(sealed)?;
         let created = Segment::create(&self.dir, header);
         let next = match created {

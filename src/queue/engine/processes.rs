@@ -180,6 +180,7 @@ impl Engine {
         if tail > self.tail().header.number {
             let new_tail = Segment::attach(&self.dir, tail, None)?;
             // Sealed by another process: its frames are whole to the end.
+            self.tail_mut().sealed_elsewhere();
             self.tail_mut().catch_up()?;
             // Outside the front run it is a middle segment now, unmapped
             // (the front run below maps it again if deliveries reached it).

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use super::control::{ControlFile, State};
 use super::WAKE_ALL;
 use crate::error::{Error, Result};
-use crate::faults::{self, Durable, FaultOp};
 use crate::log::layout::QueueDir;
+use crate::log::mapping::sync_data;
 
 /// Under the queue mutex, after a frame was written into segment `number`
 /// (the tail, or a segment of the front run): returns its ticket.
@@ -164,10 +164,8 @@ impl SharedCommit {
                 // have run yet).
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.dir.sync(),
                 Err(e) => Err(Error::io(&path, e)),
-                Ok(file) => faults::check(FaultOp::Sync, &path)
-                    .and_then(|()| file.sync_data())
-                    .map(|()| faults::synced(&path, Durable::File))
-                    .map_err(|e| Error::io(&path, e)),
+                // With this process's fault-ins of the file held off.
+                Ok(file) => sync_data(&file, &path).map_err(|e| Error::io(&path, e)),
             };
             if let Err(e) = synced {
                 state.refused.store(1, SeqCst);
