@@ -787,8 +787,22 @@ fn a_call_lost_after_sending_says_its_outcome_is_unknown() {
     };
     assert_eq!(cli(&["CLIENT", "KILL", "ID", &held]).trim(), "1");
     cli(&["CLIENT", "UNPAUSE"]);
-    let lost = call.join().unwrap().unwrap_err().to_string();
-    assert!(lost.contains("may or may not have taken effect"), "{lost}");
+    let lost = call.join().unwrap().unwrap_err();
+    assert!(
+        matches!(
+            lost,
+            dque::Error::OutcomeUnknown {
+                backend: "Redis",
+                ..
+            }
+        ),
+        "{lost}"
+    );
+    assert!(
+        lost.to_string()
+            .contains("whether it took effect is not known"),
+        "{lost}"
+    );
     assert_eq!(q.counts().unwrap().ready, 1, "the killed call did not run");
     q.enqueue(NewJob::new("{}")).unwrap();
 }

@@ -314,7 +314,8 @@ pub fn nack_backs_off_then_dead_letters_after_the_last_attempt(backend: &dyn Bac
 /// that used up a job's attempts was counted in the statistics under the
 /// group "card declined (attempts used up" on the embedded queue and
 /// PostgreSQL (the group was cut from the dead letter's message, not the
-/// reason), "card declined" on Redis.
+/// reason), "card declined" on Redis; and Redis counted a wait for every
+/// lease of a job, not for its first.
 pub fn a_failure_counts_under_the_reasons_group_however_the_job_died(backend: &dyn Backend) {
     let (q, s) = new_queue(backend, "groups");
     put(q.as_ref(), NewJob::new("nacked"));
@@ -338,6 +339,10 @@ pub fn a_failure_counts_under_the_reasons_group_however_the_job_died(backend: &d
         .collect();
     assert_eq!(failures, [("card declined", 2)]);
     assert_eq!(q.counts().unwrap().dead, 2);
+    // The wait is enqueue to first lease: one per job, not one per lease
+    // (Redis counted every lease).
+    let waits: u64 = stats.days.iter().map(|day| day.wait.count).sum();
+    assert_eq!(waits, 2);
 }
 
 pub fn nack_without_delay_retries_in_place(backend: &dyn Backend) {

@@ -66,15 +66,12 @@ fn not_run(e: &::redis::RedisError) -> Error {
     }
 }
 
-/// The error of a call that was sent and got no answer.
+/// The error of a call that was sent and got no answer (the same variant
+/// as PostgreSQL's, so a caller matches one error on every backend).
 fn outcome_unknown(e: &::redis::RedisError) -> Error {
-    Error::Backend {
+    Error::OutcomeUnknown {
         backend: "Redis",
-        reason: format!(
-            "the connection failed after the call was sent ({e}): it may or may not have taken \
-             effect; look before repeating it (an enqueue with a caller id or a settle of the \
-             lease is safe to repeat); the next call connects again"
-        ),
+        reason: e.to_string(),
     }
 }
 

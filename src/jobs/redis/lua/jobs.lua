@@ -127,7 +127,11 @@ function commands.pop(now, real, args)
     local job = load_job(jid)
     local expires = real + lease_for
     local lease = token .. ':' .. ((i + 1) / 2)
-    record_duration('wait', queue, now, now - (tonumber(job.time) or now))
+    -- The Jobs API counts the wait to a job's first lease only (a retry
+    -- is not a new wait); a qless client's own pop counts every pop.
+    if tonumber(job.remaining) == tonumber(job.retries) then
+      record_duration('wait', queue, now, now - (tonumber(job.time) or now))
+    end
     redis.call('hset', job_key(jid), 'state', 'running', 'worker', worker, 'expires', expires,
       'time', time_text(now), 'dque-score', score, 'dque-prio', job.priority, 'dque-lease', lease)
     redis.call('zadd', queue_key(queue, 'locks'), expires, jid)
