@@ -120,6 +120,16 @@ impl Envelope {
         })
     }
 
+    /// The caller-chosen id alone, if the envelope has one (read from the
+    /// fixed part and the id, not the headers or the body).
+    pub fn caller_id_of(bytes: &[u8]) -> Option<&str> {
+        if bytes.len() < FIXED || bytes[0] != VERSION || bytes[1] & CALLER_ID == 0 {
+            return None;
+        }
+        let len = usize::from(bytes[FIXED - 1]);
+        std::str::from_utf8(bytes.get(FIXED..FIXED + len)?).ok()
+    }
+
     /// The due time alone, read from the fixed part.
     pub fn due_ms_of(bytes: &[u8]) -> Result<u64, CodecError> {
         if bytes.len() < FIXED || bytes[0] != VERSION {
@@ -232,6 +242,20 @@ mod tests {
         let bytes = envelope.encode();
         assert_eq!(Envelope::decode(&bytes).unwrap(), envelope);
         assert_eq!(Envelope::due_ms_of(&bytes).unwrap(), 1_700_000_005_000);
+        assert_eq!(Envelope::caller_id_of(&bytes), Some("photo-1"));
+        let made_up = Envelope {
+            job: Job {
+                caller_id: false,
+                ..envelope.job.clone()
+            },
+            ..envelope.clone()
+        };
+        assert_eq!(Envelope::caller_id_of(&made_up.encode()), None);
+        assert_eq!(
+            Envelope::caller_id_of(&bytes[..FIXED + 3]),
+            None,
+            "a cut id"
+        );
         for cut in 0..bytes.len() - envelope.job.body.len() {
             assert!(Envelope::decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }

@@ -1,32 +1,35 @@
-//! Caller-chosen job ids: one small file per id in `jobs/ids/`, named by
-//! the id in hex, saying where the job's record is. Memory does not grow
-//! with the jobs and every process sees the same files.
+//! Caller-chosen job ids: the records are the truth, an index in memory
+//! the way to them. Every envelope of a job with a caller id carries the
+//! id (FORMAT.md, "Envelope"), so an id becomes durable with its job's own
+//! write, and no file per id exists: each handle keeps `id → the unsettled
+//! records of its job` in memory, built at its first caller-id operation
+//! by reading the waiting records once, and kept current with what other
+//! processes write by reading the records they added since.
 //!
-//! A file is only a pointer: an id counts as queued while the record it
-//! names is unsettled, so a file left behind by a crash (the job acked, the
-//! file not yet removed) stands for nothing.
-//!
-//! Every read that decides and every change of an id file happens under
-//! the ids' lock ([`Ids::lock`]), and a job's record with a caller id
-//! becomes visible and gets its pointer within one hold of that lock
-//! (enqueues and moves alike). So no one moves or settles a record whose
-//! pointer is not written yet, a pointer is never replaced by an older
-//! one, and an id whose pointer names a settled record names no live job.
-//! An enqueue writes a claim naming its process before its record: a
-//! claim found under the lock is an enqueue that never finished (its
-//! process died, or its write failed), and its record, if written, is
-//! looked for before the id is taken.
+//! Every decision about an id (is it taken? is this record a leftover?)
+//! and every write of a record of a job with a caller id happens under the
+//! ids' lock ([`Ids::lock`]: this handle's mutex, and in shared mode an
+//! exclusive `flock` on `jobs/ids/.lock` between processes). A writer
+//! first bumps the write count kept in that file, so a holder of the lock
+//! that finds the count it saw last knows that no record with a caller id
+//! appeared since, and one that finds another reads the new records first.
+//! So the index a decision reads holds every unsettled record of the id.
 
-use std::fs;
-use std::io::ErrorKind;
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use parking_lot::{Mutex, MutexGuard};
+
+use super::envelope::Envelope;
 use crate::error::{Error, Result};
-use crate::log::layout::QueueDir;
 use crate::log::lock::lock_exclusive;
+use crate::queue::dque::RawQueue;
 
 /// Where a job's record is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Location {
     /// In the lane of this priority, record id.
     Lane(i32, u64),
@@ -43,241 +46,308 @@ impl Location {
     }
 }
 
-/// What an id file says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Entry {
-    /// A producer is enqueueing it: process id and its start time.
-    Claim(u32, u64),
-    At(Location),
+/// A queue that holds job records: a lane, or the schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Part {
+    Lane(i32),
+    Schedule,
 }
 
-/// What an id names, read under the ids' lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Holder {
-    /// No live job: the id may be enqueued.
-    Free,
-    /// The unsettled record of a live job.
-    Live(Location),
-    /// An enqueue that never finished (its process died between its
-    /// claim and its pointer, or its write failed): its record may exist.
-    Interrupted,
+impl Part {
+    fn at(self, record: u64) -> Location {
+        match self {
+            Part::Lane(priority) => Location::Lane(priority, record),
+            Part::Schedule => Location::Scheduled(record),
+        }
+    }
+}
+
+/// The records of one id: nearly always one (kept inline, no allocation);
+/// two while a job moves, or after a move a crash cut.
+#[derive(Debug, Clone)]
+enum Records {
+    One(Location),
+    Many(Vec<Location>),
+}
+
+impl Records {
+    fn as_slice(&self) -> &[Location] {
+        match self {
+            Records::One(at) => std::slice::from_ref(at),
+            Records::Many(all) => all,
+        }
+    }
+
+    /// Adds `location` if it is not there yet; whether it was added.
+    fn add(&mut self, location: Location) -> bool {
+        if self.as_slice().contains(&location) {
+            return false;
+        }
+        *self = match std::mem::replace(self, Records::Many(Vec::new())) {
+            Records::One(at) => Records::Many(vec![at, location]),
+            Records::Many(mut all) => {
+                all.push(location);
+                Records::Many(all)
+            }
+        };
+        true
+    }
+
+    /// Keeps the records `keep` says; false if none is left.
+    fn retain(&mut self, mut keep: impl FnMut(Location) -> bool) -> bool {
+        match self {
+            Records::One(at) => keep(*at),
+            Records::Many(all) => {
+                all.retain(|&at| keep(at));
+                if let [one] = all.as_slice() {
+                    *self = Records::One(*one);
+                }
+                !self.as_slice().is_empty()
+            }
+        }
+    }
+}
+
+/// Ids are callers' strings, perhaps an attacker's: a seeded hasher, but
+/// a fast one (SipHash was 7 % of an enqueue with an id).
+type IdMap<V> = HashMap<Box<str>, V, foldhash::fast::RandomState>;
+
+#[derive(Debug, Default)]
+struct Index {
+    by_id: IdMap<Records>,
+    /// Records from this id on in each part are not read yet.
+    seen_to: HashMap<Part, u64>,
+    /// Whether the waiting records were read once.
+    built: bool,
+    /// The write count of `.lock` when the index was last made current
+    /// (shared mode).
+    seen_count: u64,
+    /// Records noted since the last sweep of settled ones.
+    added_since_sweep: usize,
+    /// Ids held just after the last sweep.
+    held_after_sweep: usize,
 }
 
 #[derive(Debug)]
 pub struct Ids {
-    dir: QueueDir,
-    /// Safe durability: pointers and the directory are fsynced.
-    sync: bool,
-    /// This process's half of the ids' lock.
-    mutex: parking_lot::Mutex<()>,
-    /// Pointers replaced without an fsync (Turbo, Periodic), for `sync`.
-    unsynced: parking_lot::Mutex<Vec<PathBuf>>,
+    lock_path: PathBuf,
+    /// Shared mode: other processes write records too.
+    shared: bool,
+    index: Mutex<Index>,
 }
 
-/// The ids' lock, held: this process's mutex, then an exclusive `flock`
-/// on `.lock` between processes (threads of one process would share it).
-/// Every change of an id file goes through it.
+/// The ids' lock, held, with the index. Made current with
+/// [`refresh`](Self::refresh) before a decision.
 pub struct IdsLock<'a> {
-    ids: &'a Ids,
-    _guard: parking_lot::MutexGuard<'a, ()>,
-    _file: fs::File,
+    index: MutexGuard<'a, Index>,
+    /// `.lock`, `flock`ed (shared mode).
+    file: Option<File>,
+    lock_path: &'a Path,
+    /// Whether this hold bumped the write count already.
+    bumped: bool,
 }
 
 impl Ids {
-    pub fn new(path: PathBuf, sync: bool) -> Self {
+    /// The ids of the jobs queue whose `jobs/ids/` directory is `dir`.
+    pub fn new(dir: PathBuf, shared: bool) -> Self {
         Ids {
-            dir: QueueDir::new(path),
-            sync,
-            mutex: parking_lot::Mutex::new(()),
-            unsynced: parking_lot::Mutex::new(Vec::new()),
+            lock_path: dir.join(".lock"),
+            shared,
+            index: Mutex::new(Index::default()),
         }
     }
 
-    fn path_of(&self, id: &str) -> PathBuf {
-        let mut name = String::with_capacity(id.len() * 2);
-        for byte in id.bytes() {
-            name.push_str(&format!("{byte:02x}"));
-        }
-        self.dir.path().join(name)
-    }
-
-    /// Takes the ids' lock: hold it from before a record with a caller id
-    /// is written until its pointer is.
+    /// Takes the ids' lock: hold it from a decision about an id until the
+    /// record written on it is placed and noted.
     pub fn lock(&self) -> Result<IdsLock<'_>> {
-        let guard = self.mutex.lock();
-        let file = lock_exclusive(&self.dir.path().join(".lock"))?;
+        let index = self.index.lock();
+        let file = match self.shared {
+            true => Some(lock_exclusive(&self.lock_path)?),
+            false => None,
+        };
         Ok(IdsLock {
-            ids: self,
-            _guard: guard,
-            _file: file,
+            index,
+            file,
+            lock_path: &self.lock_path,
+            bumped: false,
         })
     }
 
-    /// Makes the pointers written since the last call durable, files and
-    /// directory (Safe mode writes each durably already).
-    pub fn sync(&self) -> Result<()> {
-        let unsynced = std::mem::take(&mut *self.unsynced.lock());
-        if unsynced.is_empty() {
-            return Ok(());
-        }
-        for path in &unsynced {
-            let synced = crate::faults::check(crate::faults::FaultOp::Sync, path)
-                .and_then(|()| fs::File::open(path))
-                .and_then(|file| file.sync_data());
-            match synced {
-                Ok(()) => crate::faults::synced(path, crate::faults::Durable::File),
-                // Removed since (its job ended): nothing to keep.
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => {
-                    self.unsynced.lock().extend(unsynced.iter().cloned());
-                    return Err(Error::io(path, e));
-                }
+    /// Forgets record `location` of `id`, settled for good (acked, dead,
+    /// cancelled) by this handle. This handle's memory only: other
+    /// handles find it settled when they look.
+    pub fn forget(&self, id: &str, location: Location) {
+        let mut index = self.index.lock();
+        if let Some(records) = index.by_id.get_mut(id) {
+            if !records.retain(|at| at != location) {
+                index.by_id.remove(id);
             }
         }
-        self.dir.sync()
-    }
-
-    /// Where `id` points, if its file names a record (a read without the
-    /// lock: the record may have been settled since).
-    pub fn find(&self, id: &str) -> Result<Option<Location>> {
-        Ok(match self.read(&self.path_of(id))? {
-            Some(Entry::At(location)) => Some(location),
-            _ => None,
-        })
-    }
-
-    fn read(&self, path: &Path) -> Result<Option<Entry>> {
-        match fs::read_to_string(path) {
-            // A torn or empty file is a claim whose writer died.
-            Ok(text) => Ok(Some(parse(&text).unwrap_or(Entry::Claim(0, 0)))),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::io(path, e)),
-        }
-    }
-
-    /// Replaces `path` whole with `entry` (temporary file and rename; the
-    /// temporary name is shared, which the lock makes safe): durably in
-    /// Safe mode if `durable`, else left for the next `sync`.
-    fn replace(&self, path: PathBuf, entry: Entry, durable: bool) -> Result<()> {
-        let bytes = render(entry);
-        if self.sync && durable {
-            return self.dir.write_durably(&path, bytes.as_bytes());
-        }
-        let temp = path.with_extension("tmp");
-        let write = || -> std::io::Result<()> {
-            crate::faults::check(crate::faults::FaultOp::Write, &temp)?;
-            fs::write(&temp, bytes.as_bytes())?;
-            fs::rename(&temp, &path)?;
-            crate::faults::renamed(&temp, &path);
-            Ok(())
-        };
-        write().map_err(|e| Error::io(&path, e))?;
-        if durable {
-            self.unsynced.lock().push(path);
-        }
-        Ok(())
     }
 }
 
 impl IdsLock<'_> {
-    /// What `id` names now; `live` says whether a record is unsettled.
-    pub fn holder(&self, id: &str, live: impl Fn(Location) -> Result<bool>) -> Result<Holder> {
-        Ok(match self.ids.read(&self.ids.path_of(id))? {
-            None => Holder::Free,
-            Some(Entry::At(location)) if live(location)? => Holder::Live(location),
-            Some(Entry::At(_)) => Holder::Free,
-            // Claims are written and resolved within one hold of the lock:
-            // one seen here was never resolved.
-            Some(Entry::Claim(..)) => Holder::Interrupted,
-        })
+    /// The write count in `.lock`: bumped before every write of a record
+    /// with a caller id (shared mode).
+    fn count(&self) -> Result<u64> {
+        let Some(file) = &self.file else {
+            return Ok(0);
+        };
+        let mut bytes = [0u8; 8];
+        match file.read_at(&mut bytes, 0) {
+            Ok(8) => Ok(u64::from_le_bytes(bytes)),
+            // Made empty by the first lock: nothing written yet.
+            Ok(_) => Ok(0),
+            Err(e) => Err(Error::io(self.lock_path, e)),
+        }
     }
 
-    /// Marks `id` as being enqueued by this process, before its record is
-    /// written: if the process dies before [`point`](Self::point), the
-    /// next enqueue of the id looks for the record. (Not fsynced: it lives
-    /// for one call, and is replaced by the pointer, durable in Safe mode.)
-    pub fn claim(&self, id: &str) -> Result<()> {
-        let me = Entry::Claim(std::process::id(), process_start(std::process::id()));
-        self.ids.replace(self.ids.path_of(id), me, false)
+    /// Makes the index hold every unsettled record with a caller id in
+    /// `parts()` (every lane and the schedule): the first time by reading
+    /// them all, then by reading what other processes added since.
+    pub fn refresh(
+        &mut self,
+        parts: impl FnOnce() -> Result<Vec<(Part, Arc<RawQueue>)>>,
+    ) -> Result<()> {
+        let count = self.count()?;
+        if self.index.built && count == self.index.seen_count {
+            return Ok(());
+        }
+        for (part, queue) in &parts()? {
+            let from = self.index.seen_to.get(part).copied().unwrap_or(0);
+            let end = read_from(queue, from, |record, id| {
+                self.index.note(id, part.at(record));
+            })?;
+            self.index.seen_to.insert(*part, end);
+        }
+        self.index.built = true;
+        self.index.seen_count = count;
+        Ok(())
     }
 
-    /// Gives up a claim (the enqueue failed and wrote nothing).
-    pub fn unclaim(&self, id: &str) {
-        let _ = fs::remove_file(self.ids.path_of(id));
+    /// Says a record with a caller id is about to be written: the write
+    /// count goes up first, so a write that fails afterwards only makes
+    /// others read for nothing, and none is ever missed.
+    pub fn will_write(&mut self) -> Result<()> {
+        if self.bumped {
+            return Ok(());
+        }
+        if let Some(file) = &self.file {
+            let count = self.count()?;
+            crate::faults::check(crate::faults::FaultOp::Write, self.lock_path)
+                .and_then(|()| file.write_all_at(&(count + 1).to_le_bytes(), 0))
+                .map_err(|e| Error::io(self.lock_path, e))?;
+            // Up to date but for this hold's own writes, which it notes.
+            if self.index.seen_count == count {
+                self.index.seen_count = count + 1;
+            }
+        }
+        self.bumped = true;
+        Ok(())
     }
 
-    /// Points `id` at `location`, where its record was just written:
-    /// replaced whole, durably in Safe mode.
-    pub fn point(&self, id: &str, location: Location) -> Result<()> {
-        self.ids
-            .replace(self.ids.path_of(id), Entry::At(location), true)
+    /// Notes the record just written at `location` for `id`.
+    pub fn add(&mut self, id: &str, location: Location) {
+        self.index.note(id, location);
     }
 
-    /// Removes `id`'s file if it still points at `location` (a job that
-    /// ran, died or was cancelled). Best effort: a file left behind names
-    /// a settled record, which stands for nothing.
-    pub fn forget(&self, id: &str, location: Location) {
-        let path = self.ids.path_of(id);
-        if let Ok(Some(Entry::At(at))) = self.ids.read(&path) {
-            if at == location {
-                let _ = fs::remove_file(&path);
+    /// Takes record `location` of `id` out again (its write is undone).
+    pub fn remove(&mut self, id: &str, location: Location) {
+        if let Some(records) = self.index.by_id.get_mut(id) {
+            if !records.retain(|at| at != location) {
+                self.index.by_id.remove(id);
             }
         }
     }
-}
 
-fn render(entry: Entry) -> String {
-    match entry {
-        Entry::Claim(pid, started) => format!("claim {pid} {started}\n"),
-        Entry::At(Location::Lane(priority, record)) => format!("lane {priority} {record}\n"),
-        Entry::At(Location::Scheduled(record)) => format!("scheduled {record}\n"),
-    }
-}
-
-/// Reads an entry; a torn or empty file (a crash while claiming) reads as
-/// `None`, which the caller takes for a dead claim.
-fn parse(text: &str) -> Option<Entry> {
-    let words: Vec<&str> = text.split_whitespace().collect();
-    match words.as_slice() {
-        ["claim", pid, started] => Some(Entry::Claim(pid.parse().ok()?, started.parse().ok()?)),
-        ["lane", priority, record] => Some(Entry::At(Location::Lane(
-            priority.parse().ok()?,
-            record.parse().ok()?,
-        ))),
-        ["scheduled", record] => Some(Entry::At(Location::Scheduled(record.parse().ok()?))),
-        _ => None,
-    }
-}
-
-/// When process `pid` started (clock ticks after boot, from
-/// `/proc/PID/stat`), or 0 if there is no such process: a pid reused by
-/// another process has another start time.
-fn process_start(pid: u32) -> u64 {
-    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0;
-    };
-    // The command name may hold spaces: fields are counted after its ')'.
-    stat.rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
-        .and_then(|field| field.parse().ok())
-        .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn entries_read_back_and_this_process_has_a_start_time() {
-        for entry in [
-            Entry::Claim(12, 34),
-            Entry::At(Location::Lane(-3, 9)),
-            Entry::At(Location::Scheduled(u64::MAX)),
-        ] {
-            assert_eq!(parse(&render(entry)), Some(entry));
+    /// A live record of `id` other than `except`, if there is one; `live`
+    /// says whether a record is unsettled (the ones that are not are
+    /// dropped from the index on the way).
+    pub fn live_record(
+        &mut self,
+        id: &str,
+        except: Option<Location>,
+        live: impl Fn(Location) -> Result<bool>,
+    ) -> Result<Option<Location>> {
+        let Some(records) = self.index.by_id.get_mut(id) else {
+            return Ok(None);
+        };
+        let mut found = None;
+        let mut failed = None;
+        let any_left = records.retain(|at| match live(at) {
+            Ok(true) => {
+                if found.is_none() && Some(at) != except {
+                    found = Some(at);
+                }
+                true
+            }
+            Ok(false) => false,
+            Err(e) => {
+                failed.get_or_insert(e);
+                true
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
         }
-        assert_eq!(parse("lane 1"), None);
-        assert_ne!(process_start(std::process::id()), 0);
-        assert_eq!(process_start(u32::MAX), 0);
+        if !any_left {
+            self.index.by_id.remove(id);
+        }
+        Ok(found)
     }
+
+    /// Drops the settled records of every id once as many records were
+    /// noted as the index held after its last sweep (so a sweep costs O(1)
+    /// per record noted, and settled ids take at most half the index).
+    pub fn sweep_if_due(&mut self, live: impl Fn(Location) -> Result<bool>) -> Result<()> {
+        if self.index.added_since_sweep < self.index.held_after_sweep.max(1024) {
+            return Ok(());
+        }
+        let mut failed = None;
+        self.index.by_id.retain(|_, records| {
+            records.retain(|at| match live(at) {
+                Ok(live) => live,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    true
+                }
+            })
+        });
+        self.index.added_since_sweep = 0;
+        self.index.held_after_sweep = self.index.by_id.len();
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+impl Index {
+    fn note(&mut self, id: &str, location: Location) {
+        let added = match self.by_id.get_mut(id) {
+            Some(records) => records.add(location),
+            None => {
+                self.by_id.insert(id.into(), Records::One(location));
+                true
+            }
+        };
+        self.added_since_sweep += usize::from(added);
+    }
+}
+
+/// Calls `found(record, id)` for every unsettled record with a caller id
+/// in `queue` from record `from` on; returns the end it read to.
+fn read_from(queue: &RawQueue, from: u64, mut found: impl FnMut(u64, &str)) -> Result<u64> {
+    let end = queue.end_id()?;
+    let mut at = from;
+    while at < end {
+        let chunk = queue.pending_chunk(at)?;
+        let Some(last) = chunk.last() else {
+            break;
+        };
+        at = last.id + 1;
+        for record in &chunk {
+            if let Some(id) = Envelope::caller_id_of(&record.payload) {
+                found(record.id, id);
+            }
+        }
+    }
+    Ok(end.max(at))
 }

@@ -75,6 +75,13 @@ impl Lanes {
         Ok(self.known())
     }
 
+    /// The lanes, after listing the lanes directory whatever its mtime
+    /// says (a lane made in the clock tick of the last listing included).
+    pub fn listed(&self) -> Result<Vec<(i32, Arc<RawQueue>)>> {
+        self.refresh(true)?;
+        Ok(self.known())
+    }
+
     /// The lanes this handle has open, without looking for new ones.
     pub fn known(&self) -> Vec<(i32, Arc<RawQueue>)> {
         let state = self.state.read();

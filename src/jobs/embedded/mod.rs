@@ -21,7 +21,7 @@ pub use lanes::MAX_LANES;
 pub(crate) use stats_file::read_days;
 
 use self::envelope::{Envelope, JobRecords};
-use self::ids::{Holder, Ids, IdsLock, Location};
+use self::ids::{Ids, IdsLock, Location, Part};
 use self::lanes::{make_part, plain_refusal, Lanes};
 use self::schedule::Schedule;
 use self::signal::Signal;
@@ -244,7 +244,7 @@ impl EmbeddedJobs {
     }
 
     /// Makes everything written so far durable, in every part of the
-    /// queue and the caller ids' files (as [`DQue::sync`](crate::DQue::sync)
+    /// queue (as [`DQue::sync`](crate::DQue::sync)
     /// does for one queue).
     ///
     /// # Errors
@@ -254,12 +254,11 @@ impl EmbeddedJobs {
         for (_, lane) in self.lanes.known() {
             lane.sync()?;
         }
-        if let Some(schedule) = &self.schedule {
-            schedule.queue.sync()?;
+        // Caller ids live in their jobs' records: nothing else to sync.
+        match &self.schedule {
+            Some(schedule) => schedule.queue.sync(),
+            None => Ok(()),
         }
-        // The caller ids' pointers too: after a power loss a retried
-        // enqueue must still find its id.
-        self.ids.as_ref().map_or(Ok(()), Ids::sync)
     }
 
     /// Whether this is a plain FIFO queue of bodies (no priorities,
@@ -312,10 +311,9 @@ impl EmbeddedJobs {
                 make_part(&jobs.join("scheduled"), &parts)?,
                 options.queue.shared,
             );
-            let sync = options.queue.durability == crate::Durability::Safe;
             (
                 Some(schedule),
-                Some(Ids::new(ids_dir, sync)),
+                Some(Ids::new(ids_dir, options.queue.shared)),
                 Some(Mutex::new(StatsBook::new(stats_dir))),
                 Some(lanes_dir),
             )
@@ -392,14 +390,14 @@ impl EmbeddedJobs {
                     Err(e) => lessor.fail(record, attempt, &format!("not a job envelope: {e}"))?,
                 }
             }
-            // Jobs with caller ids are placed and pointed at under the
-            // ids' lock, held until they are durable (see `ids`).
+            // Jobs with caller ids are placed and noted under the ids'
+            // lock, held until they are durable (see `ids`).
             let with_ids = lanes
                 .values()
                 .flatten()
                 .any(|due| due.envelope.job.caller_id);
             let mut failed = None;
-            let locked = match self.ids_lock_if(with_ids) {
+            let mut locked = match self.ids_lock_if(with_ids) {
                 Ok(locked) => locked,
                 Err(e) => {
                     for due in lanes.into_values().flatten() {
@@ -410,7 +408,7 @@ impl EmbeddedJobs {
                 }
             };
             let mut placed = Vec::new();
-            if let Some(locked) = &locked {
+            if let Some(locked) = &mut locked {
                 for group in lanes.values_mut() {
                     let mut kept = Vec::with_capacity(group.len());
                     for due in group.drain(..) {
@@ -438,11 +436,6 @@ impl EmbeddedJobs {
                 if failed.is_some() {
                     // Left where they are, looked at again later.
                     for due in group {
-                        self.point(
-                            locked.as_ref(),
-                            &due.envelope.job,
-                            Location::Scheduled(due.record),
-                        );
                         let _ = lessor.release(due.record, due.attempt);
                         schedule.note(due.envelope.due_ms, due.record);
                     }
@@ -458,17 +451,12 @@ impl EmbeddedJobs {
                         written_lanes.push(priority);
                         for (offset, due) in group.into_iter().enumerate() {
                             let location = Location::Lane(priority, first + offset as u64);
-                            self.point(locked.as_ref(), &due.envelope.job, location);
+                            self.note(locked.as_mut(), &due.envelope.job, location);
                             placed.push((due.record, due.attempt));
                         }
                     }
                     Err(e) => {
                         for due in group {
-                            self.point(
-                                locked.as_ref(),
-                                &due.envelope.job,
-                                Location::Scheduled(due.record),
-                            );
                             let _ = lessor.release(due.record, due.attempt);
                             schedule.note(due.envelope.due_ms, due.record);
                         }
@@ -516,78 +504,89 @@ impl EmbeddedJobs {
     }
 
     /// The ids' lock if `needed` (a job with a caller id is written) and
-    /// this queue keeps ids.
+    /// this queue keeps ids, with its index made current.
     fn ids_lock_if(&self, needed: bool) -> Result<Option<IdsLock<'_>>> {
         match (&self.ids, needed) {
-            (Some(ids), true) => ids.lock().map(Some),
+            (Some(ids), true) => {
+                let mut locked = ids.lock()?;
+                locked.refresh(|| self.parts())?;
+                Ok(Some(locked))
+            }
             _ => Ok(None),
         }
     }
 
-    /// Points a caller-chosen id at its job's new place, under the lock
-    /// taken before the place was written (best effort: a pointer that
-    /// fails to move leaves the old one, which stands for nothing once
-    /// that record is settled).
-    fn point(&self, locked: Option<&IdsLock<'_>>, job: &Job, location: Location) {
+    /// Every queue that holds job records: the lanes (listed again, even
+    /// if the lanes directory's mtime has not moved), then the schedule.
+    fn parts(&self) -> Result<Vec<(Part, Arc<RawQueue>)>> {
+        let mut parts: Vec<(Part, Arc<RawQueue>)> = self
+            .lanes
+            .listed()?
+            .into_iter()
+            .map(|(priority, lane)| (Part::Lane(priority), lane))
+            .collect();
+        if let Some(schedule) = &self.schedule {
+            parts.push((Part::Schedule, Arc::clone(&schedule.queue)));
+        }
+        Ok(parts)
+    }
+
+    /// Notes the record of a job with a caller id just written at
+    /// `location`, under the lock taken before it was written.
+    fn note(&self, locked: Option<&mut IdsLock<'_>>, job: &Job, location: Location) {
         if let (true, Some(locked)) = (job.caller_id, locked) {
-            let _ = locked.point(&job.id, location);
+            locked.add(&job.id, location);
         }
     }
 
-    /// Removes a caller-chosen id's pointer to `location`, whose record
-    /// was just settled for good (best effort, as `IdsLock::forget`).
+    /// Takes a record noted by [`note`](Self::note) out again: its write
+    /// was undone.
+    fn unnote(&self, locked: Option<&mut IdsLock<'_>>, job: &Job, location: Location) {
+        if let (true, Some(locked)) = (job.caller_id, locked) {
+            locked.remove(&job.id, location);
+        }
+    }
+
+    /// Forgets the record of a job with a caller id at `location`, just
+    /// settled for good by this handle.
     fn forget(&self, job: &Job, location: Location) {
-        if let Ok(Some(locked)) = self.ids_lock_if(job.caller_id) {
-            locked.forget(&job.id, location);
+        if let (true, Some(ids)) = (job.caller_id, &self.ids) {
+            ids.forget(&job.id, location);
         }
     }
 
     /// Under the ids' lock (taken if the job has a caller id), before the
     /// job whose record is at `source` is written elsewhere: true if a
-    /// live copy elsewhere makes `source` a leftover, only to be ended;
-    /// else the id is claimed for the move, so that a process killed before
-    /// the new pointer leaves a trace the next writer follows.
+    /// live record of it elsewhere makes `source` a leftover of a move a
+    /// crash cut (after the copy was written, before `source` was ended),
+    /// only to be ended; else the write is announced to other processes.
     fn prepare_move(
         &self,
-        locked: Option<&IdsLock<'_>>,
+        locked: Option<&mut IdsLock<'_>>,
         job: &Job,
         source: Location,
     ) -> Result<bool> {
         let (Some(locked), true) = (locked, job.caller_id) else {
             return Ok(false);
         };
-        if self.live_copy(locked, &job.id, Some(source))?.is_some() {
+        if self.live_record(locked, &job.id, Some(source))?.is_some() {
             return Ok(true);
         }
-        locked.claim(&job.id)?;
+        locked.will_write()?;
         Ok(false)
     }
 
-    /// Under the ids' lock, before a record of the job with caller id
-    /// `id` is written (`source`: where the job is now, if it is moved):
-    /// the job's live record elsewhere, if it has one. For an enqueue that
-    /// means the id is taken; for a move, that the job was moved already
-    /// by a process that died before ending `source`, which is then a
-    /// leftover to end (a pointer always names the newest copy). A claim
-    /// left by a write that never finished is resolved first: its record,
-    /// if it was written, is looked for and pointed at.
-    fn live_copy(
+    /// Under the ids' lock, made current: a live record of the job with
+    /// caller id `id` other than `except` (where the job is now, if it is
+    /// moved). For an enqueue, one means the id is taken; for a move, that
+    /// `except` is a leftover.
+    fn live_record(
         &self,
-        locked: &IdsLock<'_>,
+        locked: &mut IdsLock<'_>,
         id: &str,
-        source: Option<Location>,
+        except: Option<Location>,
     ) -> Result<Option<Location>> {
-        Ok(match locked.holder(id, |at| self.is_live(at))? {
-            Holder::Free => None,
-            Holder::Live(location) => (Some(location) != source).then_some(location),
-            Holder::Interrupted => {
-                let found = self.scan_for(id, source)?;
-                if let Some(location) = found {
-                    locked.point(id, location)?;
-                }
-                found
-            }
-        })
+        locked.live_record(id, except, |at| self.is_live(at))
     }
 
     /// The unsettled record of the job with `id` other than `except`,
@@ -755,19 +754,18 @@ impl EmbeddedJobs {
                 false => Err(no_such_job(id)),
             };
         }
-        if let Some(location) = self
-            .ids
-            .as_ref()
-            .map(|ids| ids.find(id))
-            .transpose()?
-            .flatten()
-        {
-            if self.is_live(location)? {
+        if let Some(mut locked) = self.ids_lock_if(true)? {
+            if let Some(location) = self.live_record(&mut locked, id, None)? {
                 return Ok(location);
             }
         }
-        // A made-up id has no file: look through the jobs.
-        self.scan_for(id, None)?.ok_or_else(|| no_such_job(id))
+        // Not a caller id: a made-up id (32 hex digits) is in no index, so
+        // the jobs are looked through.
+        let made_up = id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit());
+        match made_up {
+            true => self.scan_for(id, None)?.ok_or_else(|| no_such_job(id)),
+            false => Err(no_such_job(id)),
+        }
     }
 
     /// The queue holding `location`.
@@ -835,7 +833,7 @@ impl EmbeddedJobs {
     /// old record; on failure it stays where it was.
     fn move_taken(&self, taken: Taken, envelope: &Envelope) -> Result<()> {
         let lessor = taken.queue.lessor();
-        let locked = match self.ids_lock_if(envelope.job.caller_id) {
+        let mut locked = match self.ids_lock_if(envelope.job.caller_id) {
             Ok(locked) => locked,
             Err(e) => {
                 let _ = lessor.release(taken.record, taken.attempt);
@@ -843,17 +841,18 @@ impl EmbeddedJobs {
             }
         };
         let placed = self
-            .prepare_move(locked.as_ref(), &envelope.job, taken.source)
+            .prepare_move(locked.as_mut(), &envelope.job, taken.source)
             .and_then(|leftover| {
                 if !leftover {
                     let location = self.place(envelope)?;
+                    // Noted at once: a copy written is a record of the job
+                    // even if what follows fails.
+                    self.note(locked.as_mut(), &envelope.job, location);
                     self.durable_before_moving_on(location)?;
-                    self.point(locked.as_ref(), &envelope.job, location);
                 }
                 Ok(())
             });
         if let Err(e) = placed {
-            self.point(locked.as_ref(), &envelope.job, taken.source);
             let _ = lessor.release(taken.record, taken.attempt);
             return Err(e);
         }
@@ -938,27 +937,18 @@ impl EmbeddedJobs {
         }
         let envelope = Self::envelope_of(job, now);
         let id = envelope.job.id.clone();
-        let Some(locked) = self.ids_lock_if(envelope.job.caller_id)? else {
+        let Some(mut locked) = self.ids_lock_if(envelope.job.caller_id)? else {
             self.place(&envelope)?;
             return Ok(Enqueued::Added(id));
         };
-        if self.live_copy(&locked, &id, None)?.is_some() {
+        if self.live_record(&mut locked, &id, None)?.is_some() {
             return Ok(Enqueued::AlreadyQueued(id));
         }
-        // A kill from here to the pointer leaves the claim, which makes
-        // the next enqueue of the id look for this record.
-        locked.claim(&id)?;
-        match self.place(&envelope) {
-            Ok(location) => {
-                // A pointer that fails leaves the claim: the same search.
-                let _ = locked.point(&id, location);
-                Ok(Enqueued::Added(id))
-            }
-            Err(e) => {
-                locked.unclaim(&id);
-                Err(e)
-            }
-        }
+        locked.will_write()?;
+        let location = self.place(&envelope)?;
+        locked.add(&id, location);
+        locked.sweep_if_due(|at| self.is_live(at))?;
+        Ok(Enqueued::Added(id))
     }
 
     /// Enqueues checked jobs without caller ids, each group of one lane
@@ -1101,35 +1091,30 @@ impl JobQueue for EmbeddedJobs {
             due_ms: unix_ms(at).max(1),
             job: lease.job,
         };
-        // A caller id's pointer moves under the ids' lock, held until the
-        // old record is ended: no one moves the copy before it is pointed at.
-        let locked = self.ids_lock_if(envelope.job.caller_id)?;
+        // A job with a caller id moves under the ids' lock, held until the
+        // old record is ended: no one decides about the id in between.
+        let mut locked = self.ids_lock_if(envelope.job.caller_id)?;
         let source = Location::Lane(priority, record);
-        if self.prepare_move(locked.as_ref(), &envelope.job, source)? {
+        if self.prepare_move(locked.as_mut(), &envelope.job, source)? {
             // A leftover of a move cut by a crash: the job waits
             // elsewhere already, this copy only ends.
             lessor.ack(record, attempt)?;
             return Ok(Nacked::Retrying { at });
         }
-        let location = match self.place(&envelope) {
-            Ok(location) => location,
-            Err(e) => {
-                self.point(locked.as_ref(), &envelope.job, source);
-                return Err(e);
-            }
-        };
-        let moved = self.durable_before_moving_on(location).and_then(|()| {
-            self.point(locked.as_ref(), &envelope.job, location);
-            lessor.ack(record, attempt)
-        });
+        let location = self.place(&envelope)?;
+        self.note(locked.as_mut(), &envelope.job, location);
+        let moved = self
+            .durable_before_moving_on(location)
+            .and_then(|()| lessor.ack(record, attempt));
         if let Err(e) = moved {
             // The job stays where it was, leased: its copy in the schedule
             // goes (no one leases a record there before it is due), so the
             // error means what it says: no effect.
             if let Some(queue) = self.part(location)? {
-                let _ = queue.cancel(location.record());
+                if queue.cancel(location.record()).is_ok() {
+                    self.unnote(locked.as_mut(), &envelope.job, location);
+                }
             }
-            self.point(locked.as_ref(), &envelope.job, source);
             return Err(e);
         }
         drop(locked);
@@ -1193,9 +1178,7 @@ impl JobQueue for EmbeddedJobs {
             Err(e) => return Err(e),
         }
         if let Some(ids) = &self.ids {
-            if let Ok(locked) = ids.lock() {
-                locked.forget(id, location);
-            }
+            ids.forget(id, location);
         }
         Ok(())
     }
@@ -1308,17 +1291,17 @@ impl JobQueue for EmbeddedJobs {
                 if envelope.job.id != id {
                     continue;
                 }
-                let locked = self.ids_lock_if(envelope.job.caller_id)?;
-                if let Some(locked) = &locked {
-                    if self.live_copy(locked, id, None)?.is_some() {
+                let mut locked = self.ids_lock_if(envelope.job.caller_id)?;
+                if let Some(locked) = &mut locked {
+                    if self.live_record(locked, id, None)?.is_some() {
                         return Err(Error::InvalidJob {
                             reason: format!("a job with id {id:?} is queued again already"),
                         });
                     }
-                    locked.claim(id)?;
+                    locked.will_write()?;
                 }
                 let plain = self.is_plain();
-                let requeued = lane.requeue_dead_with(letter.id, |bytes| {
+                let record = lane.requeue_dead_with(letter.id, |bytes| {
                     if plain {
                         return bytes;
                     }
@@ -1327,20 +1310,12 @@ impl JobQueue for EmbeddedJobs {
                         envelope.attempts_before = 0;
                         envelope.encode()
                     })
-                });
-                match (requeued, &locked) {
-                    // A pointer that fails leaves the claim, as in an enqueue.
-                    (Ok(record), Some(locked)) => {
-                        let _ = locked.point(id, Location::Lane(priority, record));
-                    }
-                    (Ok(_), None) => {}
-                    (Err(e), locked) => {
-                        if let Some(locked) = locked {
-                            locked.unclaim(id);
-                        }
-                        return Err(e);
-                    }
-                }
+                })?;
+                self.note(
+                    locked.as_mut(),
+                    &envelope.job,
+                    Location::Lane(priority, record),
+                );
                 drop(locked);
                 self.signal.notify();
                 return Ok(());
