@@ -238,3 +238,32 @@ fn a_producer_blocked_by_max_items_wakes_when_another_handle_takes_one() {
     assert_eq!(a.clear().unwrap(), 2);
     assert_eq!(a.len(), 0);
 }
+
+// Found by tests/job_ids.rs (many processes moving jobs): a handle that
+// had not looked since a segment was made, filled, partly consumed by
+// another handle and left behind the tail took the consumed records off
+// a count that never held them ("attempt to subtract with overflow" while
+// catching up), and the panic left the queue's shared mutex held, so the
+// handle's own drop, and every other process, waited for ever.
+#[test]
+fn a_handle_catching_up_over_a_segment_consumed_meanwhile_counts_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let a: DQue<u32> = shared().segment_items(4).open_or_create(&path).unwrap();
+    let b: DQue<u32> = shared().open(&path).unwrap();
+    assert_eq!(b.len(), 0, "b looks once, at an empty queue");
+    a.enqueue_batch(0..12).unwrap();
+    // 0 stays leased, so its segment stays; 4 and 5 are consumed from the
+    // next one, which b never saw.
+    let held = a.lease().unwrap().expect("0");
+    for expected in 1..6 {
+        assert_eq!(a.dequeue().unwrap(), Some(expected));
+    }
+    assert_eq!(b.len(), 7);
+    assert_eq!(b.dequeue().unwrap(), Some(6));
+    assert_eq!((a.len(), b.len()), (6, 6));
+    held.ack().unwrap();
+    assert_eq!((a.len(), b.len()), (5, 5));
+    a.close().unwrap();
+    b.close().unwrap();
+}

@@ -501,8 +501,15 @@ impl Engine {
             } else {
                 Segment::open(&self.dir, number, sealed, self.cut_damaged_tail, report)?
             };
-            // Counted as items at open, when only its header was read.
-            self.len -= (middle.record_count() - middle.unsettled_count()) as u64;
+            // Counted as items at open, when only its header was read. (In
+            // shared mode the count may be older than the markers others
+            // wrote since; catching up counts it again from the segments.)
+            let settled = (middle.record_count() - middle.unsettled_count()) as u64;
+            debug_assert!(
+                self.link.is_some() || self.len >= settled,
+                "items miscounted"
+            );
+            self.len = self.len.saturating_sub(settled);
             middle
         };
         self.front.push_back(next);

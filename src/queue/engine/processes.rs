@@ -82,11 +82,22 @@ impl Engine {
         // A dead holder is recorded in `mending` by the lock itself.
         self.link.as_ref().expect("shared").lock()?;
         self.held = true;
-        let result = self.settle_in(writes);
-        if result.is_err() {
-            self.unlock_unpublished();
+        // A panic while catching up must not leave the mutex held: every
+        // later call of every process (this one's drop included) would
+        // wait for it for ever.
+        let settled =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.settle_in(writes)));
+        match settled {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                self.unlock_unpublished();
+                Err(e)
+            }
+            Err(panic) => {
+                self.unlock_unpublished();
+                std::panic::resume_unwind(panic)
+            }
         }
-        result
     }
 
     fn settle_in(&mut self, writes: bool) -> Result<()> {
