@@ -12,6 +12,11 @@
 //! Both hand-written loops prepare their statements once per connection,
 //! as PgJobs does.
 //!
+//! The cases on one connection run in alternating turns (plain, PgJobs,
+//! …), so that a busy disk or CPU slows them alike; beside each ratio of
+//! totals is the median of the per-turn ratios, which one slow turn does
+//! not move.
+//!
 //! ```sh
 //! cargo bench --features postgres --bench postgres
 //! DQUE_BENCH_JOBS=2000 cargo bench --features postgres --bench postgres  # quick
@@ -36,14 +41,57 @@ use common::env_usize;
 
 const BODY: usize = 100;
 
-/// Turns of the 1-worker lease + ack cases.
+/// Turns of the 1-connection cases.
 const ROUNDS: usize = 50;
+
+/// Batches of 100 in a turn of the batch case.
+const BATCH_TURN: usize = 4;
 
 /// How long `f` took.
 fn timed(f: impl FnOnce()) -> Duration {
     let start = Instant::now();
     f();
     start.elapsed()
+}
+
+/// Times of cases run in alternating turns (so that a busy disk or CPU,
+/// on a machine shared with other work, slows them alike).
+struct Turns {
+    /// Per case, the time of each turn.
+    times: Vec<Vec<Duration>>,
+    per_turn: usize,
+}
+
+impl Turns {
+    /// Runs `rounds` rounds; in each, every case once, in order, `per_turn`
+    /// jobs a turn (`cases[i](per_turn)` does them).
+    fn run(rounds: usize, per_turn: usize, cases: &mut [&mut dyn FnMut(usize)]) -> Turns {
+        let mut times = vec![Vec::with_capacity(rounds); cases.len()];
+        for _ in 0..rounds {
+            for (case, times) in cases.iter_mut().zip(&mut times) {
+                times.push(timed(|| case(per_turn)));
+            }
+        }
+        Turns { times, per_turn }
+    }
+
+    /// Jobs per second of case `i`, over all its turns.
+    fn rate(&self, i: usize) -> f64 {
+        let total: Duration = self.times[i].iter().sum();
+        (self.per_turn * self.times[i].len()) as f64 / total.as_secs_f64()
+    }
+
+    /// The median over the rounds of case `b`'s time over case `a`'s in
+    /// the same round: what a spike in one turn does not move.
+    fn median_ratio(&self, a: usize, b: usize) -> f64 {
+        let mut ratios: Vec<f64> = self.times[a]
+            .iter()
+            .zip(&self.times[b])
+            .map(|(a, b)| b.as_secs_f64() / a.as_secs_f64())
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        ratios[ratios.len() / 2]
+    }
 }
 
 /// Jobs per second of `n` jobs done in `f`.
@@ -185,15 +233,22 @@ fn main() {
     let body = vec![7u8; BODY];
     let bodies: Vec<Vec<u8>> = (0..100).map(|_| body.clone()).collect();
 
-    // Enqueue, one at a time.
+    // Enqueue, one at a time, in turns.
     let mut plain = Plain::new(&url, "bench_plain");
-    let plain_enq = rate(n, || (0..n).for_each(|_| plain.enqueue(&body)));
     let jobs = PgOptions::new().connect(&url, "bench").unwrap();
-    let pg_enq = rate(n, || {
-        (0..n).for_each(|_| {
-            jobs.enqueue(NewJob::new(body.clone())).unwrap();
-        })
-    });
+    let enq = Turns::run(
+        ROUNDS,
+        n / ROUNDS,
+        &mut [
+            &mut |k| (0..k).for_each(|_| plain.enqueue(&body)),
+            &mut |k| {
+                (0..k).for_each(|_| {
+                    jobs.enqueue(NewJob::new(body.clone())).unwrap();
+                })
+            },
+        ],
+    );
+    let (plain_enq, pg_enq) = (enq.rate(0), enq.rate(1));
     let dir = tempfile::tempdir().unwrap();
     let embedded: EmbeddedJobs = JobOptions::new()
         .queue(Options::new())
@@ -211,45 +266,49 @@ fn main() {
     (0..n / 100).for_each(|_| one.enqueue_batch(&bodies));
     (0..n % 100).for_each(|_| one.enqueue(&body));
 
-    // Lease + ack, one worker (and the one-statement loop), in turns of
-    // n / ROUNDS jobs each, so that a busy disk slows all three alike.
-    let (mut plain_time, mut pg_time, mut one_time) = Default::default();
-    let turn = n / ROUNDS;
-    for _ in 0..ROUNDS {
-        plain_time += timed(|| (0..turn).for_each(|_| assert!(plain.lease_ack())));
-        pg_time += timed(|| {
-            (0..turn).for_each(|_| {
-                let lease = jobs.lease().unwrap().expect("a job");
-                jobs.ack(lease).unwrap();
-            })
-        });
-        one_time += timed(|| (0..turn).for_each(|_| assert!(one.take())));
-    }
-    let per_second = |time: Duration| (turn * ROUNDS) as f64 / time.as_secs_f64();
-    let (plain_lease, pg_lease, one_take) = (
-        per_second(plain_time),
-        per_second(pg_time),
-        per_second(one_time),
+    // Lease + ack, one worker (and the one-statement loop), in turns.
+    let lease = Turns::run(
+        ROUNDS,
+        n / ROUNDS,
+        &mut [
+            &mut |k| (0..k).for_each(|_| assert!(plain.lease_ack())),
+            &mut |k| {
+                (0..k).for_each(|_| {
+                    let lease = jobs.lease().unwrap().expect("a job");
+                    jobs.ack(lease).unwrap();
+                })
+            },
+            &mut |k| (0..k).for_each(|_| assert!(one.take())),
+        ],
     );
+    let (plain_lease, pg_lease, one_take) = (lease.rate(0), lease.rate(1), lease.rate(2));
     while plain.lease_ack() {}
     lease_ack_all(&jobs);
     while one.take() {}
     let emb_lease = rate(emb_n, || lease_ack_all(&embedded));
 
-    // Batches of 100.
-    let plain_batch = rate(n, || {
-        (0..n / 100).for_each(|_| plain.enqueue_batch(&bodies))
-    });
-    let pg_batch = rate(n, || {
-        (0..n / 100).for_each(|_| {
-            jobs.enqueue_batch(bodies.iter().map(|b| NewJob::new(b.clone())).collect())
-                .unwrap();
-        })
-    });
+    // Batches of 100, in turns of BATCH_TURN batches (at least n jobs
+    // each, as many as the lease cases below then take).
+    let batch_rounds = (n / 100 / BATCH_TURN).max(ROUNDS / 2);
+    let batch = Turns::run(
+        batch_rounds,
+        BATCH_TURN * 100,
+        &mut [
+            &mut |k| (0..k / 100).for_each(|_| plain.enqueue_batch(&bodies)),
+            &mut |k| {
+                (0..k / 100).for_each(|_| {
+                    jobs.enqueue_batch(bodies.iter().map(|b| NewJob::new(b.clone())).collect())
+                        .unwrap();
+                })
+            },
+        ],
+    );
+    let (plain_batch, pg_batch) = (batch.rate(0), batch.rate(1));
+    let batched = batch_rounds * BATCH_TURN * 100;
 
     // Lease + ack, 8 workers on their own connections (the batches above).
     let plain_workers: Vec<Plain> = (0..workers).map(|_| plain.again(&url)).collect();
-    let plain_8 = rate(n, || {
+    let plain_8 = rate(batched, || {
         std::thread::scope(|scope| {
             for mut worker in plain_workers {
                 scope.spawn(move || while worker.lease_ack() {});
@@ -259,16 +318,16 @@ fn main() {
     let pg_workers: Vec<Arc<dyn JobQueue>> = (0..workers)
         .map(|_| Arc::new(PgOptions::new().connect(&url, "bench").unwrap()) as Arc<dyn JobQueue>)
         .collect();
-    let pg_8 = rate(n, || {
+    let pg_8 = rate(batched, || {
         std::thread::scope(|scope| {
             for worker in &pg_workers {
                 scope.spawn(move || lease_ack_all(worker.as_ref()));
             }
         })
     });
-    (0..n / 100).for_each(|_| one.enqueue_batch(&bodies));
+    (0..batched / 100).for_each(|_| one.enqueue_batch(&bodies));
     let one_workers: Vec<Plain> = (0..workers).map(|_| one.again(&url)).collect();
-    let one_8 = rate(n / 100 * 100, || {
+    let one_8 = rate(batched, || {
         std::thread::scope(|scope| {
             for mut worker in one_workers {
                 scope.spawn(move || while worker.take() {});
@@ -277,33 +336,48 @@ fn main() {
     });
 
     println!("PostgreSQL backend against a plain SKIP LOCKED loop, one run, {BODY}-byte bodies, {n} jobs, synchronous_commit {sync}\n");
-    println!("| case | plain loop | PgJobs | plain / PgJobs | embedded (Safe) |");
-    println!("|---|---|---|---|---|");
-    let row = |case: &str, plain: f64, pg: f64, embedded: Option<f64>| {
+    println!("| case | plain loop | PgJobs | plain / PgJobs | median of turns | embedded (Safe) |");
+    println!("|---|---|---|---|---|---|");
+    let row = |case: &str, plain: f64, pg: f64, median: Option<f64>, embedded: Option<f64>| {
         println!(
-            "| {case} | {plain:.0}/s | {pg:.0}/s | {:.2}x | {} |",
+            "| {case} | {plain:.0}/s | {pg:.0}/s | {:.2}x | {} | {} |",
             plain / pg,
+            median.map_or("—".into(), |m| format!("{m:.2}x")),
             embedded.map_or("—".into(), |e| format!("{e:.0}/s"))
         );
     };
-    row("enqueue, one at a time", plain_enq, pg_enq, Some(emb_enq));
-    row("enqueue, batches of 100", plain_batch, pg_batch, None);
+    row(
+        "enqueue, one at a time",
+        plain_enq,
+        pg_enq,
+        Some(enq.median_ratio(0, 1)),
+        Some(emb_enq),
+    );
+    row(
+        "enqueue, batches of 100",
+        plain_batch,
+        pg_batch,
+        Some(batch.median_ratio(0, 1)),
+        None,
+    );
     row(
         "lease + ack, 1 worker",
         plain_lease,
         pg_lease,
+        Some(lease.median_ratio(0, 1)),
         Some(emb_lease),
     );
-    row("lease + ack, 8 workers", plain_8, pg_8, None);
+    row("lease + ack, 8 workers", plain_8, pg_8, None, None);
     println!("\nThe one-statement loop (DELETE … SKIP LOCKED … RETURNING: no lease, one commit a job):\n");
-    println!("| case | one-statement loop | PgJobs | one-statement / PgJobs |");
-    println!("|---|---|---|---|");
+    println!("| case | one-statement loop | PgJobs | one-statement / PgJobs | median of turns |");
+    println!("|---|---|---|---|---|");
     println!(
-        "| 1 worker | {one_take:.0}/s | {pg_lease:.0}/s | {:.2}x |",
-        one_take / pg_lease
+        "| 1 worker | {one_take:.0}/s | {pg_lease:.0}/s | {:.2}x | {:.2}x |",
+        one_take / pg_lease,
+        lease.median_ratio(2, 1)
     );
     println!(
-        "| 8 workers | {one_8:.0}/s | {pg_8:.0}/s | {:.2}x |",
+        "| 8 workers | {one_8:.0}/s | {pg_8:.0}/s | {:.2}x | — |",
         one_8 / pg_8
     );
     println!(
