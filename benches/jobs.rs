@@ -221,9 +221,7 @@ fn main() {
     let scheduled = pick("DQUE_BENCH_SCHEDULED", 1_000_000, 0);
     let work_jobs = pick("DQUE_BENCH_WORK_JOBS", 500, 0);
     let runs = pick("DQUE_BENCH_RUNS", 3, 1);
-    println!(
-        "jobs against the plain FIFO, {PAYLOAD}-byte bodies, one run, medians of {runs}\n"
-    );
+    println!("jobs against the plain FIFO, {PAYLOAD}-byte bodies, one run, medians of {runs}\n");
     println!("| mode | case | enqueue | / plain | lease+ack | / plain |");
     println!("|---|---|---|---|---|---|");
     let periodic = Durability::Periodic(Duration::from_millis(100));

@@ -82,6 +82,22 @@ impl Envelope {
 
     /// Reads an envelope; `attempt` of the job is `attempts_before`.
     pub fn decode(bytes: &[u8]) -> Result<Envelope, CodecError> {
+        let (mut envelope, at) = Self::decode_head(bytes)?;
+        envelope.job.body = bytes[at..].to_vec();
+        Ok(envelope)
+    }
+
+    /// As [`decode`](Self::decode), the body kept in `bytes`' buffer (the
+    /// header is cut off its front: no second copy of the body).
+    pub fn decode_owned(mut bytes: Vec<u8>) -> Result<Envelope, CodecError> {
+        let (mut envelope, at) = Self::decode_head(&bytes)?;
+        bytes.drain(..at);
+        envelope.job.body = bytes;
+        Ok(envelope)
+    }
+
+    /// Reads all but the body (left empty); returns where the body starts.
+    pub fn decode_head(bytes: &[u8]) -> Result<(Envelope, usize), CodecError> {
         let mut r = Reader { bytes, at: 0 };
         let version = r.u8()?;
         if version != VERSION {
@@ -104,20 +120,22 @@ impl Envelope {
             let value_len = u32::from_le_bytes(r.array()?) as usize;
             headers.push((name, r.text(value_len)?));
         }
-        let body = bytes[r.at..].to_vec();
-        Ok(Envelope {
-            job: Job {
-                id,
-                body,
-                priority,
-                headers,
-                attempt: attempts_before,
-                enqueued_at: from_unix_ms(enqueued),
-                caller_id: flags & CALLER_ID != 0,
+        Ok((
+            Envelope {
+                job: Job {
+                    id,
+                    body: Vec::new(),
+                    priority,
+                    headers,
+                    attempt: attempts_before,
+                    enqueued_at: from_unix_ms(enqueued),
+                    caller_id: flags & CALLER_ID != 0,
+                },
+                due_ms,
+                attempts_before,
             },
-            due_ms,
-            attempts_before,
-        })
+            r.at,
+        ))
     }
 
     /// The due time alone, read from the fixed part.
@@ -231,6 +249,7 @@ mod tests {
         };
         let bytes = envelope.encode();
         assert_eq!(Envelope::decode(&bytes).unwrap(), envelope);
+        assert_eq!(Envelope::decode_owned(bytes.clone()).unwrap(), envelope);
         assert_eq!(Envelope::due_ms_of(&bytes).unwrap(), 1_700_000_005_000);
         for cut in 0..bytes.len() - envelope.job.body.len() {
             assert!(Envelope::decode(&bytes[..cut]).is_err(), "cut at {cut}");
