@@ -402,8 +402,8 @@ impl EmbeddedJobs {
             for leased in taken {
                 let (bytes, record, attempt) = leased.into_parts();
                 // The body stays in `bytes`, stored again as it is.
-                match Envelope::decode_head(&bytes) {
-                    Ok((envelope, _)) => {
+                match Envelope::decode_for_move(&bytes) {
+                    Ok(envelope) => {
                         lanes
                             .entry(envelope.job.priority)
                             .or_default()
@@ -456,7 +456,7 @@ impl EmbeddedJobs {
                 }
             }
             let mut written_lanes = Vec::new();
-            for (priority, group) in lanes {
+            for (priority, mut group) in lanes {
                 if group.is_empty() {
                     continue;
                 }
@@ -473,7 +473,10 @@ impl EmbeddedJobs {
                     }
                     continue;
                 }
-                let bytes: Vec<Vec<u8>> = group.iter().map(|due| due.bytes.clone()).collect();
+                let bytes: Vec<Vec<u8>> = group
+                    .iter_mut()
+                    .map(|due| std::mem::take(&mut due.bytes))
+                    .collect();
                 let written = self
                     .lanes
                     .get_or_make(priority)
