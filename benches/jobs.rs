@@ -1,9 +1,12 @@
 //! The Jobs API against the plain FIFO, in one run on one disk:
 //!
-//! - enqueue and lease+ack, Turbo and Safe: the plain FIFO (`RawQueue`,
-//!   lease and ack), jobs of one priority, jobs of 10 random priorities,
-//!   and delayed jobs (random delays, then the clock moved past them all,
-//!   so every lease first moves its job out of the schedule);
+//! - enqueue and lease+ack, in Turbo, Periodic (100 ms) and Safe: the
+//!   plain FIFO (`RawQueue`, lease and ack) and, as ratios to it, jobs of
+//!   one priority, of 10 random priorities, with a caller id each, with a
+//!   1 ms delay (system clock: each call moves the jobs fallen due
+//!   meanwhile, as in use), and delayed jobs all due at once (a manual
+//!   clock moved past them: every lease first moves jobs out of the
+//!   schedule); each figure the median of `DQUE_BENCH_RUNS` runs;
 //! - memory: RSS growth with 1 M scheduled jobs, in bytes per job, and the
 //!   time to open a queue holding them (the due index is rebuilt);
 //! - `dque work` with `true` as the command: time per job, against
@@ -11,16 +14,25 @@
 //!
 //! ```sh
 //! cargo bench --bench jobs
-//! DQUE_BENCH_ITEMS=20000 DQUE_BENCH_SAFE_ITEMS=500 DQUE_BENCH_SCHEDULED=100000 cargo bench --bench jobs  # quick
+//! # quick (seconds): fewer items, one run, no memory or `dque work` part
+//! DQUE_BENCH_QUICK=1 cargo bench --bench jobs
+//! # one case in one mode, for a profiler (`perf record -g`, callgrind)
+//! DQUE_BENCH_QUICK=1 DQUE_BENCH_MODES=turbo DQUE_BENCH_CASES="one priority" cargo bench --bench jobs
 //! ```
 //!
+//! Sizes: `DQUE_BENCH_ITEMS` (Turbo and Periodic), `DQUE_BENCH_SAFE_ITEMS`,
+//! `DQUE_BENCH_ID_ITEMS` (most jobs with caller ids per run),
+//! `DQUE_BENCH_SCHEDULED` (memory part; 0 skips it), `DQUE_BENCH_WORK_JOBS`
+//! (0 skips it), `DQUE_BENCH_RUNS`. `DQUE_BENCH_MODES` and
+//! `DQUE_BENCH_CASES` keep the modes and cases whose names contain one of
+//! their comma-separated words (the plain FIFO always runs).
 //! `DQUE_BENCH_DIR` picks the disk (default: the system temp dir).
 
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use dque::jobs::{EmbeddedJobs, JobOptions, JobQueue, ManualClock, NewJob};
+use dque::jobs::{Clock, EmbeddedJobs, JobOptions, JobQueue, ManualClock, NewJob, SystemClock};
 use dque::{Durability, Options, RawQueue};
 
 #[path = "common/mod.rs"]
@@ -39,6 +51,7 @@ fn plain(durability: Durability, n: usize) -> (f64, f64) {
     let lease_ack = rate(n, |_| {
         queue.lease().unwrap().expect("an item").ack().unwrap()
     });
+    queue.close().unwrap();
     (enqueue, lease_ack)
 }
 
@@ -46,33 +59,53 @@ fn plain(durability: Durability, n: usize) -> (f64, f64) {
 enum Shape {
     OnePriority,
     TenPriorities,
-    Delayed,
+    CallerIds,
+    /// A 1 ms delay, the system clock.
+    DelayedMs,
+    /// Random delays, then a manual clock moved past them all.
+    AllDue,
 }
+
+const SHAPES: [(&str, Shape); 5] = [
+    ("jobs, one priority", Shape::OnePriority),
+    ("jobs, 10 random priorities", Shape::TenPriorities),
+    ("jobs with a caller id each", Shape::CallerIds),
+    ("jobs with a 1 ms delay", Shape::DelayedMs),
+    ("delayed jobs, all due at lease", Shape::AllDue),
+];
 
 /// Jobs of `shape`: enqueue `n`, then lease and ack each.
 fn jobs(durability: Durability, shape: Shape, n: usize) -> (f64, f64) {
     let dir = tempdir();
-    let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+    let manual = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+    let clock: Arc<dyn Clock> = match shape {
+        Shape::DelayedMs => Arc::new(SystemClock),
+        _ => Arc::new(manual.clone()),
+    };
     let queue = JobOptions::new()
         .queue(Options::new().durability(durability))
-        .clock(Arc::new(clock.clone()))
+        .clock(clock)
         .create(dir.path().join("q"))
         .unwrap();
     let mut rng = Rng(42);
-    let enqueue = rate(n, |_| {
+    let enqueue = rate(n, |i| {
         let job = NewJob::new(vec![7u8; PAYLOAD]);
         let job = match shape {
             Shape::OnePriority => job,
             Shape::TenPriorities => job.priority(rng.below(10) as i32),
-            Shape::Delayed => job.delay(Duration::from_secs(1 + rng.below(3600))),
+            Shape::CallerIds => job.id(format!("id-{i}")),
+            Shape::DelayedMs => job.delay(Duration::from_millis(1)),
+            Shape::AllDue => job.delay(Duration::from_secs(1 + rng.below(3600))),
         };
-        queue.enqueue(job).unwrap();
+        assert!(queue.enqueue(job).unwrap().is_added());
     });
-    clock.advance(Duration::from_secs(7200));
+    manual.advance(Duration::from_secs(7200));
+    std::thread::sleep(Duration::from_millis(2));
     let lease_ack = rate(n, |_| {
         let lease = queue.lease().unwrap().expect("a job");
         queue.ack(lease).unwrap();
     });
+    queue.close().unwrap();
     (enqueue, lease_ack)
 }
 
@@ -157,29 +190,60 @@ fn work_overhead(n: usize) -> Option<(f64, f64)> {
     Some((work, spawn))
 }
 
+/// Whether `name` is kept by the comma-separated words of `var` (all
+/// names are when it is unset).
+fn chosen(var: &str, name: &str) -> bool {
+    match std::env::var(var) {
+        Ok(words) => words
+            .split(',')
+            .any(|w| name.to_lowercase().contains(&w.trim().to_lowercase())),
+        Err(_) => true,
+    }
+}
+
+/// The median of each of the two rates over `runs` runs of `run`.
+fn median(runs: usize, mut run: impl FnMut() -> (f64, f64)) -> (f64, f64) {
+    let (mut a, mut b): (Vec<f64>, Vec<f64>) = (0..runs.max(1)).map(|_| run()).unzip();
+    a.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    (a[a.len() / 2], b[b.len() / 2])
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let items = env_usize("DQUE_BENCH_ITEMS", 200_000);
-    let safe_items = env_usize("DQUE_BENCH_SAFE_ITEMS", 2_000);
-    let scheduled = env_usize("DQUE_BENCH_SCHEDULED", 1_000_000);
-    let work_jobs = env_usize("DQUE_BENCH_WORK_JOBS", 500);
-    println!("jobs against the plain FIFO, {PAYLOAD}-byte bodies, one run\n");
+    let quick = std::env::var_os("DQUE_BENCH_QUICK").is_some();
+    let pick = |var, full, small| env_usize(var, if quick { small } else { full });
+    let items = pick("DQUE_BENCH_ITEMS", 200_000, 30_000);
+    let safe_items = pick("DQUE_BENCH_SAFE_ITEMS", 2_000, 200);
+    let id_items = pick("DQUE_BENCH_ID_ITEMS", 20_000, 3_000);
+    let scheduled = pick("DQUE_BENCH_SCHEDULED", 1_000_000, 0);
+    let work_jobs = pick("DQUE_BENCH_WORK_JOBS", 500, 0);
+    let runs = pick("DQUE_BENCH_RUNS", 3, 1);
+    println!("jobs against the plain FIFO, {PAYLOAD}-byte bodies, one run, medians of {runs}\n");
     println!("| mode | case | enqueue | / plain | lease+ack | / plain |");
     println!("|---|---|---|---|---|---|");
+    let periodic = Durability::Periodic(Duration::from_millis(100));
     for (name, durability, n) in [
         ("Turbo", Durability::Turbo, items),
+        ("Periodic", periodic, items),
         ("Safe", Durability::Safe, safe_items),
     ] {
-        let (plain_enq, plain_lease) = plain(durability, n);
+        if !chosen("DQUE_BENCH_MODES", name) {
+            continue;
+        }
+        let (plain_enq, plain_lease) = median(runs, || plain(durability, n));
         println!("| {name} | plain FIFO | {plain_enq:.0}/s | 1.00x | {plain_lease:.0}/s | 1.00x |");
-        for (case, shape) in [
-            ("jobs, one priority", Shape::OnePriority),
-            ("jobs, 10 random priorities", Shape::TenPriorities),
-            ("jobs, random delays", Shape::Delayed),
-        ] {
-            let (enq, lease) = jobs(durability, shape, n);
+        for (case, shape) in SHAPES {
+            if !chosen("DQUE_BENCH_CASES", case) {
+                continue;
+            }
+            let n = match shape {
+                Shape::CallerIds => n.min(id_items),
+                _ => n,
+            };
+            let (enq, lease) = median(runs, || jobs(durability, shape, n));
             println!(
                 "| {name} | {case} | {enq:.0}/s | {:.2}x | {lease:.0}/s | {:.2}x |",
                 enq / plain_enq,
@@ -187,18 +251,24 @@ fn main() {
             );
         }
     }
-    let (per_job, per_job_reopened, opened) = scheduled_memory(scheduled);
-    println!(
-        "\n{scheduled} scheduled jobs: RSS grew {per_job:.0} bytes per job while enqueueing; \
-         reopened, {per_job_reopened:.0} bytes per job, index rebuilt in {opened:.2?}"
-    );
-    match work_overhead(work_jobs) {
-        Some((work, spawn)) => println!(
-            "`dque work -- true`: {:.2} ms per job; spawning `true` alone: {:.2} ms ({:.2}x)",
-            work * 1e3,
-            spawn * 1e3,
-            work / spawn
-        ),
-        None => println!("`dque work`: build it first (cargo build --release --features cli)"),
+    if scheduled > 0 {
+        let (per_job, per_job_reopened, opened) = scheduled_memory(scheduled);
+        println!(
+            "\n{scheduled} scheduled jobs: RSS grew {per_job:.0} bytes per job while enqueueing; \
+             reopened, {per_job_reopened:.0} bytes per job, index rebuilt in {opened:.2?}"
+        );
+    }
+    if work_jobs > 0 {
+        match work_overhead(work_jobs) {
+            Some((work, spawn)) => println!(
+                "`dque work -- true`: {:.2} ms per job; spawning `true` alone: {:.2} ms ({:.2}x)",
+                work * 1e3,
+                spawn * 1e3,
+                work / spawn
+            ),
+            None => {
+                println!("`dque work`: build it first (cargo build --release --features cli)")
+            }
+        }
     }
 }

@@ -298,3 +298,76 @@ fn a_nack_that_fails_leaves_the_job_where_it_was() {
     let waiting = reopened.waiting(10).unwrap();
     assert_eq!(waiting.len(), 1, "{waiting:?}");
 }
+
+// Issue 24 (jobs at the speed of the queue): in Turbo, jobs falling due
+// were moved with an fsync of their lane per batch of 16, a hundred times
+// slower than the queue. They are written without one now, and their
+// schedule records are ended only after `sync()` (or a later settle) made
+// the lanes durable: this pins both halves, across every crash image
+// taken before and after that sync.
+#[test]
+fn jobs_falling_due_move_without_fsyncs_and_are_never_lost() {
+    const JOBS: usize = 40;
+    for seed in 0..8 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q");
+        let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+        // Segments big enough that no new one (which fsyncs) is started.
+        let queue = JobOptions::new()
+            .queue(Options::new().durability(Durability::Turbo))
+            .clock(Arc::new(clock.clone()))
+            .create(&path)
+            .unwrap();
+        // The lanes are made first (making one fsyncs, as it should).
+        for priority in 1..3 {
+            queue.enqueue(NewJob::new("x").priority(priority)).unwrap();
+            let lease = queue.lease().unwrap().expect("x");
+            queue.ack(lease).unwrap();
+        }
+        for i in 0..JOBS {
+            let job = NewJob::new(format!("due-{i}"))
+                .priority((i % 3) as i32)
+                .delay(Duration::from_millis(1 + i as u64 % 5));
+            queue.enqueue(job).unwrap();
+        }
+        queue.sync().unwrap();
+        let plan = FaultPlan::install(&path);
+        // (Less than a second: no statistics are written meanwhile.)
+        clock.advance(Duration::from_millis(10));
+        // This lease moves all 40 due jobs to their lanes.
+        let lease = queue.lease().unwrap().expect("a due job");
+        assert_eq!(
+            plan.count(dque::faults::FaultOp::Sync),
+            0,
+            "a Turbo move fsynced"
+        );
+        let counts = queue.counts().unwrap();
+        assert_eq!(
+            (counts.scheduled, counts.ready, counts.leased),
+            (0, JOBS as u64 - 1, 1),
+            "{counts:?}"
+        );
+        assert_eq!(queue.waiting(usize::MAX).unwrap().len(), JOBS);
+        let scratch = dir.path().join("image");
+        let every_job_there = |image: &CrashImage, when: &str| {
+            let found = bodies_in(image, &scratch, &clock);
+            for i in 0..JOBS {
+                assert!(
+                    found.contains_key(&format!("due-{i}")),
+                    "seed {seed}, {when}: job due-{i} lost in {found:?}"
+                );
+            }
+            found
+        };
+        every_job_there(&plan.crash_image(seed), "before sync");
+        plan.capture_before_syncs(seed);
+        queue.sync().unwrap();
+        for image in plan.take_captured() {
+            every_job_there(&image, "during sync");
+        }
+        // Synced: each job once, the schedule's records ended for good.
+        let found = every_job_there(&plan.crash_image(seed), "after sync");
+        assert!(found.values().all(|&n| n == 1), "seed {seed}: {found:?}");
+        queue.ack(lease).unwrap();
+    }
+}

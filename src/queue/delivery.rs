@@ -36,6 +36,9 @@ pub struct Deliveries {
     /// Shared mode: the leases of every process (`leases` and `returned`
     /// stay empty).
     table: Option<LeaseTable>,
+    /// Exclusive mode: no lease in `leases` ends before this (`None`: not
+    /// known), so a write need not look at every lease for expired ones.
+    floor: std::cell::Cell<Option<Instant>>,
 }
 
 fn to_lease(shared: SharedLease) -> Lease {
@@ -118,6 +121,7 @@ impl Deliveries {
         match &self.table {
             Some(table) => table.insert(id, lease.attempt, to_monotonic(lease.expires)),
             None => {
+                self.lower_floor(lease.expires);
                 self.leases.insert(id, lease);
             }
         }
@@ -131,6 +135,7 @@ impl Deliveries {
         match &self.table {
             Some(table) => table.insert_parked(id, attempt, to_monotonic(until)),
             None => {
+                self.lower_floor(until);
                 self.leases.insert(
                     id,
                     Lease {
@@ -149,6 +154,7 @@ impl Deliveries {
             None => {
                 if let Some(lease) = self.leases.get_mut(&id) {
                     lease.expires = expires;
+                    self.lower_floor(expires);
                 }
             }
         }
@@ -202,8 +208,25 @@ impl Deliveries {
         }
     }
 
+    /// Keeps `floor` at or below `expires`.
+    fn lower_floor(&self, expires: Instant) {
+        if let Some(floor) = self.floor.get() {
+            self.floor.set(Some(floor.min(expires)));
+        }
+    }
+
     /// Leases whose time is up at `now`, oldest id first.
     pub fn expired(&self, now: Instant) -> Vec<(u64, Lease)> {
+        if self.table.is_none() {
+            // Exclusive: every lease is looked at only once the earliest
+            // may have ended (the ones found are handed back by the caller,
+            // and the next look finds the floor above them).
+            if self.floor.get().is_some_and(|floor| floor > now) {
+                return Vec::new();
+            }
+            self.floor
+                .set(self.leases.values().map(|l| l.expires).min());
+        }
         let mut expired: Vec<_> = self
             .all_leases(Some(now))
             .into_iter()
@@ -260,6 +283,7 @@ impl Deliveries {
         for lease in self.leases.values_mut() {
             lease.expires = now;
         }
+        self.floor.set(None);
     }
 
     /// Whether `id` is held by a lease that has not run out at `now`.

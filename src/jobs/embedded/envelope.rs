@@ -82,6 +82,46 @@ impl Envelope {
 
     /// Reads an envelope; `attempt` of the job is `attempts_before`.
     pub fn decode(bytes: &[u8]) -> Result<Envelope, CodecError> {
+        let (mut envelope, at) = Self::decode_head(bytes)?;
+        envelope.job.body = bytes[at..].to_vec();
+        Ok(envelope)
+    }
+
+    /// As [`decode`](Self::decode), the body kept in `bytes`' buffer (the
+    /// header is cut off its front: no second copy of the body).
+    pub fn decode_owned(mut bytes: Vec<u8>) -> Result<Envelope, CodecError> {
+        let (mut envelope, at) = Self::decode_head(&bytes)?;
+        bytes.drain(..at);
+        envelope.job.body = bytes;
+        Ok(envelope)
+    }
+
+    /// What a move out of the schedule reads: as
+    /// [`decode_head`](Self::decode_head), but the id (and headers) only
+    /// of a job with a caller id, which the ids' protocol names.
+    pub fn decode_for_move(bytes: &[u8]) -> Result<Envelope, CodecError> {
+        if bytes.len() < FIXED || bytes[0] != VERSION || bytes[1] & CALLER_ID != 0 {
+            return Self::decode_head(bytes).map(|(envelope, _)| envelope);
+        }
+        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        let attempts_before = u32::from_le_bytes(bytes[22..26].try_into().expect("4 bytes"));
+        Ok(Envelope {
+            job: Job {
+                id: String::new(),
+                body: Vec::new(),
+                priority: i32::from_le_bytes(bytes[2..6].try_into().expect("4 bytes")),
+                headers: Vec::new(),
+                attempt: attempts_before,
+                enqueued_at: from_unix_ms(word(6)),
+                caller_id: false,
+            },
+            due_ms: word(14),
+            attempts_before,
+        })
+    }
+
+    /// Reads all but the body (left empty); returns where the body starts.
+    pub fn decode_head(bytes: &[u8]) -> Result<(Envelope, usize), CodecError> {
         let mut r = Reader { bytes, at: 0 };
         let version = r.u8()?;
         if version != VERSION {
@@ -104,20 +144,22 @@ impl Envelope {
             let value_len = u32::from_le_bytes(r.array()?) as usize;
             headers.push((name, r.text(value_len)?));
         }
-        let body = bytes[r.at..].to_vec();
-        Ok(Envelope {
-            job: Job {
-                id,
-                body,
-                priority,
-                headers,
-                attempt: attempts_before,
-                enqueued_at: from_unix_ms(enqueued),
-                caller_id: flags & CALLER_ID != 0,
+        Ok((
+            Envelope {
+                job: Job {
+                    id,
+                    body: Vec::new(),
+                    priority,
+                    headers,
+                    attempt: attempts_before,
+                    enqueued_at: from_unix_ms(enqueued),
+                    caller_id: flags & CALLER_ID != 0,
+                },
+                due_ms,
+                attempts_before,
             },
-            due_ms,
-            attempts_before,
-        })
+            r.at,
+        ))
     }
 
     /// The caller-chosen id alone, if the envelope has one (read from the
@@ -241,6 +283,24 @@ mod tests {
         };
         let bytes = envelope.encode();
         assert_eq!(Envelope::decode(&bytes).unwrap(), envelope);
+        assert_eq!(Envelope::decode_owned(bytes.clone()).unwrap(), envelope);
+        let moved = Envelope::decode_for_move(&bytes).unwrap();
+        assert_eq!(
+            (moved.job.id, moved.due_ms),
+            (envelope.job.id.clone(), envelope.due_ms)
+        );
+        let mut plain = envelope.clone();
+        plain.job.caller_id = false;
+        let moved = Envelope::decode_for_move(&plain.encode()).unwrap();
+        assert_eq!(
+            (
+                moved.job.priority,
+                moved.due_ms,
+                moved.attempts_before,
+                moved.job.enqueued_at
+            ),
+            (-7, 1_700_000_005_000, 2, envelope.job.enqueued_at)
+        );
         assert_eq!(Envelope::due_ms_of(&bytes).unwrap(), 1_700_000_005_000);
         assert_eq!(Envelope::caller_id_of(&bytes), Some("photo-1"));
         let made_up = Envelope {

@@ -30,12 +30,25 @@ pub struct Lanes {
 #[derive(Debug)]
 struct State {
     open: BTreeMap<i32, Arc<RawQueue>>,
+    /// `open` as a list, smallest priority first, made again when a lane
+    /// opens: a lease walks it without copying the map.
+    list: LaneList,
     /// The modification time of `dir` when it was last listed: a lane made
     /// by another process changes it.
     listed: Option<SystemTime>,
     listed_at: Instant,
     /// When the directory's mtime was last read.
     looked_at: Instant,
+}
+
+/// The open lanes, smallest priority first.
+pub type LaneList = Arc<[(i32, Arc<RawQueue>)]>;
+
+impl State {
+    fn insert(&mut self, priority: i32, lane: Arc<RawQueue>) {
+        self.open.insert(priority, lane);
+        self.list = self.open.iter().map(|(&p, q)| (p, Arc::clone(q))).collect();
+    }
 }
 
 /// How often a handle in shared mode reads the lanes directory's mtime.
@@ -60,6 +73,7 @@ impl Lanes {
             dir,
             options,
             state: RwLock::new(State {
+                list: Arc::from([(0, Arc::clone(&root))]),
                 open: BTreeMap::from([(0, root)]),
                 listed: None,
                 listed_at: Instant::now(),
@@ -80,6 +94,12 @@ impl Lanes {
     pub fn listed(&self) -> Result<Vec<(i32, Arc<RawQueue>)>> {
         self.refresh(true)?;
         Ok(self.known())
+    }
+
+    /// As [`all`](Self::all), without copying the list.
+    pub fn list(&self) -> Result<LaneList> {
+        self.refresh(false)?;
+        Ok(Arc::clone(&self.state.read().list))
     }
 
     /// The lanes this handle has open, without looking for new ones.
@@ -126,7 +146,7 @@ impl Lanes {
             });
         }
         let lane = Arc::new(make_part(&path, &self.options)?);
-        state.open.insert(priority, Arc::clone(&lane));
+        state.insert(priority, Arc::clone(&lane));
         Ok(lane)
     }
 
@@ -175,9 +195,9 @@ impl Lanes {
         }
         let mut state = self.state.write();
         for priority in found {
-            if let std::collections::btree_map::Entry::Vacant(slot) = state.open.entry(priority) {
+            if !state.open.contains_key(&priority) {
                 let lane = open_part(&dir.join(lane_name(priority)), &self.options)?;
-                slot.insert(Arc::new(lane));
+                state.insert(priority, Arc::new(lane));
             }
         }
         state.listed = Some(modified);

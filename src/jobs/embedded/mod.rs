@@ -3,6 +3,7 @@
 mod envelope;
 mod ids;
 mod lanes;
+mod moves;
 mod schedule;
 mod signal;
 mod stats_file;
@@ -23,6 +24,7 @@ pub(crate) use stats_file::read_days;
 use self::envelope::{Envelope, JobRecords};
 use self::ids::{Ids, IdsLock, Location, Part};
 use self::lanes::{make_part, plain_refusal, Lanes};
+use self::moves::{PendingMoves, SETTLE_EVERY};
 use self::schedule::Schedule;
 use self::signal::Signal;
 use self::stats_file::StatsBook;
@@ -214,6 +216,11 @@ pub struct EmbeddedJobs {
     lease_time: Duration,
     /// Safe durability: every write is durable when its call returns.
     safe: bool,
+    /// Jobs fallen due whose schedule records wait for their lanes' sync
+    /// (Turbo and Periodic, exclusive mode; see `moves`).
+    moves: PendingMoves,
+    /// Whether moves wait across calls, and at most how long.
+    defer_moves: Option<Duration>,
     backoff: Backoff,
     clock: Arc<dyn Clock>,
     signal: Signal,
@@ -251,6 +258,7 @@ impl EmbeddedJobs {
     ///
     /// The first error of a part's sync (`Io`, `WritesRefused`, `Closed`).
     pub fn sync(&self) -> Result<()> {
+        self.settle_moves(true)?;
         for (_, lane) in self.lanes.known() {
             lane.sync()?;
         }
@@ -318,6 +326,15 @@ impl EmbeddedJobs {
                 Some(lanes_dir),
             )
         };
+        // Shared, another process may take a schedule record whose lease
+        // ran out while its move waited: moves settle batch by batch.
+        let defer_moves = match options.queue.durability {
+            _ if options.queue.shared || plain => None,
+            crate::Durability::Safe => None,
+            crate::Durability::Turbo => Some(SETTLE_EVERY),
+            crate::Durability::Periodic(every) => Some(every.min(SETTLE_EVERY)),
+        }
+        .map(|every| every.min(lease_time / 4));
         let name = path.file_name().map_or_else(
             || path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
@@ -333,6 +350,8 @@ impl EmbeddedJobs {
             max_attempts: u32::from(max_attempts.max(1)),
             lease_time,
             safe: options.queue.durability == crate::Durability::Safe,
+            moves: PendingMoves::default(),
+            defer_moves,
             backoff: options.backoff,
             clock: Arc::clone(&options.clock),
             signal,
@@ -350,7 +369,7 @@ impl EmbeddedJobs {
             add(book.day(now));
             // Statistics never fail a job call; a write that fails is
             // tried again at the next flush.
-            let _ = book.flush_if_due();
+            let _ = book.flush_if_due(now);
         }
     }
 
@@ -361,8 +380,13 @@ impl EmbeddedJobs {
         let Some(schedule) = &self.schedule else {
             return Ok(());
         };
-        schedule.catch_up()?;
+        self.settle_moves(false)?;
         let now_ms = unix_ms(now);
+        // The common case, nothing due: no lock taken.
+        if schedule.none_due(now_ms) {
+            return Ok(());
+        }
+        schedule.catch_up()?;
         let retry_ms = u64::try_from(self.lease_time.as_millis()).unwrap_or(u64::MAX);
         let lessor = schedule.queue.lessor();
         let mut moved = false;
@@ -375,7 +399,8 @@ impl EmbeddedJobs {
             let mut lanes: BTreeMap<i32, Vec<FallingDue>> = BTreeMap::new();
             for leased in taken {
                 let (bytes, record, attempt) = leased.into_parts();
-                match Envelope::decode(&bytes) {
+                // The body stays in `bytes`, stored again as it is.
+                match Envelope::decode_for_move(&bytes) {
                     Ok(envelope) => {
                         lanes
                             .entry(envelope.job.priority)
@@ -429,7 +454,7 @@ impl EmbeddedJobs {
                 }
             }
             let mut written_lanes = Vec::new();
-            for (priority, group) in lanes {
+            for (priority, mut group) in lanes {
                 if group.is_empty() {
                     continue;
                 }
@@ -441,7 +466,10 @@ impl EmbeddedJobs {
                     }
                     continue;
                 }
-                let bytes: Vec<Vec<u8>> = group.iter().map(|due| due.bytes.clone()).collect();
+                let bytes: Vec<Vec<u8>> = group
+                    .iter_mut()
+                    .map(|due| std::mem::take(&mut due.bytes))
+                    .collect();
                 let written = self
                     .lanes
                     .get_or_make(priority)
@@ -465,8 +493,10 @@ impl EmbeddedJobs {
                 }
             }
             // The placed jobs leave the schedule, even if a lane failed,
-            // once they are durable in their lanes.
-            for &priority in &written_lanes {
+            // once they are durable in their lanes: at once, or (no caller
+            // ids) once the lanes are synced, see `settle_moves`.
+            let defer = self.defer_moves.is_some() && !with_ids;
+            for &priority in written_lanes.iter().filter(|_| !defer) {
                 if let Err(e) = self.durable_before_moving_on(Location::Lane(priority, 0)) {
                     for &(record, attempt) in &placed {
                         let _ = lessor.release(record, attempt);
@@ -475,7 +505,12 @@ impl EmbeddedJobs {
                 }
             }
             drop(locked);
-            let (_, acked) = lessor.ack_all(&placed);
+            let acked = if defer {
+                self.moves.add(&placed, &written_lanes);
+                Ok(())
+            } else {
+                lessor.ack_all(&placed).1
+            };
             moved |= !placed.is_empty();
             if let Some(e) = failed {
                 self.signal.notify();
@@ -487,6 +522,48 @@ impl EmbeddedJobs {
             self.signal.notify();
         }
         Ok(())
+    }
+
+    /// Acks the schedule records of moved jobs once their lanes are
+    /// synced: all of them with `force`, else when they are due to (see
+    /// `moves`). A record whose lease ran out meanwhile (a handle idle
+    /// longer than the lease time) is leased again to be acked: alone on
+    /// the queue, no one else took it.
+    fn settle_moves(&self, force: bool) -> Result<()> {
+        let (Some(every), Some(schedule)) = (self.defer_moves, &self.schedule) else {
+            return Ok(());
+        };
+        let Some(mut waiting) = self.moves.to_settle(force, every) else {
+            return Ok(());
+        };
+        for &priority in &waiting.state.lanes {
+            if let Some(lane) = self.lanes.get(priority)? {
+                lane.sync()?;
+            }
+        }
+        let records = waiting.take();
+        let lessor = schedule.queue.lessor();
+        if lessor.ack_all(&records).1.is_ok() {
+            return Ok(());
+        }
+        let mut first_error = None;
+        let mut left = Vec::new();
+        for (record, attempt) in records {
+            let acked = match lessor.ack(record, attempt) {
+                Err(Error::LeaseLost { .. }) => match schedule.queue.lease_id(record) {
+                    Ok(ById::Leased(leased, _)) => lessor.ack(record, leased.into_parts().2),
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e),
+                },
+                other => other,
+            };
+            if let Err(e) = acked {
+                left.push((record, attempt));
+                first_error.get_or_insert(e);
+            }
+        }
+        waiting.put_back(left);
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Makes the job just written at `location` durable before its old
@@ -650,7 +727,7 @@ impl EmbeddedJobs {
             });
         }
         let mut envelope =
-            Envelope::decode(&bytes).map_err(|source| Error::Decode { id: record, source })?;
+            Envelope::decode_owned(bytes).map_err(|source| Error::Decode { id: record, source })?;
         envelope.job.attempt = envelope.attempts_before + u32::from(lane_attempt);
         Ok(envelope)
     }
@@ -659,7 +736,8 @@ impl EmbeddedJobs {
     fn lease_now(&self) -> Result<Option<JobLease>> {
         let now = self.now();
         self.promote_due(now)?;
-        for (priority, lane) in self.lanes.all()? {
+        for (priority, lane) in self.lanes.list()?.iter() {
+            let priority = *priority;
             // A read is cheaper than a lease's write path.
             if lane.is_empty() {
                 continue;
@@ -1193,6 +1271,10 @@ impl JobQueue for EmbeddedJobs {
         if let Some(schedule) = &self.schedule {
             for pending in schedule.queue.iter() {
                 let pending = pending?;
+                // Moved to its lane already (its record waits for a sync).
+                if self.moves.contains(pending.id) {
+                    continue;
+                }
                 let at = Envelope::due_ms_of(&pending.item).unwrap_or(0);
                 if at <= now_ms {
                     let envelope =
@@ -1336,7 +1418,9 @@ impl JobQueue for EmbeddedJobs {
             // Jobs due by now count as ready before they are moved.
             let due = schedule.due_by(unix_ms(self.now()))?;
             counts.ready += due;
-            counts.scheduled = (schedule.queue.len() as u64).saturating_sub(due);
+            // Records of moves waiting for a sync are in their lanes.
+            let moved = self.moves.len() as u64;
+            counts.scheduled = (schedule.queue.len() as u64).saturating_sub(due + moved);
         }
         Ok(counts)
     }
@@ -1354,18 +1438,21 @@ impl JobQueue for EmbeddedJobs {
     }
 
     fn close(&self) -> Result<()> {
+        let settled = self.settle_moves(true);
         let flushed = match &self.stats {
             Some(stats) => stats.lock().flush(),
             None => Ok(()),
         };
         let lanes = self.lanes.close();
         let schedule = self.schedule.as_ref().map_or(Ok(()), |s| s.queue.close());
-        lanes.and(schedule).and(flushed)
+        settled.and(lanes).and(schedule).and(flushed)
     }
 }
 
 impl Drop for EmbeddedJobs {
     fn drop(&mut self) {
+        // As a close would: the lanes synced, then the moves ended.
+        let _ = self.settle_moves(true);
         if let Some(stats) = &self.stats {
             let _ = stats.lock().flush();
         }

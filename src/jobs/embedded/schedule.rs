@@ -7,6 +7,7 @@
 //! was (moved again, at worst: at least once).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -23,6 +24,9 @@ pub struct Schedule {
     index: Mutex<Index>,
     /// Shared mode: other processes add records.
     shared: bool,
+    /// The first due time in the index (`u64::MAX` if none, 0 before the
+    /// first reading): a call with nothing due looks at it, not the index.
+    first_due: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -48,12 +52,32 @@ impl Schedule {
             queue: Arc::new(queue),
             index: Mutex::new(Index::default()),
             shared,
+            first_due: AtomicU64::new(0),
         }
     }
 
     /// Adds record `record`, due at `due_ms`, to the index.
     pub fn note(&self, due_ms: u64, record: u64) {
-        self.index.lock().due.insert((due_ms, record));
+        let mut index = self.index.lock();
+        index.due.insert((due_ms, record));
+        self.first_due.fetch_min(due_ms, Ordering::Relaxed);
+    }
+
+    /// Whether no record can be due at `now_ms` without a look at the
+    /// index: alone (exclusive mode), every record is noted as written,
+    /// so the first due time kept beside the index is exact (or earlier).
+    pub fn none_due(&self, now_ms: u64) -> bool {
+        !self.shared && self.first_due.load(Ordering::Relaxed) > now_ms
+    }
+
+    /// Sets `first_due` from the index (under its lock).
+    fn refresh_first(&self, index: &Index) {
+        let first = match (index.read, index.due.first()) {
+            (false, _) => 0,
+            (true, Some(&(due, _))) => due,
+            (true, None) => u64::MAX,
+        };
+        self.first_due.store(first, Ordering::Relaxed);
     }
 
     /// How many scheduled records are due by `now_ms` and not moved yet.
@@ -109,6 +133,7 @@ impl Schedule {
             }
         }
         index.seen_to = index.seen_to.max(end).max(from);
+        self.refresh_first(&index);
         Ok(())
     }
 
@@ -129,6 +154,7 @@ impl Schedule {
                         _ => break,
                     }
                 }
+                self.refresh_first(&index);
                 due
             };
             if due.is_empty() {

@@ -1,0 +1,104 @@
+//! Moves out of the schedule waiting to be settled (Turbo and Periodic
+//! mode, a handle alone on its queue): the jobs are written to their
+//! lanes without an fsync, and their schedule records stay leased until
+//! those lanes are synced. Only then are the records acked, so a power
+//! loss (page writeback keeps no order between files) can never keep the
+//! end of an old record and lose its copy; the moves are settled by the
+//! next `sync()`, `close()`, or a call once [`SETTLE_AFTER`] jobs or
+//! [`SETTLE_EVERY`] (bounded by the mode's own interval and the lease
+//! time) have passed.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, MutexGuard};
+
+/// Most moves kept waiting for a sync: one fsync of the lanes for this
+/// many jobs falling due.
+pub const SETTLE_AFTER: usize = 16_384;
+
+/// Longest a move waits for a sync (shorter in `Periodic` mode with a
+/// shorter interval, and a quarter of the lease time at most).
+pub const SETTLE_EVERY: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Default)]
+pub struct PendingMoves {
+    state: Mutex<Waiting>,
+    /// How many records wait (read without the lock).
+    len: AtomicUsize,
+}
+
+/// Schedule records whose jobs are written to their lanes, not yet synced.
+#[derive(Debug, Default)]
+pub struct Waiting {
+    /// Record → the attempt of its lease.
+    pub records: HashMap<u64, u16>,
+    /// The lanes holding their copies.
+    pub lanes: BTreeSet<i32>,
+    /// When the oldest was moved.
+    pub since: Option<Instant>,
+}
+
+impl PendingMoves {
+    /// Notes moved records (schedule record, lease attempt) whose copies
+    /// are in `lanes`.
+    pub fn add(&self, records: &[(u64, u16)], lanes: &[i32]) {
+        let mut state = self.state.lock();
+        state.records.extend(records.iter().copied());
+        state.lanes.extend(lanes.iter().copied());
+        state.since.get_or_insert_with(Instant::now);
+        self.len.store(state.records.len(), Ordering::Relaxed);
+    }
+
+    /// How many records wait.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Whether schedule record `record` waits (its job is in a lane already).
+    pub fn contains(&self, record: u64) -> bool {
+        self.len() > 0 && self.state.lock().records.contains_key(&record)
+    }
+
+    /// The waiting moves, locked, if any wait and (unless `force`) they are
+    /// due to be settled: `every` passed, or too many wait.
+    pub fn to_settle(&self, force: bool, every: Duration) -> Option<MovesGuard<'_>> {
+        if self.len() == 0 {
+            return None;
+        }
+        let state = self.state.lock();
+        let due = force
+            || state.records.len() >= SETTLE_AFTER
+            || state.since.is_some_and(|since| since.elapsed() >= every);
+        (due && !state.records.is_empty()).then_some(MovesGuard {
+            state,
+            len: &self.len,
+        })
+    }
+}
+
+/// The waiting moves, held while they are settled.
+pub struct MovesGuard<'a> {
+    pub state: MutexGuard<'a, Waiting>,
+    len: &'a AtomicUsize,
+}
+
+impl MovesGuard<'_> {
+    /// Takes the records (the lanes are synced): they are acked next.
+    pub fn take(&mut self) -> Vec<(u64, u16)> {
+        self.state.lanes.clear();
+        self.state.since = None;
+        self.len.store(0, Ordering::Relaxed);
+        self.state.records.drain().collect()
+    }
+
+    /// Puts back records that could not be acked, to be tried again.
+    pub fn put_back(&mut self, records: impl IntoIterator<Item = (u64, u16)>) {
+        self.state.records.extend(records);
+        if !self.state.records.is_empty() {
+            self.state.since.get_or_insert_with(Instant::now);
+        }
+        self.len.store(self.state.records.len(), Ordering::Relaxed);
+    }
+}
