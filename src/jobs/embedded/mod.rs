@@ -504,13 +504,15 @@ impl EmbeddedJobs {
                     return Err(e);
                 }
             }
-            drop(locked);
+            // The old records end before the ids' lock goes: a decision
+            // about an id in between would see two live records.
             let acked = if defer {
                 self.moves.add(&placed, &written_lanes);
                 Ok(())
             } else {
                 lessor.ack_all(&placed).1
             };
+            drop(locked);
             moved |= !placed.is_empty();
             if let Some(e) = failed {
                 self.signal.notify();
@@ -909,8 +911,10 @@ impl EmbeddedJobs {
 
     /// Moves a taken job to where `envelope` (changed) says, then ends its
     /// old record; on failure it stays where it was.
-    fn move_taken(&self, taken: Taken, envelope: &Envelope) -> Result<()> {
+    fn move_taken(&self, taken: Taken, envelope: &Envelope) -> Result<Moved> {
         let lessor = taken.queue.lessor();
+        // Held until the old record is ended: a decision about the id in
+        // between would see two live records and take one for a leftover.
         let mut locked = match self.ids_lock_if(envelope.job.caller_id) {
             Ok(locked) => locked,
             Err(e) => {
@@ -918,26 +922,44 @@ impl EmbeddedJobs {
                 return Err(e);
             }
         };
-        let placed = self
-            .prepare_move(locked.as_mut(), &envelope.job, taken.source)
-            .and_then(|leftover| {
-                if !leftover {
-                    let location = self.place(envelope)?;
-                    // Noted at once: a copy written is a record of the job
-                    // even if what follows fails.
-                    self.note(locked.as_mut(), &envelope.job, location);
-                    self.durable_before_moving_on(location)?;
+        let leftover = match self.prepare_move(locked.as_mut(), &envelope.job, taken.source) {
+            Ok(leftover) => leftover,
+            Err(e) => {
+                let _ = lessor.release(taken.record, taken.attempt);
+                return Err(e);
+            }
+        };
+        if leftover {
+            // A move a crash cut left this record behind: it only ends,
+            // and the caller moves the job's live record instead.
+            lessor.ack(taken.record, taken.attempt)?;
+            return Ok(Moved::LeftoverEnded);
+        }
+        let location = match self.place(envelope) {
+            Ok(location) => location,
+            Err(e) => {
+                let _ = lessor.release(taken.record, taken.attempt);
+                return Err(e);
+            }
+        };
+        self.note(locked.as_mut(), &envelope.job, location);
+        let moved = self
+            .durable_before_moving_on(location)
+            .and_then(|()| lessor.ack(taken.record, taken.attempt));
+        if let Err(e) = moved {
+            // The job stays where it was: its copy goes if no one took it
+            // yet (the error then means what it says: no effect).
+            if let Some(queue) = self.part(location)? {
+                if queue.cancel(location.record()).is_ok() {
+                    self.unnote(locked.as_mut(), &envelope.job, location);
                 }
-                Ok(())
-            });
-        if let Err(e) = placed {
+            }
             let _ = lessor.release(taken.record, taken.attempt);
             return Err(e);
         }
         drop(locked);
-        lessor.ack(taken.record, taken.attempt)?;
         self.signal.notify();
-        Ok(())
+        Ok(Moved::Moved)
     }
 }
 
@@ -948,6 +970,13 @@ struct FallingDue {
     bytes: Vec<u8>,
     record: u64,
     attempt: u16,
+}
+
+/// What [`EmbeddedJobs::move_taken`] did.
+enum Moved {
+    Moved,
+    /// The record taken was a leftover of a move a crash cut: ended only.
+    LeftoverEnded,
 }
 
 /// A waiting job leased to be moved.
@@ -1025,7 +1054,8 @@ impl EmbeddedJobs {
         locked.will_write()?;
         let location = self.place(&envelope)?;
         locked.add(&id, location);
-        locked.sweep_if_due(|at| self.is_live(at))?;
+        // The job is added: a sweep that fails is tried again later.
+        let _ = locked.sweep_if_due(|at| self.is_live(at));
         Ok(Enqueued::Added(id))
     }
 
@@ -1242,7 +1272,12 @@ impl JobQueue for EmbeddedJobs {
         }
         let mut envelope = taken.envelope.clone();
         envelope.job.priority = priority;
-        self.move_taken(taken, &envelope)
+        match self.move_taken(taken, &envelope)? {
+            Moved::Moved => Ok(()),
+            // The record found was a leftover, now ended: the change goes
+            // to the job's live record.
+            Moved::LeftoverEnded => self.set_priority(id, priority),
+        }
     }
 
     fn cancel(&self, id: &str) -> Result<()> {
