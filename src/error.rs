@@ -321,9 +321,11 @@ impl fmt::Display for Error {
                 expected,
             } => write!(
                 f,
-                "queue {} was written with codec {found} but is opened with codec {expected}; \
+                "queue {} was written with codec {} but is opened with codec {}; \
                  open it with the codec it was created with",
-                path.display()
+                path.display(),
+                codec_name(*found),
+                codec_name(*expected)
             ),
             Error::ItemTypeMismatch {
                 path,
@@ -452,6 +454,25 @@ fn held_shared(path: &std::path::Path) -> bool {
     })
 }
 
+/// A codec id as a name: the crate's own by name, another as its four
+/// bytes if they are printable (ids are often four letters), else the
+/// number.
+fn codec_name(id: u32) -> String {
+    match id {
+        0 => "raw bytes (0)".into(),
+        1 => "bincode (1)".into(),
+        2 => "dead letters (2)".into(),
+        3 => "json (3)".into(),
+        _ => {
+            let bytes = id.to_le_bytes();
+            match bytes.iter().all(u8::is_ascii_graphic) {
+                true => format!("{:?} ({id})", String::from_utf8_lossy(&bytes)),
+                false => format!("{id} (a program's own)"),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -472,5 +493,19 @@ mod tests {
         let again = refused.refusal_cause();
         let same = matches!(&refused, Error::WritesRefused { cause } if Arc::ptr_eq(cause, &again));
         assert!(same, "a refusal's cause is passed on, not wrapped");
+    }
+
+    // Issue 23, item 7: a codec mismatch said `codec 1935830890`.
+    #[test]
+    fn a_codec_mismatch_names_the_codecs() {
+        let mismatch = Error::CodecMismatch {
+            path: "/q/dque.conf".into(),
+            found: u32::from_le_bytes(*b"jobs"),
+            expected: 1,
+        };
+        let text = mismatch.to_string();
+        assert!(text.contains("codec \"jobs\" (1935830890)"), "{text}");
+        assert!(text.contains("codec bincode (1)"), "{text}");
+        assert_eq!(codec_name(0xFFFF_0000), "4294901760 (a program's own)");
     }
 }
