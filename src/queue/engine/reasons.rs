@@ -1,0 +1,180 @@
+//! The last nack reason of each record, on disk (`dque.reasons`): what a
+//! dead letter names when a later attempt ends without a word, for every
+//! handle and across reopens.
+//!
+//! An append-only file of frames: magic (u32), record id (u64), reason
+//! length (u16), reason (UTF-8), CRC-32 of the id, length and reason (u32),
+//! little-endian. Each frame is one write, under the queue's lock (shared
+//! mode: the cross-process mutex). A reader takes the last whole frame of
+//! an id; bytes that are not a whole frame (a torn append) are passed over
+//! a byte at a time until the next magic. Only `nack_with`, a lease of a
+//! record that does not decode, and the dead letter path touch the file:
+//! plain `nack`/`ack`/leases never do.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+
+use super::Engine;
+use crate::error::{Error, Result};
+use crate::log::layout::{REASONS_FILE, REASONS_TEMP};
+use crate::options::Durability;
+
+const MAGIC: u32 = 0x4e53_5244; // "DRSN" little-endian
+const FIXED: usize = 4 + 8 + 2 + 4;
+/// Past this size an append first rewrites the file with the frames of
+/// records still in the queue.
+const COMPACT_AT: u64 = 64 * 1024;
+
+/// One frame for `id` and `reason` (cut to 64 KiB at a character boundary).
+fn frame(id: u64, reason: &str) -> Vec<u8> {
+    let mut len = reason.len().min(u16::MAX as usize);
+    while !reason.is_char_boundary(len) {
+        len -= 1;
+    }
+    let mut bytes = Vec::with_capacity(FIXED + len);
+    bytes.extend_from_slice(&MAGIC.to_le_bytes());
+    bytes.extend_from_slice(&id.to_le_bytes());
+    bytes.extend_from_slice(&(len as u16).to_le_bytes());
+    bytes.extend_from_slice(&reason.as_bytes()[..len]);
+    let crc = crc32fast::hash(&bytes[4..]);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+/// Every whole frame of `bytes`, in order: (id, reason).
+fn frames(bytes: &[u8]) -> Vec<(u64, String)> {
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at + FIXED <= bytes.len() {
+        if let Some((id, reason, len)) = frame_at(&bytes[at..]) {
+            found.push((id, reason));
+            at += len;
+        } else {
+            at += 1;
+        }
+    }
+    found
+}
+
+/// The whole frame at the start of `b`: id, reason, frame length.
+fn frame_at(b: &[u8]) -> Option<(u64, String, usize)> {
+    let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
+    if u32_at(0) != MAGIC {
+        return None;
+    }
+    let id = u64::from_le_bytes(b[4..12].try_into().expect("8 bytes"));
+    let len = u16::from_le_bytes(b[12..14].try_into().expect("2 bytes")) as usize;
+    let end = 14 + len;
+    if end + 4 > b.len() || u32_at(end) != crc32fast::hash(&b[4..end]) {
+        return None;
+    }
+    let reason = String::from_utf8(b[14..end].to_vec()).ok()?;
+    Some((id, reason, end + 4))
+}
+
+impl Engine {
+    /// Appends `reason` as the last one of record `id`: durable before this
+    /// returns in Safe mode (one fsync, only for a nack that gives a
+    /// reason). On an error the file is cut back to where it was.
+    pub(super) fn store_reason(&mut self, id: u64, reason: &str) -> Result<()> {
+        let path = self.dir.path().join(REASONS_FILE);
+        let size = fs::metadata(&path).map_or(0, |m| m.len());
+        // Twice what the last compaction kept: appends stay amortised
+        // O(1) however many reasons are live.
+        if size > COMPACT_AT.max(2 * self.reasons_kept) {
+            self.compact_reasons()?;
+        }
+        let safe = self.durability == Durability::Safe;
+        let created = !path.exists();
+        let mut file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        let before = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+        let written = file.write_all(&frame(id, reason));
+        let written = written.map_err(|e| Error::io(&path, e));
+        if let Err(e) = written {
+            // A torn frame would be passed over by readers; cut it anyway.
+            let _ = file.set_len(before);
+            return Err(e);
+        }
+        if safe {
+            let synced = file.sync_data().map_err(|e| Error::io(&path, e));
+            let synced = synced.and_then(|()| if created { self.dir.sync() } else { Ok(()) });
+            if synced.is_err() {
+                let _ = file.set_len(before);
+            }
+            self.refuse_on_sync_error(synced)?;
+        }
+        Ok(())
+    }
+
+    /// The last reason stored for record `id`, if any. A read; a file that
+    /// cannot be read counts as naming none (the letter is still written).
+    pub(super) fn stored_reason(&self, id: u64) -> Option<String> {
+        let bytes = fs::read(self.dir.path().join(REASONS_FILE)).ok()?;
+        frames(&bytes)
+            .into_iter()
+            .rev()
+            .find(|(at, _)| *at == id)
+            .map(|(_, reason)| reason)
+    }
+
+    /// Rewrites the file with the last frame of each record still in the
+    /// queue (written to a temporary file, synced, renamed over it): the
+    /// frames dropped name settled records, whose reasons no letter needs.
+    fn compact_reasons(&mut self) -> Result<()> {
+        let path = self.dir.path().join(REASONS_FILE);
+        let temp = self.dir.path().join(REASONS_TEMP);
+        let bytes = fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let mut last = std::collections::BTreeMap::new();
+        for (id, reason) in frames(&bytes) {
+            if self.is_unsettled(id) {
+                last.insert(id, reason);
+            }
+        }
+        let mut kept = Vec::new();
+        for (id, reason) in &last {
+            kept.extend_from_slice(&frame(*id, reason));
+        }
+        let written = File::create(&temp)
+            .and_then(|mut file| {
+                file.write_all(&kept)?;
+                file.sync_data()
+            })
+            .and_then(|()| fs::rename(&temp, &path))
+            .map_err(|e| Error::io(&temp, e));
+        if let Err(e) = written {
+            let _ = fs::remove_file(&temp);
+            return Err(e);
+        }
+        self.reasons_kept = kept.len() as u64;
+        self.dir.sync()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_torn_bytes_are_passed_over() {
+        let mut bytes = frame(7, "first");
+        let torn = frame(8, "torn");
+        bytes.extend_from_slice(&torn[..torn.len() - 3]);
+        bytes.extend_from_slice(&frame(7, "second é"));
+        bytes.extend_from_slice(&[0x44, 0x52]);
+        assert_eq!(
+            frames(&bytes),
+            [(7, "first".to_string()), (7, "second é".to_string())]
+        );
+    }
+
+    #[test]
+    fn a_long_reason_is_cut_at_a_character_boundary() {
+        let long = "é".repeat(40_000);
+        let found = frames(&frame(1, &long));
+        assert_eq!(found[0].1.len(), 65_534);
+    }
+}
