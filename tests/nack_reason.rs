@@ -333,3 +333,38 @@ fn the_reasons_file_is_only_for_reasons_and_stays_small() {
         "not acked after 3 attempts; last failure: keep me"
     );
 }
+
+// Pins: a reason is tied to its record, not only to its id. A power loss
+// can take back the tail of a Turbo queue, and the ids it held are then
+// given to other records; a stored reason must not name them. Simulated by
+// putting one queue's reasons file beside another queue whose record of
+// the same id holds other bytes (and, as a control, the same bytes).
+#[test]
+fn a_stored_reason_names_only_the_record_it_was_given_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options::new().max_attempts(2);
+    let first = dir.path().join("first");
+    let q: DQue<String> = options.create(&first).unwrap();
+    q.enqueue(&"a".to_string()).unwrap();
+    q.lease()
+        .unwrap()
+        .expect("a")
+        .nack_with("about a", Retry::After(Duration::ZERO))
+        .unwrap();
+    drop(q);
+    for (item, expected) in [
+        ("b", "not acked after 2 attempts"),
+        ("a", "not acked after 2 attempts; last failure: about a"),
+    ] {
+        let path = dir.path().join(item);
+        let q: DQue<String> = options.create(&path).unwrap();
+        q.enqueue(&item.to_string()).unwrap();
+        q.lease().unwrap().expect("the item").nack().unwrap();
+        std::fs::copy(first.join("dque.reasons"), path.join("dque.reasons")).unwrap();
+        let last = q.lease().unwrap().expect("its last attempt");
+        assert_eq!(last.id(), 0);
+        q.expire_leases_now().unwrap();
+        drop(last);
+        assert_eq!(q.dead_letters().unwrap()[0].reason, expected, "{item}");
+    }
+}

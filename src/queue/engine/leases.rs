@@ -56,11 +56,6 @@ impl Engine {
                     self.mark(id, MarkerType::Lease)?;
                     self.deliveries.take(id);
                     let reason = format!("does not decode as the item type: {source}");
-                    if attempt < self.max_attempts {
-                        // Best effort: the attempt is counted, and every
-                        // later attempt gives the same reason.
-                        let _ = self.store_reason(id, &reason);
-                    }
                     self.settle_failed_attempt(id, attempt, reason, timeout)?;
                     continue;
                 }

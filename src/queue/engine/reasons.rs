@@ -2,14 +2,16 @@
 //! dead letter names when a later attempt ends without a word, for every
 //! handle and across reopens.
 //!
-//! An append-only file of frames: magic (u32), record id (u64), reason
-//! length (u16), reason (UTF-8), CRC-32 of the id, length and reason (u32),
-//! little-endian. Each frame is one write, under the queue's lock (shared
+//! An append-only file of frames: magic (u32), record id (u64), CRC-32 of
+//! the record's payload (u32), reason length (u16), reason (UTF-8), CRC-32
+//! of what precedes it but the magic (u32), little-endian. The payload's
+//! CRC ties a frame to its record: ids a power loss took back from a
+//! Turbo tail are given again, to other records. Each frame is one write, under the queue's lock (shared
 //! mode: the cross-process mutex). A reader takes the last whole frame of
 //! an id; bytes that are not a whole frame (a torn append) are passed over
-//! a byte at a time until the next magic. Only `nack_with`, a lease of a
-//! record that does not decode, and the dead letter path touch the file:
-//! plain `nack`/`ack`/leases never do.
+//! a byte at a time until the next magic. Only `nack_with` and the dead
+//! letter path touch the file: plain `nack`/`ack`/leases never do (a
+//! decode error, the same at every attempt, stays in memory).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -20,13 +22,14 @@ use crate::log::layout::{REASONS_FILE, REASONS_TEMP};
 use crate::options::Durability;
 
 const MAGIC: u32 = 0x4e53_5244; // "DRSN" little-endian
-const FIXED: usize = 4 + 8 + 2 + 4;
+const FIXED: usize = 4 + 8 + 4 + 2 + 4;
 /// Past this size an append first rewrites the file with the frames of
 /// records still in the queue.
 const COMPACT_AT: u64 = 64 * 1024;
 
-/// One frame for `id` and `reason` (cut to 64 KiB at a character boundary).
-fn frame(id: u64, reason: &str) -> Vec<u8> {
+/// One frame for record `id`, whose payload has CRC `payload`, and
+/// `reason` (cut to 64 KiB at a character boundary).
+fn frame(id: u64, payload: u32, reason: &str) -> Vec<u8> {
     let mut len = reason.len().min(u16::MAX as usize);
     while !reason.is_char_boundary(len) {
         len -= 1;
@@ -34,6 +37,7 @@ fn frame(id: u64, reason: &str) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(FIXED + len);
     bytes.extend_from_slice(&MAGIC.to_le_bytes());
     bytes.extend_from_slice(&id.to_le_bytes());
+    bytes.extend_from_slice(&payload.to_le_bytes());
     bytes.extend_from_slice(&(len as u16).to_le_bytes());
     bytes.extend_from_slice(&reason.as_bytes()[..len]);
     let crc = crc32fast::hash(&bytes[4..]);
@@ -41,13 +45,13 @@ fn frame(id: u64, reason: &str) -> Vec<u8> {
     bytes
 }
 
-/// Every whole frame of `bytes`, in order: (id, reason).
-fn frames(bytes: &[u8]) -> Vec<(u64, String)> {
+/// Every whole frame of `bytes`, in order: (id, payload CRC, reason).
+fn frames(bytes: &[u8]) -> Vec<(u64, u32, String)> {
     let mut found = Vec::new();
     let mut at = 0;
     while at + FIXED <= bytes.len() {
-        if let Some((id, reason, len)) = frame_at(&bytes[at..]) {
-            found.push((id, reason));
+        if let Some((id, payload, reason, len)) = frame_at(&bytes[at..]) {
+            found.push((id, payload, reason));
             at += len;
         } else {
             at += 1;
@@ -56,20 +60,21 @@ fn frames(bytes: &[u8]) -> Vec<(u64, String)> {
     found
 }
 
-/// The whole frame at the start of `b`: id, reason, frame length.
-fn frame_at(b: &[u8]) -> Option<(u64, String, usize)> {
+/// The whole frame at the start of `b`: id, payload CRC, reason, length.
+fn frame_at(b: &[u8]) -> Option<(u64, u32, String, usize)> {
     let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
     if u32_at(0) != MAGIC {
         return None;
     }
     let id = u64::from_le_bytes(b[4..12].try_into().expect("8 bytes"));
-    let len = u16::from_le_bytes(b[12..14].try_into().expect("2 bytes")) as usize;
-    let end = 14 + len;
+    let payload = u32_at(12);
+    let len = u16::from_le_bytes(b[16..18].try_into().expect("2 bytes")) as usize;
+    let end = 18 + len;
     if end + 4 > b.len() || u32_at(end) != crc32fast::hash(&b[4..end]) {
         return None;
     }
-    let reason = String::from_utf8(b[14..end].to_vec()).ok()?;
-    Some((id, reason, end + 4))
+    let reason = String::from_utf8(b[18..end].to_vec()).ok()?;
+    Some((id, payload, reason, end + 4))
 }
 
 impl Engine {
@@ -92,7 +97,8 @@ impl Engine {
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
         let before = file.metadata().map_err(|e| Error::io(&path, e))?.len();
-        let written = file.write_all(&frame(id, reason));
+        let payload = self.payload_crc(id);
+        let written = file.write_all(&frame(id, payload, reason));
         let written = written.map_err(|e| Error::io(&path, e));
         if let Err(e) = written {
             // A torn frame would be passed over by readers; cut it anyway.
@@ -110,15 +116,24 @@ impl Engine {
         Ok(())
     }
 
-    /// The last reason stored for record `id`, if any. A read; a file that
-    /// cannot be read counts as naming none (the letter is still written).
+    /// The last reason stored for record `id` (mapped), if any. A read; a
+    /// file that cannot be read counts as naming none (the letter is still
+    /// written).
     pub(super) fn stored_reason(&self, id: u64) -> Option<String> {
         let bytes = fs::read(self.dir.path().join(REASONS_FILE)).ok()?;
+        let payload = self.payload_crc(id);
         frames(&bytes)
             .into_iter()
             .rev()
-            .find(|(at, _)| *at == id)
-            .map(|(_, reason)| reason)
+            .find(|(at, crc, _)| *at == id && *crc == payload)
+            .map(|(_, _, reason)| reason)
+    }
+
+    /// The CRC-32 of mapped record `id`'s payload (0 if it is not mapped).
+    fn payload_crc(&self, id: u64) -> u32 {
+        self.find(id).map_or(0, |(segment, index)| {
+            crc32fast::hash(segment.payload(index))
+        })
     }
 
     /// Rewrites the file with the last frame of each record still in the
@@ -129,14 +144,14 @@ impl Engine {
         let temp = self.dir.path().join(REASONS_TEMP);
         let bytes = fs::read(&path).map_err(|e| Error::io(&path, e))?;
         let mut last = std::collections::BTreeMap::new();
-        for (id, reason) in frames(&bytes) {
+        for (id, payload, reason) in frames(&bytes) {
             if self.is_unsettled(id) {
-                last.insert(id, reason);
+                last.insert(id, (payload, reason));
             }
         }
         let mut kept = Vec::new();
-        for (id, reason) in &last {
-            kept.extend_from_slice(&frame(*id, reason));
+        for (id, (payload, reason)) in &last {
+            kept.extend_from_slice(&frame(*id, *payload, reason));
         }
         let written = File::create(&temp)
             .and_then(|mut file| {
@@ -160,21 +175,21 @@ mod tests {
 
     #[test]
     fn frames_round_trip_and_torn_bytes_are_passed_over() {
-        let mut bytes = frame(7, "first");
-        let torn = frame(8, "torn");
+        let mut bytes = frame(7, 1, "first");
+        let torn = frame(8, 2, "torn");
         bytes.extend_from_slice(&torn[..torn.len() - 3]);
-        bytes.extend_from_slice(&frame(7, "second é"));
+        bytes.extend_from_slice(&frame(7, 3, "second é"));
         bytes.extend_from_slice(&[0x44, 0x52]);
         assert_eq!(
             frames(&bytes),
-            [(7, "first".to_string()), (7, "second é".to_string())]
+            [(7, 1, "first".to_string()), (7, 3, "second é".to_string())]
         );
     }
 
     #[test]
     fn a_long_reason_is_cut_at_a_character_boundary() {
         let long = "é".repeat(40_000);
-        let found = frames(&frame(1, &long));
-        assert_eq!(found[0].1.len(), 65_534);
+        let found = frames(&frame(1, 0, &long));
+        assert_eq!(found[0].2.len(), 65_534);
     }
 }
