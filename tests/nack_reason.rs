@@ -368,3 +368,37 @@ fn a_stored_reason_names_only_the_record_it_was_given_for() {
         assert_eq!(q.dead_letters().unwrap()[0].reason, expected, "{item}");
     }
 }
+
+// Pins the rule "a call that returns an error had no effect" for the
+// reasons file: a nack_with whose write or (Safe) fsync of the reason
+// fails returns the error with the item still leased and no reason kept
+// (the file cut back), so a later dead letter names none.
+#[test]
+fn a_nack_whose_reason_cannot_be_stored_has_no_effect() {
+    use dque::faults::{FaultOp, FaultPlan};
+    for op in [FaultOp::Write, FaultOp::Sync] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q");
+        let options = Options::new().max_attempts(2);
+        let q: DQue<u32> = options.create(&path).unwrap();
+        q.enqueue(&1).unwrap();
+        let job = q.lease().unwrap().expect("1");
+        let plan = FaultPlan::install(&path);
+        plan.fail_nth(op, 1, std::io::ErrorKind::Other);
+        let failed = job.nack_with("gateway down", Retry::After(Duration::ZERO));
+        assert!(failed.is_err(), "{op:?}: {failed:?}");
+        assert_eq!(q.leased_len(), 1, "{op:?}: the lease is as it was");
+        let kept = std::fs::metadata(path.join("dque.reasons")).map_or(0, |m| m.len());
+        assert_eq!(kept, 0, "{op:?}: a reason was kept");
+        drop(plan);
+        drop(q);
+        // The attempt still counts; the dead letter names no reason.
+        let q: DQue<u32> = options.open(&path).unwrap();
+        let last = q.lease().unwrap().expect("1, its last attempt");
+        assert_eq!(last.attempt(), 2);
+        q.expire_leases_now().unwrap();
+        drop(last);
+        let dead = q.dead_letters().unwrap();
+        assert_eq!(dead[0].reason, "not acked after 2 attempts", "{op:?}");
+    }
+}

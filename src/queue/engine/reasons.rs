@@ -18,6 +18,7 @@ use std::io::Write;
 
 use super::Engine;
 use crate::error::{Error, Result};
+use crate::faults::{self, Durable, FaultOp};
 use crate::log::layout::{REASONS_FILE, REASONS_TEMP};
 use crate::options::Durability;
 
@@ -91,6 +92,7 @@ impl Engine {
         }
         let safe = self.durability == Durability::Safe;
         let created = !path.exists();
+        faults::check(FaultOp::Write, &path).map_err(|e| Error::io(&path, e))?;
         let mut file = OpenOptions::new()
             .append(true)
             .create(true)
@@ -106,7 +108,14 @@ impl Engine {
             return Err(e);
         }
         if safe {
-            let synced = file.sync_data().map_err(|e| Error::io(&path, e));
+            let window = faults::syncing(&path);
+            let synced = faults::check(FaultOp::Sync, &path)
+                .and_then(|()| file.sync_data())
+                .map_err(|e| Error::io(&path, e));
+            drop(window);
+            if synced.is_ok() {
+                faults::synced(&path, Durable::File);
+            }
             let synced = synced.and_then(|()| if created { self.dir.sync() } else { Ok(()) });
             if synced.is_err() {
                 let _ = file.set_len(before);
@@ -153,17 +162,25 @@ impl Engine {
         for (id, (payload, reason)) in &last {
             kept.extend_from_slice(&frame(*id, *payload, reason));
         }
-        let written = File::create(&temp)
+        let written = faults::check(FaultOp::Write, &temp)
+            .and_then(|()| File::create(&temp))
             .and_then(|mut file| {
                 file.write_all(&kept)?;
+                let _window = faults::syncing(&temp);
+                faults::check(FaultOp::Sync, &temp)?;
                 file.sync_data()
             })
-            .and_then(|()| fs::rename(&temp, &path))
+            .and_then(|()| {
+                faults::synced(&temp, Durable::File);
+                faults::check(FaultOp::Write, &path)?;
+                fs::rename(&temp, &path)
+            })
             .map_err(|e| Error::io(&temp, e));
         if let Err(e) = written {
             let _ = fs::remove_file(&temp);
             return Err(e);
         }
+        faults::renamed(&temp, &path);
         self.reasons_kept = kept.len() as u64;
         self.dir.sync()
     }
