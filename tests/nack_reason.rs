@@ -402,3 +402,37 @@ fn a_nack_whose_reason_cannot_be_stored_has_no_effect() {
         assert_eq!(dead[0].reason, "not acked after 2 attempts", "{op:?}");
     }
 }
+
+// Pins the Safe promise for reasons: once nack_with returns, a power loss
+// keeps the reason (the frame and, for a new file, the directory entry are
+// fsynced), in every image the power-loss seam can make.
+#[test]
+fn a_safe_nack_reason_survives_a_power_loss() {
+    use dque::faults::FaultPlan;
+    for seed in 0..8 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q");
+        let options = Options::new().max_attempts(2);
+        let q: DQue<u32> = options.create(&path).unwrap();
+        q.enqueue(&1).unwrap();
+        let job = q.lease().unwrap().expect("1");
+        let plan = FaultPlan::install(&path);
+        job.nack_with("gateway down", Retry::After(Duration::ZERO))
+            .unwrap();
+        let image = plan.crash_image(seed);
+        drop(plan);
+        drop(q);
+        let after = dir.path().join("after");
+        image.write_to(&after).unwrap();
+        let q: DQue<u32> = options.open(&after).unwrap();
+        let last = q.lease().unwrap().expect("1, its last attempt");
+        assert_eq!(last.attempt(), 2);
+        q.expire_leases_now().unwrap();
+        drop(last);
+        assert_eq!(
+            q.dead_letters().unwrap()[0].reason,
+            "not acked after 2 attempts; last failure: gateway down",
+            "seed {seed}"
+        );
+    }
+}
