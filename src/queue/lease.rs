@@ -190,8 +190,11 @@ impl<T> Leased<T> {
     /// the file); in Turbo and Periodic it is written at once and reaches
     /// the disk with the system's writeback (a power loss may lose it, a
     /// process crash does not). The reason of the last attempt is written
-    /// into the dead letter itself. Until the delay passes the item counts in [`len`](crate::DQue::len), is not
-    /// in [`leased_len`](crate::DQue::leased_len), and can be
+    /// into the dead letter itself.
+    ///
+    /// Until the delay passes the item counts in
+    /// [`len`](crate::DQue::len), is not in
+    /// [`leased_len`](crate::DQue::leased_len), and can be
     /// [`cancel`](crate::DQue::cancel)led.
     ///
     /// ```
