@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use dque::{DQue, Options, Retry};
+use dque::{DQue, Durability, Options, Retry};
 
 /// A queue of strings holding "a", an undecodable record, then "c".
 fn with_poison(path: &std::path::Path, options: Options) -> DQue<String> {
@@ -187,4 +187,252 @@ fn a_delay_holds_across_shared_handles() {
     assert!(started.elapsed() >= delay);
     assert_eq!(again.attempt(), 2);
     again.ack().unwrap();
+}
+
+// Pins: a non-final nack's reason lived in the memory of the handle that
+// heard it, so after a reopen a last attempt that ran out without a word
+// was dead-lettered as plain "not acked after 2 attempts". Now it is kept
+// in `dque.reasons` and named after a reopen; a reason given on the last
+// attempt is the letter's, as before.
+#[test]
+fn a_nack_reason_survives_a_reopen() {
+    for durability in [
+        Durability::Safe,
+        Durability::Periodic(Duration::from_millis(50)),
+        Durability::Turbo,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q");
+        let options = Options::new().max_attempts(2).durability(durability);
+        let q: DQue<u32> = options.create(&path).unwrap();
+        q.enqueue_batch([1, 2]).unwrap();
+        let first = [q.lease().unwrap(), q.lease().unwrap()];
+        for job in first {
+            let job = job.expect("an item");
+            assert_eq!(job.attempt(), 1);
+            job.nack_with("gateway down", Retry::After(Duration::ZERO))
+                .unwrap();
+        }
+        drop(q);
+
+        let q: DQue<u32> = options.open(&path).unwrap();
+        // Item 1: its last attempt runs out without a word.
+        let one = q.lease().unwrap().expect("1");
+        assert_eq!((*one, one.attempt()), (1, 2), "the attempt is on disk");
+        q.expire_leases_now().unwrap();
+        drop(one);
+        // Item 2: its last attempt is nacked with a reason.
+        let two = q.lease().unwrap().expect("2");
+        assert_eq!((*two, two.attempt()), (2, 2));
+        assert!(two
+            .nack_with("card declined", Retry::After(Duration::ZERO))
+            .unwrap());
+        drop(q);
+
+        let q: DQue<u32> = options.open(&path).unwrap();
+        let reasons: Vec<String> = q
+            .dead_letters()
+            .unwrap()
+            .into_iter()
+            .map(|letter| letter.reason)
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                "not acked after 2 attempts; last failure: gateway down",
+                "card declined"
+            ],
+            "{durability:?}"
+        );
+    }
+}
+
+// Pins: a reason heard by one shared handle was not seen by another, which
+// dead-lettered the item without it. Now every handle reads the last
+// reason any of them stored (the latest, not its own older one).
+#[test]
+fn a_nack_reason_is_seen_by_every_shared_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let shared = Options::new().shared(true).max_attempts(3);
+    let a: DQue<u32> = shared.create(&path).unwrap();
+    let b: DQue<u32> = shared.open(&path).unwrap();
+    a.enqueue(&7).unwrap();
+    a.lease()
+        .unwrap()
+        .expect("7")
+        .nack_with("gateway down", Retry::After(Duration::ZERO))
+        .unwrap();
+    b.lease()
+        .unwrap()
+        .expect("7 again, through b")
+        .nack_with("disk full", Retry::After(Duration::ZERO))
+        .unwrap();
+    // The last attempt, leased through b, runs out; a dead-letters it.
+    let again = b.lease().unwrap().expect("7, its last attempt");
+    assert_eq!(again.attempt(), 3);
+    a.expire_leases_now().unwrap();
+    drop(again);
+    let dead = b.dead_letters().unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        dead[0].reason,
+        "not acked after 3 attempts; last failure: disk full"
+    );
+}
+
+// Pins the cost rule of the reasons file: plain nack and ack never touch
+// it, and it stays bounded however many reasons are stored for records
+// that are then acked (compacted past 64 KiB to the live ones).
+#[test]
+fn the_reasons_file_is_only_for_reasons_and_stays_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let q: DQue<u32> = Options::new()
+        .max_attempts(3)
+        .durability(Durability::Turbo)
+        .create(&path)
+        .unwrap();
+    let file = path.join("dque.reasons");
+    q.enqueue_batch(0..100).unwrap();
+    for _ in 0..100 {
+        q.lease().unwrap().expect("an item").nack().unwrap();
+        q.lease().unwrap().expect("an item").ack().unwrap();
+    }
+    assert!(!file.exists(), "plain nack and ack wrote reasons");
+    let reason = "x".repeat(200);
+    // One item keeps its reason through every compaction: out of sight
+    // for an hour, then (after the reopen drops its delay) dead-lettered.
+    q.enqueue(&7).unwrap();
+    q.lease()
+        .unwrap()
+        .expect("7")
+        .nack_with("keep me", Retry::After(Duration::from_secs(3600)))
+        .unwrap();
+    q.enqueue_batch(0..2_000).unwrap();
+    let mut biggest = 0;
+    while let Some(job) = q.lease().unwrap() {
+        job.nack_with(&reason, Retry::After(Duration::ZERO))
+            .unwrap();
+        q.lease().unwrap().expect("the item again").ack().unwrap();
+        biggest = biggest.max(std::fs::metadata(&file).unwrap().len());
+    }
+    assert!(biggest > 0);
+    assert!(biggest < 200 * 1024, "{biggest} bytes");
+    drop(q);
+    let q: DQue<u32> = Options::new().max_attempts(3).open(&path).unwrap();
+    let seven = q.lease().unwrap().expect("7, its delay gone");
+    assert_eq!((*seven, seven.attempt()), (7, 2));
+    seven.nack().unwrap();
+    let last = q.lease().unwrap().expect("7 again");
+    q.expire_leases_now().unwrap();
+    drop(last);
+    let dead = q.dead_letters().unwrap();
+    assert_eq!(
+        dead[0].reason,
+        "not acked after 3 attempts; last failure: keep me"
+    );
+}
+
+// Pins: a reason is tied to its record, not only to its id. A power loss
+// can take back the tail of a Turbo queue, and the ids it held are then
+// given to other records; a stored reason must not name them. Simulated by
+// putting one queue's reasons file beside another queue whose record of
+// the same id holds other bytes (and, as a control, the same bytes).
+#[test]
+fn a_stored_reason_names_only_the_record_it_was_given_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options::new().max_attempts(2);
+    let first = dir.path().join("first");
+    let q: DQue<String> = options.create(&first).unwrap();
+    q.enqueue(&"a".to_string()).unwrap();
+    q.lease()
+        .unwrap()
+        .expect("a")
+        .nack_with("about a", Retry::After(Duration::ZERO))
+        .unwrap();
+    drop(q);
+    for (item, expected) in [
+        ("b", "not acked after 2 attempts"),
+        ("a", "not acked after 2 attempts; last failure: about a"),
+    ] {
+        let path = dir.path().join(item);
+        let q: DQue<String> = options.create(&path).unwrap();
+        q.enqueue(&item.to_string()).unwrap();
+        q.lease().unwrap().expect("the item").nack().unwrap();
+        std::fs::copy(first.join("dque.reasons"), path.join("dque.reasons")).unwrap();
+        let last = q.lease().unwrap().expect("its last attempt");
+        assert_eq!(last.id(), 0);
+        q.expire_leases_now().unwrap();
+        drop(last);
+        assert_eq!(q.dead_letters().unwrap()[0].reason, expected, "{item}");
+    }
+}
+
+// Pins the rule "a call that returns an error had no effect" for the
+// reasons file: a nack_with whose write or (Safe) fsync of the reason
+// fails returns the error with the item still leased and no reason kept
+// (the file cut back), so a later dead letter names none.
+#[test]
+fn a_nack_whose_reason_cannot_be_stored_has_no_effect() {
+    use dque::faults::{FaultOp, FaultPlan};
+    for op in [FaultOp::Write, FaultOp::Sync] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q");
+        let options = Options::new().max_attempts(2);
+        let q: DQue<u32> = options.create(&path).unwrap();
+        q.enqueue(&1).unwrap();
+        let job = q.lease().unwrap().expect("1");
+        let plan = FaultPlan::install(&path);
+        plan.fail_nth(op, 1, std::io::ErrorKind::Other);
+        let failed = job.nack_with("gateway down", Retry::After(Duration::ZERO));
+        assert!(failed.is_err(), "{op:?}: {failed:?}");
+        assert_eq!(q.leased_len(), 1, "{op:?}: the lease is as it was");
+        let kept = std::fs::metadata(path.join("dque.reasons")).map_or(0, |m| m.len());
+        assert_eq!(kept, 0, "{op:?}: a reason was kept");
+        drop(plan);
+        drop(q);
+        // The attempt still counts; the dead letter names no reason.
+        let q: DQue<u32> = options.open(&path).unwrap();
+        let last = q.lease().unwrap().expect("1, its last attempt");
+        assert_eq!(last.attempt(), 2);
+        q.expire_leases_now().unwrap();
+        drop(last);
+        let dead = q.dead_letters().unwrap();
+        assert_eq!(dead[0].reason, "not acked after 2 attempts", "{op:?}");
+    }
+}
+
+// Pins the Safe promise for reasons: once nack_with returns, a power loss
+// keeps the reason (the frame and, for a new file, the directory entry are
+// fsynced), in every image the power-loss seam can make.
+#[test]
+fn a_safe_nack_reason_survives_a_power_loss() {
+    use dque::faults::FaultPlan;
+    for seed in 0..8 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q");
+        let options = Options::new().max_attempts(2);
+        let q: DQue<u32> = options.create(&path).unwrap();
+        q.enqueue(&1).unwrap();
+        let job = q.lease().unwrap().expect("1");
+        let plan = FaultPlan::install(&path);
+        job.nack_with("gateway down", Retry::After(Duration::ZERO))
+            .unwrap();
+        let image = plan.crash_image(seed);
+        drop(plan);
+        drop(q);
+        let after = dir.path().join("after");
+        image.write_to(&after).unwrap();
+        let q: DQue<u32> = options.open(&after).unwrap();
+        let last = q.lease().unwrap().expect("1, its last attempt");
+        assert_eq!(last.attempt(), 2);
+        q.expire_leases_now().unwrap();
+        drop(last);
+        assert_eq!(
+            q.dead_letters().unwrap()[0].reason,
+            "not acked after 2 attempts; last failure: gateway down",
+            "seed {seed}"
+        );
+    }
 }

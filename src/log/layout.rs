@@ -20,6 +20,10 @@ pub const DEAD_LETTER_DIR: &str = "dead";
 pub const CONTROL_FILE: &str = "dque.shm";
 /// The name the control file is made under.
 pub const CONTROL_TEMP: &str = "dque.shm.tmp";
+/// The last nack reason of records (see `queue::engine::reasons`).
+pub const REASONS_FILE: &str = "dque.reasons";
+/// The reasons file while it is compacted.
+pub const REASONS_TEMP: &str = "dque.reasons.tmp";
 const SEGMENT_EXT: &str = "seg";
 const TEMP_EXT: &str = "tmp";
 
@@ -71,12 +75,13 @@ impl QueueDir {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name == CONFIG_FILE {
                 listing.has_config = true;
-            } else if name == LOCK_FILE || name == CONTROL_FILE {
+            } else if name == LOCK_FILE || name == CONTROL_FILE || name == REASONS_FILE {
                 // Ours, and says nothing about the queue's state.
             } else if let Some(number) = parse_segment_name(&name) {
                 listing.segments.push(number);
             } else if name == CONFIG_TEMP
                 || name == CONTROL_TEMP
+                || name == REASONS_TEMP
                 || name.ends_with(&format!(".{SEGMENT_EXT}.{TEMP_EXT}"))
             {
                 listing.temp_files.push(entry.path());

@@ -179,11 +179,22 @@ impl<T> Leased<T> {
     /// the death of the process that nacked, but not across a reopen
     /// (an exclusive one, or the first shared handle after all closed),
     /// after which the item is available at once, its attempts still
-    /// counted. So is the reason: the dead letter names it when the
-    /// attempts run out in the handle (shared: the process) that heard
-    /// it; elsewhere it says only "not acked after N attempts". Until the
-    /// delay passes the item counts in [`len`](crate::DQue::len), is not
-    /// in [`leased_len`](crate::DQue::leased_len), and can be
+    /// counted.
+    ///
+    /// The reason stays with the item on disk (`dque.reasons`, beside the
+    /// segments): if a later attempt ends without a word and it was the
+    /// last, the dead letter names the last reason any handle gave, in any
+    /// process, across reopens and crashes. In Safe mode it is durable
+    /// before this returns (one fsync, for a nack with a non-empty reason
+    /// only; plain [`nack`](Self::nack) and [`ack`](Self::ack) never touch
+    /// the file); in Turbo and Periodic it is written at once and reaches
+    /// the disk with the system's writeback (a power loss may lose it, a
+    /// process crash does not). The reason of the last attempt is written
+    /// into the dead letter itself.
+    ///
+    /// Until the delay passes the item counts in
+    /// [`len`](crate::DQue::len), is not in
+    /// [`leased_len`](crate::DQue::leased_len), and can be
     /// [`cancel`](crate::DQue::cancel)led.
     ///
     /// ```

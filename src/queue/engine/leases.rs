@@ -100,9 +100,11 @@ impl Engine {
         Ok(())
     }
 
-    /// The reason the last failed attempt of `id` gave, or `otherwise`.
+    /// The reason the last failed attempt of `id` gave (as stored by any
+    /// handle, else as this one heard it), or `otherwise`.
     fn last_reason_or(&self, id: u64, otherwise: String) -> String {
-        match self.reasons.get(&id) {
+        let stored = self.stored_reason(id);
+        match stored.as_ref().or_else(|| self.reasons.get(&id)) {
             Some(last) => format!("{otherwise}; last failure: {last}"),
             None => otherwise,
         }
@@ -174,6 +176,10 @@ impl Engine {
         self.check_refused()?;
         self.current_lease(id, attempt)?;
         let dead = attempt >= self.max_attempts;
+        if !dead && !reason.is_empty() {
+            // On disk before anything else: an error leaves the lease as it was.
+            self.store_reason(id, reason)?;
+        }
         self.settle_failed_attempt(id, attempt, reason.to_string(), delay)?;
         Ok(dead)
     }

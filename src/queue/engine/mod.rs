@@ -7,6 +7,7 @@ mod dead_letters;
 mod leases;
 mod open;
 mod processes;
+mod reasons;
 mod verify;
 
 pub(crate) use browse::PendingRecord;
@@ -65,8 +66,11 @@ pub struct Engine {
     /// Whether a damaged tail may be cut (see `Options::cut_damaged_tail`).
     cut_damaged_tail: bool,
     /// Why the last failed attempt of a record failed (a nack's reason, a
-    /// decode error), for its dead letter: this handle's, in memory.
+    /// decode error), for its dead letter: this handle's, in memory; a
+    /// nack's is also in `dque.reasons`, which every handle reads.
     reasons: std::collections::HashMap<u64, String>,
+    /// Bytes of `dque.reasons` the last compaction by this handle kept.
+    reasons_kept: u64,
     /// The dead-letter queue in `dead/`, once used.
     dead: Option<Box<Engine>>,
     len: u64,

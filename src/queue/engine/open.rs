@@ -225,6 +225,7 @@ impl Engine {
             cut_damaged_tail: options.cut_damaged_tail,
             max_items: options.max_items,
             reasons: Default::default(),
+            reasons_kept: 0,
             dead: None,
             len: 0,
             refused: None,
