@@ -663,3 +663,71 @@ fn a_version_2_database_migrates_and_counts_every_wait_once() {
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .unwrap();
 }
+
+// Schema 3 keeps a first lease's wait in the job's row until the attempt
+// settles: each way a job leaves or goes back (hand back, retry, a lease
+// run out and then a cancel, a failure) must count its wait exactly once,
+// counted too while the job is leased.
+#[test]
+fn a_wait_kept_in_the_row_is_counted_once_however_the_job_settles() {
+    with_server(|_| {
+        let lease_time = std::time::Duration::from_millis(300);
+        let q = queue("waits_once", lease_time);
+        let waits = || -> u64 {
+            let stats = q.stats().unwrap();
+            stats.days.iter().map(|d| d.wait.count).sum()
+        };
+        for id in ["released", "retried", "cancelled", "failed"] {
+            q.enqueue(dque::jobs::NewJob::new(id).id(id)).unwrap();
+        }
+        let mut counted = 0;
+        // Handed back, then leased again: one wait.
+        let job = q.lease().unwrap().unwrap();
+        assert_eq!(job.job.id, "released");
+        counted += 1;
+        assert_eq!(waits(), counted, "a leased job's wait is counted");
+        q.release(job).unwrap();
+        assert_eq!(waits(), counted);
+        let job = q.lease().unwrap().unwrap();
+        assert_eq!(job.job.id, "released");
+        q.ack(job).unwrap();
+        assert_eq!(waits(), counted);
+        // Retried, then done.
+        let job = q.lease().unwrap().unwrap();
+        assert_eq!(job.job.id, "retried");
+        counted += 1;
+        q.nack(
+            job,
+            dque::jobs::Retry::After(std::time::Duration::ZERO),
+            "again",
+        )
+        .unwrap();
+        assert_eq!(waits(), counted);
+        let job = q.lease().unwrap().unwrap();
+        assert_eq!((job.job.id.as_str(), job.job.attempt), ("retried", 2));
+        q.ack(job).unwrap();
+        assert_eq!(waits(), counted);
+        // Leased by a worker that never came back, then cancelled.
+        let job = q.lease().unwrap().unwrap();
+        assert_eq!(job.job.id, "cancelled");
+        counted += 1;
+        std::mem::forget(job);
+        std::thread::sleep(lease_time * 2);
+        assert_eq!(waits(), counted);
+        q.cancel("cancelled").unwrap();
+        assert_eq!(waits(), counted);
+        // Failed, requeued, leased again: a new first lease, a new wait.
+        let job = q.lease().unwrap().unwrap();
+        assert_eq!(job.job.id, "failed");
+        counted += 1;
+        q.fail(job, "broken").unwrap();
+        assert_eq!(waits(), counted);
+        q.requeue_dead("failed").unwrap();
+        assert_eq!(waits(), counted);
+        let job = q.lease().unwrap().unwrap();
+        counted += 1;
+        q.ack(job).unwrap();
+        assert_eq!(waits(), counted);
+        q.close().unwrap();
+    });
+}
