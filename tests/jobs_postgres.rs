@@ -599,3 +599,135 @@ fn a_call_cut_off_after_it_was_sent_says_its_outcome_is_unknown() {
     // The next call connects again; the job is there (this ack never ran).
     assert_eq!(jobs.counts().unwrap().leased, 1);
 }
+
+// Schema 3 keeps a first lease's wait in the job's row and logs it with
+// the event that settles the attempt. A database at version 2 (whose
+// leases logged their waits at once) is migrated in place: a job leased
+// under version 2, its wait logged then, is settled under version 3 and
+// its wait is counted once, not twice nor lost; a job leased under
+// version 3 counts its wait while leased and once settled.
+#[test]
+fn a_version_2_database_migrates_and_counts_every_wait_once() {
+    let _sharing = sharing();
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let schema = format!("v2_{}", std::process::id());
+    let options = || {
+        PgOptions::new()
+            .schema(&schema)
+            .lease_time(std::time::Duration::from_secs(60))
+    };
+    let q = options().connect(&server.url(), "q").unwrap();
+    q.enqueue(dque::jobs::NewJob::new("old").id("old")).unwrap();
+    q.close().unwrap();
+    drop(q);
+    // Back to version 2's tables, then a lease as version 2 made it: the
+    // row leased (its lease run out since), its wait in the log.
+    let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+    client
+        .batch_execute(&format!(
+            "ALTER TABLE {schema}.jobs DROP COLUMN wait_day, DROP COLUMN wait_ms;
+             ALTER TABLE {schema}.stats_log DROP COLUMN wait_day, DROP COLUMN wait_ms;
+             UPDATE {schema}.schema_version SET version = 2;
+             UPDATE {schema}.jobs SET attempts = 1, lease_until = 1,
+                 lease_token = nextval('{schema}.lease_tokens');
+             INSERT INTO {schema}.stats_log (queue, day, kind, ms, grp)
+                 SELECT 'q', ready_at / 86400000 * 86400, 0, 1500, NULL FROM {schema}.jobs;"
+        ))
+        .unwrap();
+    let q = options().connect(&server.url(), "q").unwrap();
+    let version: i32 = client
+        .query_one(&format!("SELECT version FROM {schema}.schema_version"), &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, dque::jobs::SCHEMA_VERSION);
+    let waits = |q: &dque::jobs::PgJobs| -> (u64, u64) {
+        let stats = q.stats().unwrap();
+        let wait = stats.days.iter().map(|d| d.wait.count).sum();
+        let run = stats.days.iter().map(|d| d.run.count).sum();
+        (wait, run)
+    };
+    assert_eq!(waits(&q), (1, 0));
+    let old = q.lease().unwrap().expect("the old job, its lease run out");
+    assert_eq!(old.job.attempt, 2);
+    q.ack(old).unwrap();
+    assert_eq!(waits(&q), (1, 1));
+    q.enqueue(dque::jobs::NewJob::new("new").id("new")).unwrap();
+    let new = q.lease().unwrap().expect("the new job");
+    assert_eq!(waits(&q), (2, 1), "a leased job's wait is counted");
+    q.ack(new).unwrap();
+    assert_eq!(waits(&q), (2, 2));
+    q.close().unwrap();
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .unwrap();
+}
+
+// Schema 3 keeps a first lease's wait in the job's row until the attempt
+// settles: each way a job leaves or goes back (hand back, retry, a lease
+// run out and then a cancel, a failure) must count its wait exactly once,
+// counted too while the job is leased.
+#[test]
+fn a_wait_kept_in_the_row_is_counted_once_however_the_job_settles() {
+    with_server(|_| {
+        let lease_time = std::time::Duration::from_millis(300);
+        let q = queue("waits_once", lease_time);
+        let waits = || -> u64 {
+            let stats = q.stats().unwrap();
+            stats.days.iter().map(|d| d.wait.count).sum()
+        };
+        for id in ["released", "retried", "cancelled", "failed"] {
+            q.enqueue(dque::jobs::NewJob::new(id).id(id)).unwrap();
+        }
+        let mut counted = 0;
+        // Handed back, then leased again: one wait.
+        let job = q.lease().unwrap().unwrap();
+        assert_eq!(job.job.id, "released");
+        counted += 1;
+        assert_eq!(waits(), counted, "a leased job's wait is counted");
+        q.release(job).unwrap();
+        assert_eq!(waits(), counted);
+        let job = q.lease().unwrap().unwrap();
+        assert_eq!(job.job.id, "released");
+        q.ack(job).unwrap();
+        assert_eq!(waits(), counted);
+        // Retried, then done.
+        let job = q.lease().unwrap().unwrap();
+        assert_eq!(job.job.id, "retried");
+        counted += 1;
+        q.nack(
+            job,
+            dque::jobs::Retry::After(std::time::Duration::ZERO),
+            "again",
+        )
+        .unwrap();
+        assert_eq!(waits(), counted);
+        let job = q.lease().unwrap().unwrap();
+        assert_eq!((job.job.id.as_str(), job.job.attempt), ("retried", 2));
+        q.ack(job).unwrap();
+        assert_eq!(waits(), counted);
+        // Leased by a worker that never came back, then cancelled.
+        let job = q.lease().unwrap().unwrap();
+        assert_eq!(job.job.id, "cancelled");
+        counted += 1;
+        std::mem::forget(job);
+        std::thread::sleep(lease_time * 2);
+        assert_eq!(waits(), counted);
+        q.cancel("cancelled").unwrap();
+        assert_eq!(waits(), counted);
+        // Failed, requeued, leased again: a new first lease, a new wait.
+        let job = q.lease().unwrap().unwrap();
+        assert_eq!(job.job.id, "failed");
+        counted += 1;
+        q.fail(job, "broken").unwrap();
+        assert_eq!(waits(), counted);
+        q.requeue_dead("failed").unwrap();
+        assert_eq!(waits(), counted);
+        let job = q.lease().unwrap().unwrap();
+        counted += 1;
+        q.ack(job).unwrap();
+        assert_eq!(waits(), counted);
+        q.close().unwrap();
+    });
+}

@@ -586,13 +586,19 @@ impl PgJobs {
             // One job: `=` a subquery (an index probe); several: `ANY`.
             let which = if want == 1 { "= (" } else { "= ANY(ARRAY(" };
             let close = if want == 1 { ")" } else { "))" };
-            // The wait of a first attempt is logged in the same statement:
-            // a lease that happened is counted, whatever happens next.
+            // The wait of a first lease is kept in the row (no index holds
+            // it: the update stays HOT) until the attempt settles, whose
+            // log row carries it; reads count it from the row till then.
+            // A job handed back (`release`) keeps the wait of its first
+            // lease: one wait a job.
             let sql = format!(
-                "WITH leased AS (
-                     UPDATE {jobs} j
+                "UPDATE {jobs} j
                      SET attempts = j.attempts + 1, lease_until = $3 + $4,
-                         lease_token = nextval('{tokens}')
+                         lease_token = nextval('{tokens}'),
+                         wait_day = CASE WHEN j.attempts = 0 AND j.wait_ms IS NULL
+                                         THEN $6 ELSE j.wait_day END,
+                         wait_ms = CASE WHEN j.attempts = 0 AND j.wait_ms IS NULL
+                                        THEN GREATEST($2 - j.ready_at, 0) ELSE j.wait_ms END
                      WHERE j.seq {which}
                          SELECT seq FROM {jobs}
                          WHERE queue = $1
@@ -601,9 +607,7 @@ impl PgJobs {
                          ORDER BY priority, ready_at, seq
                          LIMIT $5
                          FOR UPDATE SKIP LOCKED{close}
-                     RETURNING {cols}, j.lease_token),
-                 logged AS ({log})
-                 SELECT * FROM leased",
+                     RETURNING {cols}, j.lease_token",
                 jobs = self.tables.jobs,
                 tokens = self.tables.tokens,
                 cols = JOB_COLUMNS
@@ -611,12 +615,6 @@ impl PgJobs {
                     .map(|c| format!("j.{c}"))
                     .collect::<Vec<_>>()
                     .join(", "),
-                log = stats_log::insert(
-                    &self.tables.log,
-                    stats_log::WAIT,
-                    ["$1", "$6", "GREATEST($2 - ready_at, 0)", "NULL"],
-                    "leased WHERE attempts = 1"
-                ),
             );
             let rows = client
                 .query(
@@ -754,14 +752,27 @@ impl PgJobs {
                 let (queue_at, day_at) = (all.len() + 1, all.len() + 2);
                 all.push(&self.queue);
                 all.push(day);
+                // The wait kept in the row goes with the retry's log row
+                // (`old` reads it before the update; it is only written by
+                // a lease, which would have changed the token).
                 let sql = format!(
-                    "WITH done AS ({update} RETURNING seq), logged AS ({log})
+                    "WITH old AS (
+                         SELECT wait_day, wait_ms FROM {jobs} WHERE seq = $1 AND state = 0
+                             AND lease_token = $2 AND lease_until > $3),
+                     done AS ({cleared} RETURNING seq),
+                     logged AS ({log})
                      SELECT count(*) FROM done",
+                    jobs = self.tables.jobs,
+                    cleared = update.replacen(
+                        " WHERE seq = $1",
+                        ", wait_day = NULL, wait_ms = NULL WHERE seq = $1",
+                        1
+                    ),
                     log = stats_log::insert(
                         &self.tables.log,
                         stats_log::RETRY,
                         [&format!("${queue_at}"), &format!("${day_at}"), "0", "NULL"],
-                        "done"
+                        "done, old"
                     )
                 );
                 let row = client.query_one(&sql, &all).map_err(sent)?;
@@ -784,13 +795,15 @@ impl PgJobs {
         now: SystemTime,
     ) -> Result<bool> {
         // The failure is logged in the same statement, under the group of
-        // its reason (the message may add to it).
+        // its reason (the message may add to it), with the wait kept in the
+        // row if this was its first attempt (the row keeps it, dead rows
+        // are not read for waits; `requeue_dead` clears it).
         let sql = format!(
             "WITH buried AS (
                  UPDATE {jobs} SET state = 2, reason = $3, died = nextval('{deaths}'),
                      lease_until = NULL, lease_token = NULL
                  WHERE seq = $1 AND state = 0 AND lease_token = $2
-                 RETURNING seq),
+                 RETURNING seq, wait_day, wait_ms),
              logged AS ({log})
              SELECT count(*) FROM buried",
             jobs = self.tables.jobs,
@@ -864,8 +877,9 @@ impl PgJobs {
             return Ok(());
         }
         let sql = format!(
-            "DELETE FROM {log} WHERE queue = $1 RETURNING day, kind, ms, grp",
-            log = self.tables.log
+            "DELETE FROM {log} WHERE queue = $1 RETURNING {columns}",
+            log = self.tables.log,
+            columns = stats_log::COLUMNS
         );
         let rows = tx.query(&sql, &[&self.queue]).map_err(db)?;
         if rows.is_empty() {
@@ -1057,12 +1071,13 @@ impl JobQueue for PgJobs {
         let now = self.now();
         let ran = ms(now).saturating_sub(lease.token.leased_ms as i64).max(0);
         let mut client = self.client()?;
-        // The run time is logged in the same statement as the delete.
+        // The run time is logged in the same statement as the delete, with
+        // the wait kept in the row: one log row a job.
         let sql = format!(
             "WITH gone AS (
                  DELETE FROM {jobs} WHERE seq = $1 AND state = 0 AND lease_token = $2
                      AND lease_until > $3
-                 RETURNING seq),
+                 RETURNING seq, wait_day, wait_ms),
              logged AS ({log})
              SELECT count(*) FROM gone",
             jobs = self.tables.jobs,
@@ -1189,14 +1204,28 @@ impl JobQueue for PgJobs {
 
     fn cancel(&self, id: &str) -> Result<()> {
         let mut client = self.client()?;
+        // A job whose worker died keeps its first lease's wait in the
+        // row: logged by the same statement.
         let sql = format!(
-            "DELETE FROM {jobs} WHERE queue = $1 AND id = $2 AND \
-             state = 0 AND (lease_until IS NULL OR lease_until <= $3)",
-            jobs = self.tables.jobs
+            "WITH gone AS (
+                 DELETE FROM {jobs} WHERE queue = $1 AND id = $2 AND
+                     state = 0 AND (lease_until IS NULL OR lease_until <= $3)
+                 RETURNING wait_day, wait_ms),
+             logged AS ({log})
+             SELECT count(*) FROM gone",
+            jobs = self.tables.jobs,
+            log = stats_log::insert(
+                &self.tables.log,
+                stats_log::WAIT,
+                ["$1", "d", "m", "NULL"],
+                "(SELECT wait_day AS d, wait_ms AS m, NULL::bigint AS wait_day, \
+                  NULL::bigint AS wait_ms FROM gone WHERE wait_ms IS NOT NULL) w"
+            ),
         );
         if client
-            .execute(&sql, &[&self.queue, &id, &Self::real_now_ms()])
+            .query_one(&sql, &[&self.queue, &id, &Self::real_now_ms()])
             .map_err(sent)?
+            .get::<_, i64>(0)
             > 0
         {
             return Ok(());
@@ -1264,6 +1293,7 @@ impl JobQueue for PgJobs {
         let mut client = self.client()?;
         let sql = format!(
             "UPDATE {jobs} SET state = 0, attempts = 0, ready_at = $3, reason = NULL, died = NULL,
+                 wait_day = NULL, wait_ms = NULL,
                  seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))
              WHERE seq = (SELECT seq FROM {jobs} WHERE queue = $1 AND id = $2 AND state = 2
                           ORDER BY died LIMIT 1)",
@@ -1370,10 +1400,17 @@ impl JobQueue for PgJobs {
                 .failures
                 .insert(row.get(1), row.get::<_, i64>(2).max(0) as u64);
         }
-        // With the log not merged yet (a read writes nothing).
+        // With the log not merged yet (a read writes nothing), and the
+        // waits still kept in live rows (attempts not settled yet), in one
+        // statement: a wait moving from a row to the log is seen once.
         let sql = format!(
-            "SELECT day, kind, ms, grp FROM {log} WHERE queue = $1",
-            log = self.tables.log
+            "SELECT {columns} FROM {log} WHERE queue = $1
+             UNION ALL
+             SELECT wait_day, -1::smallint, 0::bigint, NULL::text, wait_day, wait_ms
+             FROM {jobs} WHERE queue = $1 AND state = 0 AND wait_ms IS NOT NULL",
+            log = self.tables.log,
+            jobs = self.tables.jobs,
+            columns = stats_log::COLUMNS
         );
         let mut logged = BTreeMap::new();
         for row in client.query(&sql, &[&self.queue]).map_err(db)? {
