@@ -436,3 +436,43 @@ fn a_safe_nack_reason_survives_a_power_loss() {
         );
     }
 }
+
+// Found in review: in Turbo (and Periodic) `dque.reasons` was appended to
+// without an fsync and neither `sync()` nor the Periodic flusher synced
+// it, so a power loss after a returned `sync()` dropped the reason while
+// keeping the nack's marker. A reason is now fsynced when it is written,
+// in every mode.
+#[test]
+fn a_turbo_nack_reason_survives_a_power_loss_after_sync() {
+    use dque::faults::FaultPlan;
+    for seed in 0..8 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q");
+        let options = Options::new()
+            .max_attempts(2)
+            .durability(dque::Durability::Turbo);
+        let q: DQue<u32> = options.create(&path).unwrap();
+        q.enqueue(&1).unwrap();
+        q.sync().unwrap();
+        let job = q.lease().unwrap().expect("1");
+        let plan = FaultPlan::install(&path);
+        job.nack_with("gateway down", Retry::After(Duration::ZERO))
+            .unwrap();
+        q.sync().unwrap();
+        let image = plan.crash_image(seed);
+        drop(plan);
+        drop(q);
+        let after = dir.path().join("after");
+        image.write_to(&after).unwrap();
+        let q: DQue<u32> = options.open(&after).unwrap();
+        let last = q.lease().unwrap().expect("1, its last attempt");
+        assert_eq!(last.attempt(), 2, "seed {seed}: the nack survived");
+        q.expire_leases_now().unwrap();
+        drop(last);
+        assert_eq!(
+            q.dead_letters().unwrap()[0].reason,
+            "not acked after 2 attempts; last failure: gateway down",
+            "seed {seed}"
+        );
+    }
+}

@@ -184,12 +184,10 @@ impl<T> Leased<T> {
     /// The reason stays with the item on disk (`dque.reasons`, beside the
     /// segments): if a later attempt ends without a word and it was the
     /// last, the dead letter names the last reason any handle gave, in any
-    /// process, across reopens and crashes. In Safe mode it is durable
-    /// before this returns (one fsync, for a nack with a non-empty reason
-    /// only; plain [`nack`](Self::nack) and [`ack`](Self::ack) never touch
-    /// the file); in Turbo and Periodic it is written at once and reaches
-    /// the disk with the system's writeback (a power loss may lose it, a
-    /// process crash does not). The reason of the last attempt is written
+    /// process, across reopens and crashes. It is durable before this
+    /// returns, in every mode (one fsync, for a nack with a non-empty
+    /// reason only; plain [`nack`](Self::nack) and [`ack`](Self::ack)
+    /// never touch the file). The reason of the last attempt is written
     /// into the dead letter itself.
     ///
     /// Until the delay passes the item counts in

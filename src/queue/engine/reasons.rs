@@ -20,7 +20,6 @@ use super::Engine;
 use crate::error::{Error, Result};
 use crate::faults::{self, Durable, FaultOp};
 use crate::log::layout::{REASONS_FILE, REASONS_TEMP};
-use crate::options::Durability;
 
 const MAGIC: u32 = 0x4e53_5244; // "DRSN" little-endian
 const FIXED: usize = 4 + 8 + 4 + 2 + 4;
@@ -80,7 +79,7 @@ fn frame_at(b: &[u8]) -> Option<(u64, u32, String, usize)> {
 
 impl Engine {
     /// Appends `reason` as the last one of record `id`: durable before this
-    /// returns in Safe mode (one fsync, only for a nack that gives a
+    /// returns, in every mode (one fsync, only for a nack that gives a
     /// reason). On an error the file is cut back to where it was.
     pub(super) fn store_reason(&mut self, id: u64, reason: &str) -> Result<()> {
         let path = self.dir.path().join(REASONS_FILE);
@@ -90,7 +89,6 @@ impl Engine {
         if size > COMPACT_AT.max(2 * self.reasons_kept) {
             self.compact_reasons()?;
         }
-        let safe = self.durability == Durability::Safe;
         let created = !path.exists();
         faults::check(FaultOp::Write, &path).map_err(|e| Error::io(&path, e))?;
         let mut file = OpenOptions::new()
@@ -107,7 +105,10 @@ impl Engine {
             let _ = file.set_len(before);
             return Err(e);
         }
-        if safe {
+        // Fsynced in every mode: `sync()`, `close()` and the Periodic
+        // flusher would otherwise have to cover one more file, for a call
+        // that runs only when a job fails with a reason.
+        {
             let window = faults::syncing(&path);
             let synced = faults::check(FaultOp::Sync, &path)
                 .and_then(|()| file.sync_data())
