@@ -355,9 +355,10 @@ fn a_refusing_server_says_why_with_its_sqlstate() {
         let schema = format!("refused_{}", std::process::id());
         let error = refusal(&url, PgOptions::new().schema(schema), "q");
         let text = error.to_string();
-        let refused =
-            matches!(&error, dque::Error::ServerRefused { code: c, .. } if c.ends_with(code));
-        assert!(refused, "{code}: {error:?}");
+        let dque::Error::ServerRefused { code: found, .. } = &error else {
+            panic!("{code}: not refused by the server: {error:?}");
+        };
+        assert!(found.ends_with(code), "{code}: {error:?}");
         assert!(text.contains(code) && text.contains(said), "{text}");
         assert!(text.contains(advice), "{text}");
         assert!(!text.contains("db error"), "{text}");
@@ -394,9 +395,13 @@ fn a_queue_name_that_breaks_the_rule_is_refused_before_anything_is_written() {
     let payload = "n".repeat(8_000);
     for name in ["", "tab\there", "nul\0", long.as_str(), payload.as_str()] {
         let error = refusal(&server.url(), PgOptions::new().schema(&schema), name);
-        let refused =
-            matches!(&error, dque::Error::InvalidJob { reason } if reason.contains("queue name"));
-        assert!(refused, "{:?}: {error:?}", &name[..name.len().min(20)]);
+        let dque::Error::InvalidJob { reason } = &error else {
+            panic!(
+                "{:?}: not refused as invalid: {error:?}",
+                &name[..name.len().min(20)]
+            );
+        };
+        assert!(reason.contains("queue name"), "{reason}");
     }
     let mut admin = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
     let schemas: i64 = admin
