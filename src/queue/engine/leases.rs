@@ -61,13 +61,7 @@ impl Engine {
                 }
                 Err(e) => return Err(e),
             };
-            self.mark(id, MarkerType::Lease)?;
-            let lease = Lease {
-                attempt,
-                expires: saturating_after(Instant::now(), timeout),
-                parked: false,
-            };
-            self.deliveries.start_lease(id, lease);
+            let lease = self.start_lease(id, attempt, timeout)?;
             return Ok(Some((item, id, lease)));
         }
     }
@@ -229,6 +223,13 @@ impl Engine {
         }
         let attempt = segment.attempts(index).saturating_add(1);
         let item = read(segment.payload(index))?;
+        let lease = self.start_lease(id, attempt, timeout)?;
+        Ok(ById::Leased(item, lease))
+    }
+
+    /// Leases record `id` for attempt `attempt`: its lease marker, then
+    /// its place among the deliveries, for `timeout`.
+    fn start_lease(&mut self, id: u64, attempt: u16, timeout: Duration) -> Result<Lease> {
         self.mark(id, MarkerType::Lease)?;
         let lease = Lease {
             attempt,
@@ -236,7 +237,7 @@ impl Engine {
             parked: false,
         };
         self.deliveries.start_lease(id, lease);
-        Ok(ById::Leased(item, lease))
+        Ok(lease)
     }
 
     /// Whether record `id` is in the queue and not settled (leased counts
