@@ -331,3 +331,43 @@ fn browsing_changes_nothing_on_disk() {
         "browsing changed a segment"
     );
 }
+
+// Bug class pinned: `len()` looks at each lease only once the earliest
+// known end has come (a floor kept beside the leases, so a lease of jobs
+// does not read the clock or walk every lease). A floor left too high
+// (a lease started or touched later that ends sooner) would keep counting
+// an item whose last attempt ran out. Several leases ending at different
+// times, exclusive and shared.
+#[test]
+fn len_leaves_out_each_last_attempt_as_its_lease_runs_out() {
+    for shared in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = turbo()
+            .shared(shared)
+            .max_attempts(1)
+            .visibility_timeout(Duration::from_millis(1500));
+        let q = queue(&dir, &options);
+        for i in 0..3 {
+            q.enqueue(&i).unwrap();
+        }
+        let first = q.lease().unwrap().expect("0");
+        assert_eq!(q.len(), 3, "shared {shared}: a lease still running counts");
+        std::thread::sleep(Duration::from_millis(500));
+        let second = q.lease().unwrap().expect("1");
+        // Touched: its end moves later than the floor seen so far.
+        second.touch().unwrap();
+        assert_eq!(q.len(), 3, "shared {shared}");
+        eventually(|| q.len() == 2);
+        assert_eq!(
+            q.len(),
+            2,
+            "shared {shared}: the first ran out, the second runs"
+        );
+        eventually(|| q.len() == 1);
+        let third = q.lease().unwrap().expect("2");
+        assert_eq!(*third.item(), 2);
+        third.ack().unwrap();
+        assert_eq!(q.len(), 0, "shared {shared}");
+        drop((first, second));
+    }
+}

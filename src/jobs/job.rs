@@ -202,15 +202,26 @@ pub(crate) fn new_job_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let prefix = *PREFIX.get_or_init(|| random_u64(0));
     let count = COUNTER.fetch_add(1, Ordering::Relaxed);
-    // As `format!("{prefix:016x}{count:016x}")`, a tenth of the time.
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut id = String::with_capacity(32);
-    for word in [prefix, count] {
-        for shift in (0..16).rev() {
-            id.push(char::from(HEX[(word >> (shift * 4)) as usize & 15]));
+    // As `format!("{prefix:016x}{count:016x}")`, a twentieth of the time:
+    // two digits a byte from a table.
+    const PAIRS: [[u8; 2]; 256] = {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut pairs = [[0u8; 2]; 256];
+        let mut byte = 0;
+        while byte < 256 {
+            pairs[byte] = [HEX[byte >> 4], HEX[byte & 15]];
+            byte += 1;
         }
+        pairs
+    };
+    let mut digits = [0u8; 32];
+    let bytes = [prefix.to_be_bytes(), count.to_be_bytes()];
+    for (pair, &byte) in digits.chunks_exact_mut(2).zip(bytes.as_flattened()) {
+        pair.copy_from_slice(&PAIRS[usize::from(byte)]);
     }
-    id
+    std::str::from_utf8(&digits)
+        .expect("hex digits are ASCII")
+        .to_owned()
 }
 
 /// A job as a backend holds it.

@@ -26,7 +26,9 @@ pub struct Lease {
 /// The delivery state of one queue.
 #[derive(Debug, Default)]
 pub struct Deliveries {
-    leases: HashMap<u64, Lease>,
+    /// Keyed by record id, which the queue picks: a fast seeded hash
+    /// (SipHash was a tenth of a lease and ack).
+    leases: HashMap<u64, Lease, foldhash::fast::RandomState>,
     /// Unsettled records whose lease ended (nack or expiry): available
     /// again, before any record never delivered, oldest first.
     returned: BTreeSet<u64>,
@@ -310,8 +312,28 @@ impl Deliveries {
             .is_some_and(|l| l.expires <= now && l.attempt >= max_attempts)
     }
 
+    /// Whether no lease can have ended by `now`: every lease is looked at
+    /// only once the earliest known end has come (exclusive mode keeps it
+    /// in `floor`, the shared table beside its leases).
+    fn none_ended_by(&self, now: Instant) -> bool {
+        match &self.table {
+            Some(table) => table.count() == 0 || to_monotonic(now) < table.floor(),
+            None if self.leases.is_empty() => true,
+            None => {
+                if self.floor.get().is_none_or(|floor| floor <= now) {
+                    self.floor
+                        .set(self.leases.values().map(|l| l.expires).min());
+                }
+                self.floor.get().is_some_and(|floor| floor > now)
+            }
+        }
+    }
+
     /// How many leases [`is_doomed`](Self::is_doomed) at `now`.
     pub fn doomed_count(&self, now: Instant, max_attempts: u16) -> usize {
+        if self.none_ended_by(now) {
+            return 0;
+        }
         self.all_leases(Some(now))
             .iter()
             .filter(|(_, l)| l.expires <= now && l.attempt >= max_attempts)
@@ -323,6 +345,9 @@ impl Deliveries {
     /// write hands back. (In shared mode records handed back are found from
     /// the cursor, which moved back to them.)
     pub fn first_available_again(&self, now: Instant, max_attempts: u16) -> Option<u64> {
+        if self.none_ended_by(now) {
+            return self.first_returned();
+        }
         let expired = self
             .all_leases(Some(now))
             .into_iter()

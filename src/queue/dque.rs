@@ -667,6 +667,17 @@ impl<T, C: Codec<T>> DQue<T, C> {
         })
     }
 
+    /// Appends one item whose encoded bytes `write` appends to the buffer
+    /// it is given; returns its id.
+    pub(crate) fn enqueue_encoded_with(&self, write: impl FnOnce(&mut Vec<u8>)) -> Result<u64> {
+        self.shared.write_item(|engine| {
+            engine.append_with(|out| {
+                write(out);
+                Ok(())
+            })
+        })
+    }
+
     /// Whether item `id` is in the queue, pending or leased. A read.
     pub(crate) fn is_unsettled(&self, id: u64) -> Result<bool> {
         self.shared.read(|engine| Ok(engine.is_unsettled(id)))

@@ -59,6 +59,14 @@ impl Envelope {
         let job = &self.job;
         let headers: usize = job.headers.iter().map(|(n, v)| 5 + n.len() + v.len()).sum();
         let mut out = Vec::with_capacity(FIXED + job.id.len() + 2 + headers + job.body.len());
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Appends the envelope's bytes to `out` (a queue's frame buffer: no
+    /// buffer of its own, no second copy of the body).
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let job = &self.job;
         out.push(VERSION);
         out.push(if job.caller_id { CALLER_ID } else { 0 });
         out.extend_from_slice(&job.priority.to_le_bytes());
@@ -77,7 +85,6 @@ impl Envelope {
             out.extend_from_slice(value.as_bytes());
         }
         out.extend_from_slice(&job.body);
-        out
     }
 
     /// Reads an envelope; `attempt` of the job is `attempts_before`.
@@ -100,42 +107,19 @@ impl Envelope {
     /// [`decode_head`](Self::decode_head), but the id (and headers) only
     /// of a job with a caller id, which the ids' protocol names.
     pub fn decode_for_move(bytes: &[u8]) -> Result<Envelope, CodecError> {
-        if bytes.len() < FIXED || bytes[0] != VERSION || bytes[1] & CALLER_ID != 0 {
-            return Self::decode_head(bytes).map(|(envelope, _)| envelope);
+        match Fixed::read(bytes) {
+            Ok(fixed) if fixed.flags & CALLER_ID == 0 => {
+                Ok(fixed.envelope(String::new(), Vec::new()))
+            }
+            _ => Self::decode_head(bytes).map(|(envelope, _)| envelope),
         }
-        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-        let attempts_before = u32::from_le_bytes(bytes[22..26].try_into().expect("4 bytes"));
-        Ok(Envelope {
-            job: Job {
-                id: String::new(),
-                body: Vec::new(),
-                priority: i32::from_le_bytes(bytes[2..6].try_into().expect("4 bytes")),
-                headers: Vec::new(),
-                attempt: attempts_before,
-                enqueued_at: from_unix_ms(word(6)),
-                caller_id: false,
-            },
-            due_ms: word(14),
-            attempts_before,
-        })
     }
 
     /// Reads all but the body (left empty); returns where the body starts.
     pub fn decode_head(bytes: &[u8]) -> Result<(Envelope, usize), CodecError> {
-        let mut r = Reader { bytes, at: 0 };
-        let version = r.u8()?;
-        if version != VERSION {
-            return Err(
-                format!("job envelope version {version}, this build reads {VERSION}").into(),
-            );
-        }
-        let flags = r.u8()?;
-        let priority = i32::from_le_bytes(r.array()?);
-        let enqueued = u64::from_le_bytes(r.array()?);
-        let due_ms = u64::from_le_bytes(r.array()?);
-        let attempts_before = u32::from_le_bytes(r.array()?);
-        let id_len = r.u8()? as usize;
-        let id = r.text(id_len)?;
+        let fixed = Fixed::read(bytes)?;
+        let mut r = Reader { bytes, at: FIXED };
+        let id = r.text(usize::from(fixed.id_len))?;
         let count = u16::from_le_bytes(r.array()?);
         let mut headers = Vec::with_capacity(usize::from(count).min(64));
         for _ in 0..count {
@@ -144,22 +128,7 @@ impl Envelope {
             let value_len = u32::from_le_bytes(r.array()?) as usize;
             headers.push((name, r.text(value_len)?));
         }
-        Ok((
-            Envelope {
-                job: Job {
-                    id,
-                    body: Vec::new(),
-                    priority,
-                    headers,
-                    attempt: attempts_before,
-                    enqueued_at: from_unix_ms(enqueued),
-                    caller_id: flags & CALLER_ID != 0,
-                },
-                due_ms,
-                attempts_before,
-            },
-            r.at,
-        ))
+        Ok((fixed.envelope(id, headers), r.at))
     }
 
     /// The caller-chosen id alone, if the envelope has one (read from the
@@ -180,6 +149,56 @@ impl Envelope {
         Ok(u64::from_le_bytes(
             bytes[14..22].try_into().expect("8 bytes"),
         ))
+    }
+}
+
+/// The fixed part of an envelope, read at once (a lease reads it for
+/// every job).
+struct Fixed {
+    flags: u8,
+    priority: i32,
+    enqueued_ms: u64,
+    due_ms: u64,
+    attempts_before: u32,
+    id_len: u8,
+}
+
+impl Fixed {
+    fn read(bytes: &[u8]) -> Result<Fixed, CodecError> {
+        if let Some(&version) = bytes.first().filter(|&&v| v != VERSION) {
+            return Err(
+                format!("job envelope version {version}, this build reads {VERSION}").into(),
+            );
+        }
+        let fixed = bytes
+            .get(..FIXED)
+            .ok_or_else(|| CodecError::from("job envelope cut short"))?;
+        let word = |at: usize| u64::from_le_bytes(fixed[at..at + 8].try_into().expect("8 bytes"));
+        Ok(Fixed {
+            flags: fixed[1],
+            priority: i32::from_le_bytes(fixed[2..6].try_into().expect("4 bytes")),
+            enqueued_ms: word(6),
+            due_ms: word(14),
+            attempts_before: u32::from_le_bytes(fixed[22..26].try_into().expect("4 bytes")),
+            id_len: fixed[FIXED - 1],
+        })
+    }
+
+    /// The envelope with `id` and `headers`, its body left empty.
+    fn envelope(&self, id: String, headers: Vec<(String, String)>) -> Envelope {
+        Envelope {
+            job: Job {
+                id,
+                body: Vec::new(),
+                priority: self.priority,
+                headers,
+                attempt: self.attempts_before,
+                enqueued_at: from_unix_ms(self.enqueued_ms),
+                caller_id: self.flags & CALLER_ID != 0,
+            },
+            due_ms: self.due_ms,
+            attempts_before: self.attempts_before,
+        }
     }
 }
 

@@ -363,13 +363,13 @@ impl EmbeddedJobs {
     }
 
     /// Adds to today's statistics (nothing for a plain queue).
-    fn record_stats(&self, now: SystemTime, add: impl FnOnce(&mut super::DayStats)) {
+    fn record_stats(&self, now_ms: u64, add: impl FnOnce(&mut super::DayStats)) {
         if let Some(stats) = &self.stats {
             let mut book = stats.lock();
-            add(book.day(now));
+            add(book.day(now_ms));
             // Statistics never fail a job call; a write that fails is
             // tried again at the next flush.
-            let _ = book.flush_if_due(now);
+            let _ = book.flush_if_due(now_ms);
         }
     }
 
@@ -737,11 +737,14 @@ impl EmbeddedJobs {
     /// Leases the first ready job, without waiting.
     fn lease_now(&self) -> Result<Option<JobLease>> {
         let now = self.now();
+        let now_ms = unix_ms(now);
         self.promote_due(now)?;
-        for (priority, lane) in self.lanes.list()?.iter() {
+        let lanes = self.lanes.list()?;
+        for (at, (priority, lane)) in lanes.iter().enumerate() {
             let priority = *priority;
-            // A read is cheaper than a lease's write path.
-            if lane.is_empty() {
+            // A read is cheaper than a lease's write path (the last lane
+            // is leased from at once: nothing is left to skip to).
+            if at + 1 < lanes.len() && lane.is_empty() {
                 continue;
             }
             while let Some(leased) = lane.lease()? {
@@ -752,7 +755,7 @@ impl EmbeddedJobs {
                     Err(e) => {
                         let reason = format!("not a job envelope: {e}");
                         lessor.fail(record, lane_attempt, &reason)?;
-                        self.record_stats(now, |day| day.record_failure(&reason));
+                        self.record_stats(now_ms, |day| day.record_failure(&reason));
                         continue;
                     }
                 };
@@ -765,15 +768,13 @@ impl EmbeddedJobs {
                         job.attempt - 1
                     );
                     lessor.fail(record, lane_attempt, &reason)?;
-                    self.record_stats(now, |day| day.record_failure(&reason));
+                    self.record_stats(now_ms, |day| day.record_failure(&reason));
                     self.forget(&job, Location::Lane(priority, record));
                     continue;
                 }
                 if job.attempt == 1 && !self.is_plain() {
-                    let waited = now
-                        .duration_since(from_unix_ms(ready_ms))
-                        .unwrap_or_default();
-                    self.record_stats(now, |day| day.wait.record(waited));
+                    let waited = Duration::from_millis(now_ms.saturating_sub(ready_ms));
+                    self.record_stats(now_ms, |day| day.wait.record(waited));
                 }
                 return Ok(Some(JobLease {
                     job,
@@ -782,7 +783,7 @@ impl EmbeddedJobs {
                         record,
                         attempt: u32::from(lane_attempt),
                         queue: self.handle,
-                        leased_ms: unix_ms(now),
+                        leased_ms: now_ms,
                     },
                 }));
             }
@@ -820,7 +821,7 @@ impl EmbeddedJobs {
         let record = lease.token.record;
         lane.lessor()
             .fail(record, Self::lane_attempt(&lease), message)?;
-        self.record_stats(self.now(), |day| day.record_failure(reason));
+        self.record_stats(unix_ms(self.now()), |day| day.record_failure(reason));
         self.forget(&lease.job, Location::Lane(priority, record));
         Ok(())
     }
@@ -894,18 +895,21 @@ impl EmbeddedJobs {
     /// Writes `envelope` where it belongs now (its lane, or the schedule
     /// if `due_ms` is set); returns where.
     fn place(&self, envelope: &Envelope) -> Result<Location> {
-        let bytes = envelope.encode();
+        let write = |out: &mut Vec<u8>| envelope.encode_into(out);
         if envelope.due_ms > 0 && envelope.due_ms > unix_ms(self.now()) {
             let schedule = self
                 .schedule
                 .as_ref()
                 .ok_or_else(|| plain_refusal("a delay"))?;
-            let record = schedule.queue.enqueue_encoded(&bytes)?;
+            let record = schedule.queue.enqueue_encoded_with(write)?;
             schedule.note(envelope.due_ms, record);
             return Ok(Location::Scheduled(record));
         }
         let priority = envelope.job.priority;
-        let record = self.lanes.get_or_make(priority)?.enqueue_encoded(&bytes)?;
+        let record = self
+            .lanes
+            .get_or_make(priority)?
+            .enqueue_encoded_with(write)?;
         Ok(Location::Lane(priority, record))
     }
 
@@ -1043,11 +1047,11 @@ impl EmbeddedJobs {
             return Ok(Enqueued::Added(record.to_string()));
         }
         let envelope = Self::envelope_of(job, now);
-        let id = envelope.job.id.clone();
         let Some(mut locked) = self.ids_lock_if(envelope.job.caller_id)? else {
             self.place(&envelope)?;
-            return Ok(Enqueued::Added(id));
+            return Ok(Enqueued::Added(envelope.job.id));
         };
+        let id = envelope.job.id.clone();
         if self.live_record(&mut locked, &id, None)?.is_some() {
             return Ok(Enqueued::AlreadyQueued(id));
         }
@@ -1159,11 +1163,9 @@ impl JobQueue for EmbeddedJobs {
         let (priority, lane) = self.lane_of(&lease)?;
         let record = lease.token.record;
         lane.lessor().ack(record, Self::lane_attempt(&lease))?;
-        let now = self.now();
-        let ran = now
-            .duration_since(from_unix_ms(lease.token.leased_ms))
-            .unwrap_or_default();
-        self.record_stats(now, |day| day.run.record(ran));
+        let now_ms = unix_ms(self.now());
+        let ran = Duration::from_millis(now_ms.saturating_sub(lease.token.leased_ms));
+        self.record_stats(now_ms, |day| day.run.record(ran));
         self.forget(&lease.job, Location::Lane(priority, record));
         Ok(())
     }
@@ -1186,7 +1188,7 @@ impl JobQueue for EmbeddedJobs {
         if delay.is_zero() || self.is_plain() {
             // Back at its place in its lane, this attempt counted.
             lessor.nack(record, attempt)?;
-            self.record_stats(now, |day| day.retries += 1);
+            self.record_stats(unix_ms(now), |day| day.retries += 1);
             self.signal.notify();
             return Ok(Nacked::Retrying { at: now });
         }
@@ -1226,7 +1228,7 @@ impl JobQueue for EmbeddedJobs {
             return Err(e);
         }
         drop(locked);
-        self.record_stats(now, |day| day.retries += 1);
+        self.record_stats(unix_ms(now), |day| day.retries += 1);
         self.signal.notify();
         Ok(Nacked::Retrying { at })
     }

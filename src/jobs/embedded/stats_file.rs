@@ -9,10 +9,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::jobs::clock::unix_ms;
 use crate::jobs::stats::{DayStats, Histogram, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS};
 use crate::log::layout::QueueDir;
 use crate::log::lock::lock_exclusive;
@@ -33,9 +32,9 @@ pub struct StatsBook {
     flushed_ms: Option<u64>,
 }
 
-/// The first second of the UTC day holding `time`.
-pub fn day_of(time: SystemTime) -> u64 {
-    let seconds = unix_ms(time) / 1_000;
+/// The first second of the UTC day holding Unix millisecond `ms`.
+fn day_of(ms: u64) -> u64 {
+    let seconds = ms / 1_000;
     seconds - seconds % DAY_SECONDS
 }
 
@@ -48,18 +47,17 @@ impl StatsBook {
         }
     }
 
-    /// The record of the day holding `time`, to add to.
-    pub fn day(&mut self, time: SystemTime) -> &mut DayStats {
-        let day = day_of(time);
+    /// The record of the day holding Unix millisecond `ms`, to add to.
+    pub fn day(&mut self, ms: u64) -> &mut DayStats {
+        let day = day_of(ms);
         self.pending
             .entry(day)
             .or_insert_with(|| DayStats::new(day))
     }
 
     /// Merges into the file if a second has passed since the last time
-    /// by the queue's clock at `now` (or the clock went back a second).
-    pub fn flush_if_due(&mut self, now: SystemTime) -> Result<()> {
-        let now_ms = unix_ms(now);
+    /// by the queue's clock at `now_ms` (or the clock went back a second).
+    pub fn flush_if_due(&mut self, now_ms: u64) -> Result<()> {
         let last = *self.flushed_ms.get_or_insert(now_ms);
         if now_ms.abs_diff(last) >= FLUSH_EVERY_MS {
             self.flushed_ms = Some(now_ms);
