@@ -56,9 +56,7 @@ impl Envelope {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let job = &self.job;
-        let headers: usize = job.headers.iter().map(|(n, v)| 5 + n.len() + v.len()).sum();
-        let mut out = Vec::with_capacity(FIXED + job.id.len() + 2 + headers + job.body.len());
+        let mut out = Vec::new();
         self.encode_into(&mut out);
         out
     }
@@ -67,15 +65,20 @@ impl Envelope {
     /// buffer of its own, no second copy of the body).
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         let job = &self.job;
-        out.push(VERSION);
-        out.push(if job.caller_id { CALLER_ID } else { 0 });
-        out.extend_from_slice(&job.priority.to_le_bytes());
-        out.extend_from_slice(&unix_ms(job.enqueued_at).to_le_bytes());
-        out.extend_from_slice(&self.due_ms.to_le_bytes());
-        out.extend_from_slice(&self.attempts_before.to_le_bytes());
+        let headers: usize = job.headers.iter().map(|(n, v)| 5 + n.len() + v.len()).sum();
+        out.reserve(FIXED + job.id.len() + 2 + headers + job.body.len());
+        // The fixed part with one copy (a job's every write has one).
+        let mut fixed = [0u8; FIXED];
+        fixed[0] = VERSION;
+        fixed[1] = if job.caller_id { CALLER_ID } else { 0 };
+        fixed[2..6].copy_from_slice(&job.priority.to_le_bytes());
+        fixed[6..14].copy_from_slice(&unix_ms(job.enqueued_at).to_le_bytes());
+        fixed[14..22].copy_from_slice(&self.due_ms.to_le_bytes());
+        fixed[22..26].copy_from_slice(&self.attempts_before.to_le_bytes());
         // Lengths were checked when the job was made (ids ≤ 100 bytes,
         // names ≤ 255); made-up ids are short.
-        out.push(job.id.len() as u8);
+        fixed[FIXED - 1] = job.id.len() as u8;
+        out.extend_from_slice(&fixed);
         out.extend_from_slice(job.id.as_bytes());
         out.extend_from_slice(&(job.headers.len() as u16).to_le_bytes());
         for (name, value) in &job.headers {
