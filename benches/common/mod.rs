@@ -42,16 +42,10 @@ pub fn cpu_clock() -> bool {
     std::env::var("DQUE_BENCH_CLOCK").is_ok_and(|clock| clock == "cpu")
 }
 
-/// User and system CPU seconds of this process so far.
+/// CPU seconds of this process so far (all its threads).
 fn cpu_seconds() -> f64 {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes a whole `rusage` into the buffer it is given.
-    let usage = unsafe {
-        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()), 0);
-        usage.assume_init()
-    };
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
 
 /// A small deterministic generator (xorshift64*).
