@@ -25,14 +25,14 @@ pub fn tempdir() -> tempfile::TempDir {
 /// threads; not the time spent waiting for a core on a busy machine, nor
 /// for a disk: for Turbo, not Safe).
 pub fn rate(n: usize, mut op: impl FnMut(usize)) -> f64 {
-    let cpu = cpu_clock();
-    let (start, cpu_start) = (Instant::now(), cpu_seconds());
+    let cpu_start = cpu_clock().then(cpu_seconds);
+    let start = Instant::now();
     for i in 0..n {
         op(i);
     }
-    let seconds = match cpu {
-        true => cpu_seconds() - cpu_start,
-        false => start.elapsed().as_secs_f64(),
+    let seconds = match cpu_start {
+        Some(cpu_start) => cpu_seconds() - cpu_start,
+        None => start.elapsed().as_secs_f64(),
     };
     n as f64 / seconds
 }
