@@ -51,6 +51,8 @@ pub use log::verify::{Problem, SegmentSummary, VerifyReport};
 pub use options::{Durability, Options};
 pub use queue::dead::DeadLetter;
 pub use queue::dque::{DQue, RawQueue};
+#[cfg(feature = "tokio")]
+pub use queue::asynchronous::{handle::AsyncQueue, lease::AsyncLeased, stream::QueueStream};
 pub use queue::iter::{Iter, Pending};
 pub use queue::lease::Leased;
 pub use queue::retry::Retry;
