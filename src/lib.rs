@@ -49,10 +49,10 @@ pub use log::quarantine::QUARANTINE_DIR;
 pub use log::recovery::{OpenReport, Repair};
 pub use log::verify::{Problem, SegmentSummary, VerifyReport};
 pub use options::{Durability, Options};
-pub use queue::dead::DeadLetter;
-pub use queue::dque::{DQue, RawQueue};
 #[cfg(feature = "tokio")]
 pub use queue::asynchronous::{handle::AsyncQueue, lease::AsyncLeased, stream::QueueStream};
+pub use queue::dead::DeadLetter;
+pub use queue::dque::{DQue, RawQueue};
 pub use queue::iter::{Iter, Pending};
 pub use queue::lease::Leased;
 pub use queue::retry::Retry;

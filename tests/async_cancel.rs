@@ -93,19 +93,30 @@ async fn cancel_storm(durability: Durability) {
         assert!(waited < 3000, "an item stays leased with no owner");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(q.queue().len(), ITEMS as usize, "{durability:?}: an item was lost");
+    assert_eq!(
+        q.queue().len(),
+        ITEMS as usize,
+        "{durability:?}: an item was lost"
+    );
     // Drain: every item exactly once, on its first counted attempt.
     q.seal();
     let mut seen = BTreeMap::new();
     let mut leases = q.leases();
     while let Some(job) = leases.next().await {
         let job = job.unwrap();
-        assert_eq!(job.attempt(), 1, "{durability:?}: a dropped lease counted an attempt");
+        assert_eq!(
+            job.attempt(),
+            1,
+            "{durability:?}: a dropped lease counted an attempt"
+        );
         *seen.entry(*job).or_insert(0) += 1;
         job.ack().await.unwrap();
     }
     assert_eq!(seen.len(), ITEMS as usize, "{durability:?}");
-    assert!(seen.values().all(|&n| n == 1), "{durability:?}: delivered twice");
+    assert!(
+        seen.values().all(|&n| n == 1),
+        "{durability:?}: delivered twice"
+    );
     assert!(q.queue().is_empty());
     assert!(q.queue().dead_letters().unwrap().is_empty());
 }

@@ -34,7 +34,9 @@ async fn a_worker_behind_a_pointer_runs_the_contract() {
         let lease = q.lease().await.unwrap().expect("a job");
         assert_eq!(lease.body, b"urgent");
         q.touch(&lease).await.unwrap();
-        q.nack(lease, Retry::After(Duration::ZERO), "flaky").await.unwrap();
+        q.nack(lease, Retry::After(Duration::ZERO), "flaky")
+            .await
+            .unwrap();
         let lease = q.lease_timeout(LONG).await.unwrap().expect("again");
         assert_eq!((lease.body.as_slice(), lease.attempt), (&b"urgent"[..], 2));
         q.release(lease).await.unwrap();
@@ -57,7 +59,11 @@ async fn waiting_workers_wake_on_an_enqueue() {
         .map(|_| {
             let q = std::sync::Arc::clone(&q);
             tokio::spawn(async move {
-                let lease = q.lease_timeout(LONG).await.unwrap().expect("woken with a job");
+                let lease = q
+                    .lease_timeout(LONG)
+                    .await
+                    .unwrap()
+                    .expect("woken with a job");
                 let body = lease.body.clone();
                 q.ack(lease).await.unwrap();
                 body
@@ -113,7 +119,10 @@ async fn dropped_lease_futures_leave_no_job_leased_or_counted() {
         let mut waited = 0;
         while q.counts().await.unwrap().ready != 50 {
             waited += 1;
-            assert!(waited < 3000, "{durability:?}: a job stays leased with no owner");
+            assert!(
+                waited < 3000,
+                "{durability:?}: a job stays leased with no owner"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let mut seen = BTreeMap::new();
@@ -138,12 +147,20 @@ fn the_async_worker_example_prints_done_1000() {
         .and_then(|deps| deps.parent())
         .unwrap()
         .join("examples/async_worker");
-    assert!(example.exists(), "{} not built: run cargo test", example.display());
+    assert!(
+        example.exists(),
+        "{} not built: run cargo test",
+        example.display()
+    );
     let out = std::process::Command::new(example)
         .arg(&target)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(stdout.lines().last(), Some("done 1000"));
 }

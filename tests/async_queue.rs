@@ -60,7 +60,11 @@ async fn a_dropped_guard_gives_the_item_back_without_counting_the_attempt() {
         q.enqueue(&7).await.unwrap();
         for _ in 0..10 {
             let job = q.lease_timeout(LONG).await.unwrap().expect("the item");
-            assert_eq!(job.attempt(), 1, "{durability:?}: a drop counted an attempt");
+            assert_eq!(
+                job.attempt(),
+                1,
+                "{durability:?}: a drop counted an attempt"
+            );
             drop(job);
         }
         // Settling calls still count as their sync forms do.
@@ -84,7 +88,11 @@ async fn waiting_tasks_wake_on_async_and_blocking_enqueues_and_give_backs() {
         .map(|_| {
             let q = q.clone();
             tokio::spawn(async move {
-                let job = q.lease_timeout(LONG).await.unwrap().expect("woken with an item");
+                let job = q
+                    .lease_timeout(LONG)
+                    .await
+                    .unwrap()
+                    .expect("woken with an item");
                 let item = *job;
                 job.ack().await.unwrap();
                 item
@@ -138,7 +146,11 @@ async fn a_waiting_lease_takes_an_item_whose_lease_expired() {
     q.enqueue(&1).await.unwrap();
     let first = q.lease().await.unwrap().expect("the item");
     // No one signals an expiry: the waiter's own timer must.
-    let again = q.lease_timeout(LONG).await.unwrap().expect("back after 50 ms");
+    let again = q
+        .lease_timeout(LONG)
+        .await
+        .unwrap()
+        .expect("back after 50 ms");
     assert_eq!((*again, again.attempt()), (1, 2));
     again.ack().await.unwrap();
     assert!(matches!(first.ack().await, Err(Error::LeaseLost { .. })));
@@ -236,7 +248,10 @@ async fn a_close_wakes_waiters_with_closed_and_ends_streams() {
     q.close().await.unwrap();
     let waited = tokio::time::timeout(LONG, waiter).await.unwrap().unwrap();
     assert!(matches!(waited, Err(Error::Closed)), "{waited:?}");
-    assert_eq!(tokio::time::timeout(LONG, stream).await.unwrap().unwrap(), 0);
+    assert_eq!(
+        tokio::time::timeout(LONG, stream).await.unwrap().unwrap(),
+        0
+    );
 }
 
 /// Shared mode: the child enqueues into the queue the parent's tasks wait

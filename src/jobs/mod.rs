@@ -79,9 +79,9 @@ use std::time::Duration;
 #[cfg(feature = "tokio")]
 pub use async_contract::{AsyncJobQueue, BoxFuture};
 pub use backoff::Backoff;
+pub use clock::{Clock, ManualClock, SystemClock};
 #[cfg(feature = "tokio")]
 pub use embedded::AsyncEmbeddedJobs;
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use embedded::{job_from_record, EmbeddedJobs, JobOptions, StoredJob, JOB_CODEC_ID, MAX_LANES};
 pub use job::{
     DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, WaitState, Waiting,

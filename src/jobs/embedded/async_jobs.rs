@@ -64,11 +64,9 @@ impl AsyncEmbeddedJobs {
         let (answer, taken) = tokio::sync::oneshot::channel();
         let jobs = Arc::clone(&self.jobs);
         tokio::task::spawn_blocking(move || {
-            if let Err(unwanted) = answer.send(jobs.lease_now()) {
-                if let Ok(Some(lease)) = unwanted {
-                    // Its future is gone: no one owns the job.
-                    let _ = jobs.release(lease);
-                }
+            if let Err(Ok(Some(lease))) = answer.send(jobs.lease_now()) {
+                // Its future is gone: no one owns the job.
+                let _ = jobs.release(lease);
             }
         });
         taken.await.unwrap_or(Err(Error::Closed))

@@ -217,7 +217,9 @@ impl<T: 'static, C: Codec<T>> AsyncQueue<T, C> {
                         until.map(|until| Box::pin(tokio::time::sleep_until(until.into())));
                     std::future::poll_fn(|cx| {
                         let woken = room.as_mut().poll(cx).is_ready()
-                            || timer.as_mut().is_some_and(|t| t.as_mut().poll(cx).is_ready());
+                            || timer
+                                .as_mut()
+                                .is_some_and(|t| t.as_mut().poll(cx).is_ready());
                         if woken {
                             Poll::Ready(())
                         } else {
@@ -401,7 +403,9 @@ impl<T: 'static, C: Codec<T>> AsyncQueue<T, C> {
         run(fsyncs(queue.shared()), move || {
             let acked = queue.ack_batch(&mut leased);
             // The ones not acked go back, their attempts not counted.
-            leased.into_iter().for_each(|left| drop(AsyncLeased::new(left)));
+            leased
+                .into_iter()
+                .for_each(|left| drop(AsyncLeased::new(left)));
             acked
         })
         .await

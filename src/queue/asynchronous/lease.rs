@@ -47,7 +47,9 @@ impl<T> AsyncLeased<T> {
     }
 
     fn leased(&self) -> &Leased<T> {
-        self.inner.as_ref().expect("a guard is settled only by value")
+        self.inner
+            .as_ref()
+            .expect("a guard is settled only by value")
     }
 
     /// The guard spent: what settles its lease.
@@ -117,7 +119,10 @@ impl<T> AsyncLeased<T> {
         let reason = reason.to_owned();
         // A reason is fsynced in every mode.
         let blocks = !reason.is_empty() || fsyncs(&lessor.shared);
-        run(blocks, move || lessor.nack_with(id, attempt, &reason, retry)).await
+        run(blocks, move || {
+            lessor.nack_with(id, attempt, &reason, retry)
+        })
+        .await
     }
 
     /// Hands the item back as if this lease had never happened
