@@ -49,6 +49,8 @@ pub use log::quarantine::QUARANTINE_DIR;
 pub use log::recovery::{OpenReport, Repair};
 pub use log::verify::{Problem, SegmentSummary, VerifyReport};
 pub use options::{Durability, Options};
+#[cfg(feature = "tokio")]
+pub use queue::asynchronous::{handle::AsyncQueue, lease::AsyncLeased, stream::QueueStream};
 pub use queue::dead::DeadLetter;
 pub use queue::dque::{DQue, RawQueue};
 pub use queue::iter::{Iter, Pending};

@@ -60,6 +60,8 @@
 //! that breaks it, so a queue that one backend holds can move to another.
 //! An embedded queue's name is its directory's name.
 
+#[cfg(feature = "tokio")]
+mod async_contract;
 mod backoff;
 mod clock;
 pub(crate) mod embedded;
@@ -74,8 +76,12 @@ mod stats;
 
 use std::time::Duration;
 
+#[cfg(feature = "tokio")]
+pub use async_contract::{AsyncJobQueue, BoxFuture};
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};
+#[cfg(feature = "tokio")]
+pub use embedded::AsyncEmbeddedJobs;
 pub use embedded::{job_from_record, EmbeddedJobs, JobOptions, StoredJob, JOB_CODEC_ID, MAX_LANES};
 pub use job::{
     DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, WaitState, Waiting,

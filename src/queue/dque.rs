@@ -727,6 +727,26 @@ impl<T, C: Codec<T>> DQue<T, C> {
         self.shared.waker()
     }
 
+    /// The state every handle and guard of this queue shares.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// `item` encoded as [`enqueue`](Self::enqueue) would write it.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn encode_item(&self, item: &T) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.codec.encode(item, &mut out).map_err(Error::Encode)?;
+        Ok(out)
+    }
+
+    /// Decodes record `id`'s bytes (`Decode` naming it if they do not).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn decode_item(&self, id: u64, bytes: &[u8]) -> Result<T> {
+        self.decode(id, bytes)
+    }
+
     pub(crate) fn lessor(&self) -> Lessor {
         Lessor {
             shared: Arc::clone(&self.shared),

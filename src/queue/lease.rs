@@ -278,6 +278,14 @@ impl<T> Leased<T> {
         (std::mem::take(&mut self.item), self.id, self.attempt)
     }
 
+    /// The guard spent for what settles its lease: the queue's [`Lessor`],
+    /// the id and the attempt (the item is dropped).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn into_token(mut self) -> (Lessor, u64, u16) {
+        self.settled = true;
+        (self.lessor.clone(), self.id, self.attempt)
+    }
+
     /// Spends the guard without handing the item back: it was acked.
     pub(crate) fn spend(mut self) {
         self.settled = true;

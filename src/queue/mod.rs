@@ -2,6 +2,8 @@
 //! and shared mode between processes (`processes/`). It imports only the log
 //! (layer 1) and the top modules (`error`, `faults`, `codec`, `options`).
 
+#[cfg(feature = "tokio")]
+pub(crate) mod asynchronous;
 pub(crate) mod dead;
 pub(crate) mod deadline;
 pub(crate) mod delivery;

@@ -26,6 +26,20 @@ pub struct Shared {
     waker: Option<Waker>,
     /// Shared mode: the group commit of every process, in place of `commit`.
     shared_commit: Option<SharedCommit>,
+    /// The async side's wake-ups (feature `tokio`): told of everything the
+    /// condvars are, so tasks wait without a thread each.
+    #[cfg(feature = "tokio")]
+    wakeups: std::sync::Arc<crate::queue::asynchronous::wakeups::Wakeups>,
+}
+
+/// One look of [`Shared::try_once`].
+#[cfg(feature = "tokio")]
+pub enum Tried<R> {
+    /// What the look found, and the ticket to make durable (Safe mode).
+    Found(R, Option<u64>),
+    /// Nothing yet: look again on a wake-up, or at this instant (a lease
+    /// expiring, a dead process's leases to check) if no wake-up comes.
+    Wait(Option<Instant>),
 }
 
 impl Shared {
@@ -37,7 +51,60 @@ impl Shared {
             changed: Condvar::new(),
             room: Condvar::new(),
             commit: GroupCommit::default(),
+            #[cfg(feature = "tokio")]
+            wakeups: Default::default(),
         }
+    }
+
+    /// Wakes one blocked consumer (and one async waiter): an item came.
+    fn signal_available(&self) {
+        self.changed.notify_one();
+        #[cfg(feature = "tokio")]
+        self.wakeups.available();
+    }
+
+    /// Wakes every producer blocked on a full queue: a write may have made room.
+    fn signal_room(&self) {
+        self.room.notify_all();
+        #[cfg(feature = "tokio")]
+        self.wakeups.room();
+    }
+
+    /// The async side's wake-ups.
+    #[cfg(feature = "tokio")]
+    pub fn wakeups(&self) -> &std::sync::Arc<crate::queue::asynchronous::wakeups::Wakeups> {
+        &self.wakeups
+    }
+
+    /// One look of [`wait_for`](Self::wait_for)'s loop, for a caller that
+    /// waits elsewhere (an async task): never sleeps; the ticket of what
+    /// `op` wrote is the caller's to make durable ([`make_durable`](Self::make_durable)).
+    #[cfg(feature = "tokio")]
+    pub fn try_once<R>(
+        &self,
+        writes: bool,
+        op: impl FnOnce(&mut Engine) -> Result<Option<R>>,
+    ) -> Result<Tried<R>> {
+        let shared_mode = self.waker.is_some();
+        let (tried, more) = entered(&mut self.state.lock(), writes, |engine| {
+            let tried = match op(engine)? {
+                Some(found) => Tried::Found(found, engine.ticket_to_wait().filter(|_| writes)),
+                None if shared_mode => {
+                    Tried::Wait(earliest(engine.next_expiry(), engine.lease_watch()))
+                }
+                None => Tried::Wait(engine.next_expiry()),
+            };
+            Ok((tried, engine.len() > 0))
+        })?;
+        if writes {
+            self.signal_room();
+        }
+        if matches!(tried, Tried::Found(..)) && more {
+            // A batch brings several, a peek leaves the item: pass the
+            // wake-up on so no waiter sleeps on an item.
+            self.signal_available();
+        }
+        Ok(tried)
     }
 
     /// Runs `op` on the engine; for calls that write nothing.
@@ -50,7 +117,7 @@ impl Shared {
     pub fn write<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
         let (result, ticket) = self.run_locked(op)?;
         // Whatever it settled made room for a producer waiting on a limit.
-        self.room.notify_all();
+        self.signal_room();
         self.wait_ticket(ticket)?;
         Ok(result)
     }
@@ -86,7 +153,7 @@ impl Shared {
             }
         };
         drop(state);
-        self.changed.notify_one();
+        self.signal_available();
         self.wait_ticket(ticket)?;
         Ok(result)
     }
@@ -96,7 +163,7 @@ impl Shared {
         let (result, ticket) = self.run_locked(op)?;
         // Consumers may take the item before it is durable: their own
         // dequeue's fsync covers it, as it syncs every file written so far.
-        self.changed.notify_one();
+        self.signal_available();
         self.wait_ticket(ticket)?;
         Ok(result)
     }
@@ -165,7 +232,7 @@ impl Shared {
                 if engine.len() > 0 {
                     // A peek leaves the item, and a batch brings several:
                     // pass the wake-up on so no waiter sleeps on an item.
-                    self.changed.notify_one();
+                    self.signal_available();
                 }
                 break Some((found, ticket(engine)));
             }
@@ -184,7 +251,7 @@ impl Shared {
         };
         drop(state);
         // A consuming call (or a lease that dead-lettered) may have made room.
-        self.room.notify_all();
+        self.signal_room();
         match found {
             None => Ok(None),
             Some((found, ticket)) => {
@@ -263,7 +330,7 @@ impl Shared {
 
     /// Wakes one blocked caller: an item became available without an enqueue.
     pub fn notify_available(&self) {
-        self.changed.notify_one();
+        self.signal_available();
         if let Some(waker) = &self.waker {
             waker.wake_all();
         }
@@ -293,6 +360,8 @@ impl Shared {
         let engine = self.state.lock().take();
         self.changed.notify_all();
         self.room.notify_all();
+        #[cfg(feature = "tokio")]
+        self.wakeups.close();
         if let Some(waker) = &self.waker {
             // Every sleeper of every process looks again; this one's find
             // the queue closed.

@@ -1,5 +1,7 @@
 //! The Jobs API over queue directories: [`EmbeddedJobs`].
 
+#[cfg(feature = "tokio")]
+mod async_jobs;
 mod envelope;
 mod ids;
 mod lanes;
@@ -16,6 +18,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 
+#[cfg(feature = "tokio")]
+pub use async_jobs::AsyncEmbeddedJobs;
 pub use envelope::{job_from_record, StoredJob, JOB_CODEC_ID};
 pub(crate) use lanes::lane_name;
 pub use lanes::MAX_LANES;

@@ -21,6 +21,9 @@ pub struct Signal {
     changed: Condvar,
     /// Shared mode: the root queue's wake-up word.
     waker: Option<Waker>,
+    /// The async side's wake-ups (feature `tokio`), told of every notify.
+    #[cfg(feature = "tokio")]
+    wakeups: std::sync::Arc<crate::queue::asynchronous::wakeups::Wakeups>,
 }
 
 impl Signal {
@@ -43,9 +46,23 @@ impl Signal {
     pub fn notify(&self) {
         *self.generation.lock() += 1;
         self.changed.notify_all();
+        #[cfg(feature = "tokio")]
+        self.wakeups.available();
         if let Some(waker) = &self.waker {
             waker.wake_all();
         }
+    }
+
+    /// The async side's wake-ups; in shared mode they start watching the
+    /// root queue's word (one thread per handle) on first use.
+    #[cfg(feature = "tokio")]
+    pub fn wakeups(&self) -> &std::sync::Arc<crate::queue::asynchronous::wakeups::Wakeups> {
+        if let Some(waker) = &self.waker {
+            // Without the thread a task still wakes on this process's
+            // writes and on its poll timer; the error has no one to go to.
+            let _ = self.wakeups.watch(waker.clone());
+        }
+        &self.wakeups
     }
 
     /// Sleeps until a write after `seen`, or `until`. May return early.

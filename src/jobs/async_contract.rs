@@ -1,0 +1,133 @@
+//! The Jobs API for tokio programs (feature `tokio`): [`AsyncJobQueue`],
+//! the async form of [`JobQueue`](super::JobQueue)'s worker calls.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use super::job::{Enqueued, JobLease, Nacked, NewJob, Retry};
+use super::stats::Counts;
+use crate::error::Result;
+
+/// A boxed future, `Send`, borrowing the queue: what [`AsyncJobQueue`]'s
+/// methods return, so that the trait is object safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One job queue for async workers. Object safe: a worker holds a
+/// `Box<dyn AsyncJobQueue>` (or an `Arc`) and runs on any backend that
+/// implements it; today the embedded queue
+/// ([`AsyncEmbeddedJobs`](super::AsyncEmbeddedJobs)).
+///
+/// The contract is [`JobQueue`](super::JobQueue)'s (see the [module
+/// documentation](super)); each method's future resolves to what the
+/// blocking call returns. Waiting ([`lease_timeout`](Self::lease_timeout))
+/// holds no thread.
+///
+/// **Cancel safety.** `lease` and `lease_timeout` are cancel-safe: a
+/// future dropped before it completes leaves no job leased (a job it took
+/// is released, its attempt not counted). The settling calls (`ack`,
+/// `nack`, `release`, `fail`) and `enqueue` run to their end once polled,
+/// even if their future is dropped; dropped before their first poll they
+/// did nothing (a lease moved into one is then left to its lease time,
+/// as a dropped [`JobLease`] is).
+///
+/// ```
+/// use dque::jobs::{AsyncEmbeddedJobs, AsyncJobQueue, EmbeddedJobs, NewJob};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), dque::Error> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let queue: Box<dyn AsyncJobQueue> =
+///     Box::new(AsyncEmbeddedJobs::new(EmbeddedJobs::create(dir.path().join("jobs"))?));
+/// queue.enqueue(NewJob::new("thumbnail a.jpg")).await?;
+/// let lease = queue.lease_timeout(std::time::Duration::from_secs(1)).await?.expect("a job");
+/// assert_eq!(lease.body, b"thumbnail a.jpg");
+/// queue.ack(lease).await?;
+/// # Ok(()) }
+/// ```
+pub trait AsyncJobQueue: Send + Sync + std::fmt::Debug {
+    /// The queue's name ([`JobQueue::name`](super::JobQueue::name)).
+    fn name(&self) -> &str;
+
+    /// Adds a job ([`JobQueue::enqueue`](super::JobQueue::enqueue)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn enqueue(&self, job: NewJob) -> BoxFuture<'_, Result<Enqueued>>;
+
+    /// Adds several jobs ([`JobQueue::enqueue_batch`](super::JobQueue::enqueue_batch)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn enqueue_batch(&self, jobs: Vec<NewJob>) -> BoxFuture<'_, Result<Vec<Enqueued>>>;
+
+    /// Leases the first ready job, if any, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// As [`JobQueue::lease`](super::JobQueue::lease).
+    fn lease(&self) -> BoxFuture<'_, Result<Option<JobLease>>>;
+
+    /// Leases the first ready job, waiting up to `wait` for one.
+    ///
+    /// # Errors
+    ///
+    /// As [`JobQueue::lease_timeout`](super::JobQueue::lease_timeout).
+    fn lease_timeout(&self, wait: Duration) -> BoxFuture<'_, Result<Option<JobLease>>>;
+
+    /// Ends the job ([`JobQueue::ack`](super::JobQueue::ack)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn ack(&self, lease: JobLease) -> BoxFuture<'_, Result<()>>;
+
+    /// Retries the job or makes it dead ([`JobQueue::nack`](super::JobQueue::nack)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn nack<'a>(
+        &'a self,
+        lease: JobLease,
+        retry: Retry,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Result<Nacked>>;
+
+    /// Gives the job back uncounted ([`JobQueue::release`](super::JobQueue::release)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn release(&self, lease: JobLease) -> BoxFuture<'_, Result<()>>;
+
+    /// Extends the lease ([`JobQueue::touch`](super::JobQueue::touch)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn touch<'a>(&'a self, lease: &'a JobLease) -> BoxFuture<'a, Result<()>>;
+
+    /// Makes the job a dead letter now ([`JobQueue::fail`](super::JobQueue::fail)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn fail<'a>(&'a self, lease: JobLease, reason: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// Jobs by state, now ([`JobQueue::counts`](super::JobQueue::counts)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn counts(&self) -> BoxFuture<'_, Result<Counts>>;
+
+    /// Closes the queue ([`JobQueue::close`](super::JobQueue::close));
+    /// waiting leases end with `Closed`.
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn close(&self) -> BoxFuture<'_, Result<()>>;
+}

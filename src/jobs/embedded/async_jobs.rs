@@ -1,0 +1,175 @@
+//! `AsyncEmbeddedJobs`: the embedded jobs queue behind [`AsyncJobQueue`].
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use super::{unix_ms, EmbeddedJobs, Schedule, LEASE_POLL};
+use crate::error::{Error, Result};
+use crate::jobs::async_contract::{AsyncJobQueue, BoxFuture};
+use crate::jobs::job::{Enqueued, JobLease, Nacked, NewJob, Retry};
+use crate::jobs::stats::Counts;
+use crate::jobs::JobQueue;
+use crate::queue::asynchronous::offload::run;
+
+/// An [`EmbeddedJobs`] for async workers (feature `tokio`): the
+/// [`AsyncJobQueue`] contract over the same queue directory. Clones share
+/// the queue.
+///
+/// Waiting holds no thread: a waiting lease sleeps on a tokio
+/// notification that every write of the queue that may make a job ready
+/// reaches (in shared mode also other processes' writes, through one
+/// watcher thread per handle), or on a timer for the next scheduled job.
+/// In Safe mode every call that writes runs on tokio's blocking pool (it
+/// waits for fsyncs); in Turbo and Periodic mode it runs inline.
+#[derive(Debug, Clone)]
+pub struct AsyncEmbeddedJobs {
+    jobs: Arc<EmbeddedJobs>,
+}
+
+impl AsyncEmbeddedJobs {
+    /// Wraps an open jobs queue.
+    pub fn new(jobs: EmbeddedJobs) -> Self {
+        Self::from_arc(Arc::new(jobs))
+    }
+
+    /// Wraps a jobs queue blocking code shares too.
+    pub fn from_arc(jobs: Arc<EmbeddedJobs>) -> Self {
+        AsyncEmbeddedJobs { jobs }
+    }
+
+    /// The blocking handle, for every other call of [`JobQueue`].
+    pub fn jobs(&self) -> &Arc<EmbeddedJobs> {
+        &self.jobs
+    }
+
+    /// Runs `work` on the queue: on the blocking pool in Safe mode.
+    async fn call<R: Send + 'static>(
+        &self,
+        work: impl FnOnce(&EmbeddedJobs) -> Result<R> + Send + 'static,
+    ) -> Result<R> {
+        let jobs = Arc::clone(&self.jobs);
+        run(self.jobs.safe, move || work(&jobs)).await
+    }
+
+    /// One try to lease, cancel-safe: on the blocking pool, a job taken
+    /// for a future dropped meanwhile is released, its attempt uncounted.
+    async fn try_lease(&self) -> Result<Option<JobLease>> {
+        if !self.jobs.safe || tokio::runtime::Handle::try_current().is_err() {
+            // Inline: it returns in the poll that took the job.
+            return self.jobs.lease_now();
+        }
+        let (answer, taken) = tokio::sync::oneshot::channel();
+        let jobs = Arc::clone(&self.jobs);
+        tokio::task::spawn_blocking(move || {
+            if let Err(Ok(Some(lease))) = answer.send(jobs.lease_now()) {
+                // Its future is gone: no one owns the job.
+                let _ = jobs.release(lease);
+            }
+        });
+        taken.await.unwrap_or(Err(Error::Closed))
+    }
+
+    async fn lease_until(&self, deadline: Option<Instant>) -> Result<Option<JobLease>> {
+        let signal = &self.jobs.signal;
+        loop {
+            // Registered before the look: a wake-up after it is kept.
+            let mut woken = pin!(signal.wakeups().notified_available());
+            woken.as_mut().enable();
+            if let Some(lease) = self.try_lease().await? {
+                // Others may be ready too: pass the wake-up on.
+                signal.wakeups().available();
+                return Ok(Some(lease));
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            // As the blocking lease: a poll for what no one signals
+            // (a lane's lease running out), and the next scheduled job.
+            let mut until = now + LEASE_POLL;
+            if let Some(d) = deadline {
+                until = until.min(d);
+            }
+            if let Some(due) = self.jobs.schedule.as_ref().and_then(Schedule::next_due) {
+                let left = due.saturating_sub(unix_ms(self.jobs.now()));
+                until = until.min(now + Duration::from_millis(left));
+            }
+            let mut timer = pin!(tokio::time::sleep_until(until.into()));
+            std::future::poll_fn(|cx| {
+                if woken.as_mut().poll(cx).is_ready() || timer.as_mut().poll(cx).is_ready() {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await;
+        }
+    }
+}
+
+impl AsyncJobQueue for AsyncEmbeddedJobs {
+    fn name(&self) -> &str {
+        JobQueue::name(&*self.jobs)
+    }
+
+    fn enqueue(&self, job: NewJob) -> BoxFuture<'_, Result<Enqueued>> {
+        Box::pin(self.call(move |jobs| jobs.enqueue(job)))
+    }
+
+    fn enqueue_batch(&self, jobs: Vec<NewJob>) -> BoxFuture<'_, Result<Vec<Enqueued>>> {
+        Box::pin(self.call(move |queue| queue.enqueue_batch(jobs)))
+    }
+
+    fn lease(&self) -> BoxFuture<'_, Result<Option<JobLease>>> {
+        Box::pin(self.try_lease())
+    }
+
+    fn lease_timeout(&self, wait: Duration) -> BoxFuture<'_, Result<Option<JobLease>>> {
+        Box::pin(self.lease_until(Instant::now().checked_add(wait)))
+    }
+
+    fn ack(&self, lease: JobLease) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.call(move |jobs| jobs.ack(lease)))
+    }
+
+    fn nack<'a>(
+        &'a self,
+        lease: JobLease,
+        retry: Retry,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Result<Nacked>> {
+        let reason = reason.to_owned();
+        Box::pin(self.call(move |jobs| jobs.nack(lease, retry, &reason)))
+    }
+
+    fn release(&self, lease: JobLease) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.call(move |jobs| jobs.release(lease)))
+    }
+
+    fn touch<'a>(&'a self, lease: &'a JobLease) -> BoxFuture<'a, Result<()>> {
+        // Writes nothing: inline.
+        Box::pin(async move { self.jobs.touch(lease) })
+    }
+
+    fn fail<'a>(&'a self, lease: JobLease, reason: &'a str) -> BoxFuture<'a, Result<()>> {
+        let reason = reason.to_owned();
+        Box::pin(self.call(move |jobs| jobs.fail(lease, &reason)))
+    }
+
+    fn counts(&self) -> BoxFuture<'_, Result<Counts>> {
+        Box::pin(async move { self.jobs.counts() })
+    }
+
+    fn close(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let jobs = Arc::clone(&self.jobs);
+            let closed = run(true, move || JobQueue::close(&*jobs)).await;
+            // Waiting leases look again and find the queue closed.
+            self.jobs.signal.wakeups().close();
+            closed
+        })
+    }
+}
