@@ -77,6 +77,7 @@ macro_rules! jobs_api_suite {
             a_blocked_lease_wakes_when_a_job_falls_due,
             a_batch_lease_takes_jobs_in_lease_order,
             a_huge_delay_is_never_due_not_due_now,
+            a_closed_handle_refuses_calls_and_wakes_its_waiters,
         );
     };
     (@each $runner:path; $($check:ident),* $(,)?) => {
@@ -773,4 +774,31 @@ pub fn a_huge_delay_is_never_due_not_due_now(backend: &dyn Backend) {
     let q = backend.reopen("huge_delays", &s);
     assert!(q.lease().unwrap().is_none(), "nor after a restart");
     assert_eq!(q.counts().unwrap().scheduled, scheduled);
+}
+
+// Bug class pinned: a closed handle must refuse every call with `Closed`
+// and wake its blocked leases with it. The embedded backend's lease found
+// its lanes closed and answered `Ok(None)`, so a `lease_timeout` waiting
+// on a closed queue slept to its deadline (found while building async).
+pub fn a_closed_handle_refuses_calls_and_wakes_its_waiters(backend: &dyn Backend) {
+    let (q, _) = new_queue(backend, "closing");
+    put(q.as_ref(), NewJob::new("left"));
+    assert_eq!(drain(q.as_ref()), ["left"]);
+    let waiter = {
+        let q = Arc::clone(&q);
+        std::thread::spawn(move || q.lease_timeout(Duration::from_secs(60)))
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    q.close().expect("close");
+    let woken = waiter.join().expect("the waiter did not panic");
+    assert!(
+        matches!(woken, Err(Error::Closed)),
+        "a waiting lease ends with Closed, got {woken:?}"
+    );
+    let enqueued = q.enqueue(NewJob::new("late"));
+    assert!(matches!(enqueued, Err(Error::Closed)), "{enqueued:?}");
+    let leased = q.lease();
+    assert!(matches!(leased, Err(Error::Closed)), "{leased:?}");
+    let batch = q.enqueue_batch(vec![NewJob::new("late")]);
+    assert!(matches!(batch, Err(Error::Closed)), "{batch:?}");
 }

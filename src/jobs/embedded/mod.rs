@@ -12,7 +12,7 @@ mod stats_file;
 
 use std::collections::{BTreeMap, BinaryHeap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -228,6 +228,9 @@ pub struct EmbeddedJobs {
     backoff: Backoff,
     clock: Arc<dyn Clock>,
     signal: Signal,
+    /// Set by `close`: every later call fails with `Closed`, and blocked
+    /// leases wake to say so.
+    closed: AtomicBool,
 }
 
 impl EmbeddedJobs {
@@ -359,6 +362,7 @@ impl EmbeddedJobs {
             backoff: options.backoff,
             clock: Arc::clone(&options.clock),
             signal,
+            closed: AtomicBool::new(false),
         })
     }
 
@@ -738,8 +742,17 @@ impl EmbeddedJobs {
         Ok(envelope)
     }
 
+    /// `Err(Closed)` once this handle is closed.
+    fn check_open(&self) -> Result<()> {
+        match self.closed.load(Ordering::Acquire) {
+            true => Err(Error::Closed),
+            false => Ok(()),
+        }
+    }
+
     /// Leases the first ready job, without waiting.
     fn lease_now(&self) -> Result<Option<JobLease>> {
+        self.check_open()?;
         let now = self.now();
         let now_ms = unix_ms(now);
         self.promote_due(now)?;
@@ -1109,6 +1122,7 @@ impl JobQueue for EmbeddedJobs {
     }
 
     fn enqueue(&self, job: NewJob) -> Result<Enqueued> {
+        self.check_open()?;
         self.check_new(&job)?;
         let now = self.now();
         // Due jobs first, so that equal priorities keep the order in
@@ -1120,6 +1134,7 @@ impl JobQueue for EmbeddedJobs {
     }
 
     fn enqueue_batch(&self, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        self.check_open()?;
         for job in &jobs {
             self.check_new(job)?;
         }
@@ -1479,6 +1494,8 @@ impl JobQueue for EmbeddedJobs {
     }
 
     fn close(&self) -> Result<()> {
+        self.closed.store(true, Ordering::Release);
+        self.signal.notify();
         let settled = self.settle_moves(true);
         let flushed = match &self.stats {
             Some(stats) => stats.lock().flush(),
