@@ -69,7 +69,11 @@ impl AsyncEmbeddedJobs {
                 let _ = jobs.release(lease);
             }
         });
-        taken.await.unwrap_or(Err(Error::Closed))
+        let mut taken = Answer {
+            jobs: Arc::clone(&self.jobs),
+            taken,
+        };
+        (&mut taken.taken).await.unwrap_or(Err(Error::Closed))
     }
 
     async fn lease_until(&self, deadline: Option<Instant>) -> Result<Option<JobLease>> {
@@ -106,6 +110,35 @@ impl AsyncEmbeddedJobs {
                 }
             })
             .await;
+        }
+    }
+}
+
+/// The answer of a lease taken on the blocking pool. Sent but never read
+/// (its future dropped between the send and the read), the job it holds
+/// is given back here, uncounted; not sent yet, the sender finds the
+/// channel closed and gives it back itself.
+struct Answer {
+    jobs: Arc<EmbeddedJobs>,
+    taken: tokio::sync::oneshot::Receiver<Result<Option<JobLease>>>,
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        // Closed first: a send after it fails (the sender gives the job
+        // back); one before it is read here. (Read, then closed, a value
+        // sent in between would be dropped with the channel.)
+        self.taken.close();
+        if let Ok(Ok(Some(lease))) = self.taken.try_recv() {
+            let jobs = Arc::clone(&self.jobs);
+            let release = move || {
+                let _ = jobs.release(lease);
+            };
+            // A release fsyncs in Safe mode: not on a task's thread.
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn_blocking(release)),
+                Err(_) => release(),
+            }
         }
     }
 }
