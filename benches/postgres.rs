@@ -15,7 +15,10 @@
 //! The cases on one connection run in alternating turns (plain, PgJobs,
 //! …), so that a busy disk or CPU slows them alike; beside each ratio of
 //! totals is the median of the per-turn ratios, which one slow turn does
-//! not move.
+//! not move. A last table gives the CPU time per job of those cases (the
+//! client's thread and the connection's server process, from
+//! `/proc/…/schedstat`), which other work on a shared machine moves far
+//! less than the wall time.
 //!
 //! ```sh
 //! cargo bench --features postgres --bench postgres
