@@ -15,7 +15,10 @@
 //! The cases on one connection run in alternating turns (plain, PgJobs,
 //! …), so that a busy disk or CPU slows them alike; beside each ratio of
 //! totals is the median of the per-turn ratios, which one slow turn does
-//! not move.
+//! not move. A last table gives the CPU time per job of those cases (the
+//! client's thread and the connection's server process, from
+//! `/proc/…/schedstat`), which other work on a shared machine moves far
+//! less than the wall time.
 //!
 //! ```sh
 //! cargo bench --features postgres --bench postgres
@@ -54,25 +57,79 @@ fn timed(f: impl FnOnce()) -> Duration {
     start.elapsed()
 }
 
+/// CPU time a thread or process has run, in nanoseconds (Linux's
+/// `schedstat`: time on a CPU, not waiting for one nor for the disk).
+fn cpu_ns(path: &str) -> u64 {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The CPU time of this thread and of the server processes `pids`.
+fn cpu_of(pids: &[i32]) -> Duration {
+    let server: u64 = pids
+        .iter()
+        .map(|pid| cpu_ns(&format!("/proc/{pid}/schedstat")))
+        .sum();
+    Duration::from_nanos(server + cpu_ns("/proc/thread-self/schedstat"))
+}
+
+/// The server process of `client`'s connection.
+fn backend_pid(client: &mut Client) -> i32 {
+    client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0)
+}
+
 /// Times of cases run in alternating turns (so that a busy disk or CPU,
 /// on a machine shared with other work, slows them alike).
 struct Turns {
     /// Per case, the time of each turn.
     times: Vec<Vec<Duration>>,
+    /// Per case, the CPU time of each turn: the client's thread and the
+    /// case's server process (what other work on the machine does not
+    /// change, as it changes the wall time; the disk's waits are not in it).
+    cpu: Vec<Vec<Duration>>,
     per_turn: usize,
 }
 
 impl Turns {
     /// Runs `rounds` rounds; in each, every case once, in order, `per_turn`
-    /// jobs a turn (`cases[i](per_turn)` does them).
-    fn run(rounds: usize, per_turn: usize, cases: &mut [&mut dyn FnMut(usize)]) -> Turns {
+    /// jobs a turn (`cases[i](per_turn)` does them, on the connection of
+    /// server process `pids[i]`).
+    fn run(
+        rounds: usize,
+        per_turn: usize,
+        pids: &[i32],
+        cases: &mut [&mut dyn FnMut(usize)],
+    ) -> Turns {
         let mut times = vec![Vec::with_capacity(rounds); cases.len()];
+        let mut cpu = vec![Vec::with_capacity(rounds); cases.len()];
         for _ in 0..rounds {
-            for (case, times) in cases.iter_mut().zip(&mut times) {
-                times.push(timed(|| case(per_turn)));
+            for (i, case) in cases.iter_mut().enumerate() {
+                let before = cpu_of(&pids[i..=i]);
+                times[i].push(timed(|| case(per_turn)));
+                cpu[i].push(cpu_of(&pids[i..=i]).saturating_sub(before));
             }
         }
-        Turns { times, per_turn }
+        Turns {
+            times,
+            cpu,
+            per_turn,
+        }
+    }
+
+    /// CPU time per job of case `i` (client and server), over all its turns.
+    fn cpu_per_job(&self, i: usize) -> Duration {
+        let total: Duration = self.cpu[i].iter().sum();
+        total / (self.per_turn * self.cpu[i].len()) as u32
+    }
+
+    /// The median over the rounds of case `b`'s CPU time over case `a`'s.
+    fn median_cpu_ratio(&self, a: usize, b: usize) -> f64 {
+        median(&self.cpu[a], &self.cpu[b])
     }
 
     /// Jobs per second of case `i`, over all its turns.
@@ -84,14 +141,19 @@ impl Turns {
     /// The median over the rounds of case `b`'s time over case `a`'s in
     /// the same round: what a spike in one turn does not move.
     fn median_ratio(&self, a: usize, b: usize) -> f64 {
-        let mut ratios: Vec<f64> = self.times[a]
-            .iter()
-            .zip(&self.times[b])
-            .map(|(a, b)| b.as_secs_f64() / a.as_secs_f64())
-            .collect();
-        ratios.sort_by(f64::total_cmp);
-        ratios[ratios.len() / 2]
+        median(&self.times[a], &self.times[b])
     }
+}
+
+/// The median of `b[i] / a[i]`.
+fn median(a: &[Duration], b: &[Duration]) -> f64 {
+    let mut ratios: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .map(|(a, b)| b.as_secs_f64() / a.as_secs_f64().max(1e-9))
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    ratios[ratios.len() / 2]
 }
 
 /// Jobs per second of `n` jobs done in `f`.
@@ -235,10 +297,22 @@ fn main() {
 
     // Enqueue, one at a time, in turns.
     let mut plain = Plain::new(&url, "bench_plain");
-    let jobs = PgOptions::new().connect(&url, "bench").unwrap();
+    // Named, so that its server process can be found for its CPU time.
+    let jobs = PgOptions::new()
+        .connect(&format!("{url} application_name=bench_pgjobs"), "bench")
+        .unwrap();
+    let jobs_pid: i32 = admin
+        .query_one(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'bench_pgjobs'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let plain_pid = backend_pid(&mut plain.client);
     let enq = Turns::run(
         ROUNDS,
         n / ROUNDS,
+        &[plain_pid, jobs_pid],
         &mut [
             &mut |k| (0..k).for_each(|_| plain.enqueue(&body)),
             &mut |k| {
@@ -263,6 +337,7 @@ fn main() {
 
     // The one-statement loop's table, as full as the others.
     let mut one = Plain::new(&url, "bench_one");
+    let one_pid = backend_pid(&mut one.client);
     (0..n / 100).for_each(|_| one.enqueue_batch(&bodies));
     (0..n % 100).for_each(|_| one.enqueue(&body));
 
@@ -270,6 +345,7 @@ fn main() {
     let lease = Turns::run(
         ROUNDS,
         n / ROUNDS,
+        &[plain_pid, jobs_pid, one_pid],
         &mut [
             &mut |k| (0..k).for_each(|_| assert!(plain.lease_ack())),
             &mut |k| {
@@ -293,6 +369,7 @@ fn main() {
     let batch = Turns::run(
         batch_rounds,
         BATCH_TURN * 100,
+        &[plain_pid, jobs_pid],
         &mut [
             &mut |k| (0..k / 100).for_each(|_| plain.enqueue_batch(&bodies)),
             &mut |k| {
@@ -384,4 +461,22 @@ fn main() {
         "\nbatch enqueue / single enqueue (PgJobs): {:.1}x (target >= 10x)",
         pg_batch / pg_enq
     );
+    println!("\nCPU time per job, the client's thread and the connection's server process (not the disk's waits, nor the WAL writer's):\n");
+    println!("| case | plain loop | PgJobs | PgJobs / plain | median of turns |");
+    println!("|---|---|---|---|---|");
+    for (case, turns, a, b) in [
+        ("enqueue, one at a time", &enq, 0, 1),
+        ("enqueue, batches of 100", &batch, 0, 1),
+        ("lease + ack, 1 worker", &lease, 0, 1),
+        ("one-statement loop (as plain) / PgJobs", &lease, 2, 1),
+    ] {
+        let (ta, tb) = (turns.cpu_per_job(a), turns.cpu_per_job(b));
+        println!(
+            "| {case} | {:.1} µs | {:.1} µs | {:.2}x | {:.2}x |",
+            ta.as_secs_f64() * 1e6,
+            tb.as_secs_f64() * 1e6,
+            tb.as_secs_f64() / ta.as_secs_f64().max(1e-12),
+            turns.median_cpu_ratio(a, b)
+        );
+    }
 }

@@ -605,6 +605,173 @@ fn a_call_cut_off_after_it_was_sent_says_its_outcome_is_unknown() {
     assert_eq!(jobs.counts().unwrap().leased, 1);
 }
 
+/// Makes schema `schema` (at version 4, no job leased) what version 3
+/// made: jobs keyed by the queue's name, empty header arrays, no
+/// `queues` table.
+fn back_to_version_3(client: &mut postgres::Client, schema: &str) {
+    client
+        .batch_execute(&format!(
+            "ALTER TABLE {schema}.jobs ADD COLUMN queue text;
+             UPDATE {schema}.jobs j SET queue = q.name,
+                 header_names = coalesce(j.header_names, '{{}}'),
+                 header_values = coalesce(j.header_values, '{{}}')
+                 FROM {schema}.queues q WHERE q.qno = j.qno;
+             ALTER TABLE {schema}.jobs DROP COLUMN qno,
+                 ALTER COLUMN queue SET NOT NULL,
+                 ALTER COLUMN header_names SET NOT NULL,
+                 ALTER COLUMN header_values SET NOT NULL;
+             CREATE INDEX jobs_next ON {schema}.jobs (queue, priority, ready_at, seq)
+                 WHERE state < 2;
+             CREATE UNIQUE INDEX jobs_live_ids ON {schema}.jobs (queue, id) WHERE state < 2;
+             CREATE INDEX jobs_dead ON {schema}.jobs (queue, died) WHERE state = 2;
+             DROP TABLE {schema}.queues;
+             UPDATE {schema}.schema_version SET version = 3;"
+        ))
+        .unwrap();
+}
+
+// Schema 4 keys a queue's jobs by its number instead of its name, and
+// keeps NULL for the header arrays of a job without headers. A database
+// at version 3 is migrated in place: every job of every queue is there
+// after, in its queue only, in its order, with its id (a caller's id
+// still refused while its job waits), its headers, its state (ready,
+// scheduled, dead), and a new queue gets a number of its own.
+#[test]
+fn a_version_3_database_migrates_with_every_job() {
+    use dque::jobs::{Enqueued, NewJob};
+    use std::time::Duration;
+    let _sharing = sharing();
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let schema = format!("v3_{}", std::process::id());
+    let open = |queue: &str| {
+        PgOptions::new()
+            .schema(&schema)
+            .connect(&server.url(), queue)
+            .unwrap()
+    };
+    let (a, b) = (open("a"), open("b"));
+    a.enqueue_batch(vec![
+        NewJob::new("a1").id("one").header("k", "v"),
+        NewJob::new("a2"),
+        NewJob::new("a0").priority(-1),
+        NewJob::new("later").delay(Duration::from_secs(3600)),
+    ])
+    .unwrap();
+    b.enqueue(NewJob::new("b1").id("one")).unwrap();
+    b.enqueue(NewJob::new("dead")).unwrap();
+    let lease = b.lease().unwrap().expect("b1");
+    b.fail(lease, "broken").unwrap();
+    drop((a, b));
+    let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+    back_to_version_3(&mut client, &schema);
+    let (a, b, c) = (open("a"), open("b"), open("c"));
+    let version: i32 = client
+        .query_one(&format!("SELECT version FROM {schema}.schema_version"), &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, dque::jobs::SCHEMA_VERSION);
+    let counts = |q: &dque::jobs::PgJobs| {
+        let c = q.counts().unwrap();
+        (c.ready, c.scheduled, c.leased, c.dead)
+    };
+    assert_eq!(counts(&a), (3, 1, 0, 0));
+    assert_eq!(counts(&b), (1, 0, 0, 1));
+    assert_eq!(counts(&c), (0, 0, 0, 0));
+    assert_eq!(
+        a.enqueue(NewJob::new("again").id("one")).unwrap(),
+        Enqueued::AlreadyQueued("one".into())
+    );
+    let dead = b.dead(10).unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].job.id.as_str(), dead[0].reason.as_str()),
+        ("one", "broken")
+    );
+    b.requeue_dead("one").unwrap();
+    c.enqueue(NewJob::new("c1").id("one")).unwrap();
+    let mut leased = Vec::new();
+    while let Some(lease) = a.lease().unwrap() {
+        let headers = lease.job.headers.clone();
+        leased.push((String::from_utf8(lease.job.body.clone()).unwrap(), headers));
+        a.ack(lease).unwrap();
+    }
+    let kv = vec![("k".to_owned(), "v".to_owned())];
+    assert_eq!(
+        leased,
+        [
+            ("a0".to_owned(), vec![]),
+            ("a1".to_owned(), kv),
+            ("a2".to_owned(), vec![])
+        ]
+    );
+    assert_eq!(jobs_api::drain(&b), ["dead", "b1"]);
+    assert_eq!(jobs_api::drain(&c), ["c1"]);
+    assert_eq!(counts(&a), (0, 1, 0, 0));
+    drop((a, b, c));
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .unwrap();
+}
+
+// Schema 4 keeps NULL for the header arrays of a job without headers and
+// sends none for a batch without headers: every way a job goes in (a
+// batch without caller ids, with some, one job, in a caller's
+// transaction) keeps each job's own headers, none, one or several, when
+// jobs with and without headers are mixed.
+#[test]
+fn each_job_keeps_its_own_headers_however_it_is_enqueued() {
+    use dque::jobs::NewJob;
+    with_server(|_| {
+        let q = queue("headers_mixed", std::time::Duration::from_secs(60));
+        let job = |n: usize, id: bool| {
+            let mut job = NewJob::new(format!("{n}"));
+            if id {
+                job = job.id(format!("id{n}"));
+            }
+            for h in 0..n % 3 {
+                job = job.header(format!("h{h}"), format!("{n}/{h}"));
+            }
+            job
+        };
+        let headers_of = |n: usize| -> Vec<(String, String)> {
+            (0..n % 3)
+                .map(|h| (format!("h{h}"), format!("{n}/{h}")))
+                .collect()
+        };
+        // Without caller ids: all without headers, then mixed (the first
+        // without).
+        q.enqueue_batch(vec![job(0, false), job(3, false)]).unwrap();
+        q.enqueue_batch([6, 1, 2, 4, 5, 7, 8].map(|n| job(n, false)).into())
+            .unwrap();
+        // With caller ids, mixed, some jobs without.
+        q.enqueue_batch(vec![job(9, true), job(10, false), job(11, true)])
+            .unwrap();
+        q.enqueue(job(12, false)).unwrap();
+        q.enqueue(job(13, true)).unwrap();
+        let server = PgServer::get().unwrap();
+        let mut app = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+        let mut tx = app.transaction().unwrap();
+        q.enqueue_in(&mut tx, job(14, false)).unwrap();
+        q.enqueue_in(&mut tx, job(15, true)).unwrap();
+        tx.commit().unwrap();
+        let mut seen = Vec::new();
+        while let Some(lease) = q.lease().unwrap() {
+            let n: usize = String::from_utf8(lease.job.body.clone())
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert_eq!(lease.job.headers, headers_of(n), "job {n}");
+            seen.push(n);
+            q.ack(lease).unwrap();
+        }
+        let mut order = vec![0, 3, 6, 1, 2, 4, 5, 7, 8];
+        order.extend(9..=15);
+        assert_eq!(seen, order);
+    });
+}
+
 // Schema 3 keeps a first lease's wait in the job's row and logs it with
 // the event that settles the attempt. A database at version 2 (whose
 // leases logged their waits at once) is migrated in place: a job leased
@@ -630,6 +797,7 @@ fn a_version_2_database_migrates_and_counts_every_wait_once() {
     // Back to version 2's tables, then a lease as version 2 made it: the
     // row leased (its lease run out since), its wait in the log.
     let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+    back_to_version_3(&mut client, &schema);
     client
         .batch_execute(&format!(
             "ALTER TABLE {schema}.jobs DROP COLUMN wait_day, DROP COLUMN wait_ms;

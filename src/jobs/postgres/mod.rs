@@ -152,9 +152,13 @@ impl PgOptions {
     fn with_client(&self, mut client: Client, url: Option<String>, queue: &str) -> Result<PgJobs> {
         super::check_queue_name(queue)?;
         schema::migrate(&mut client, &self.schema)?;
+        let tables = Tables::new(&self.schema);
+        let qno = schema::queue_number(&mut client, &tables.queues, queue)?;
         Ok(PgJobs {
             queue: queue.to_owned(),
-            tables: Tables::new(&self.schema),
+            qno,
+            hot: Hot::new(&tables),
+            tables,
             link: Mutex::new(Conn::new(client, url.clone())?),
             url,
             listener: Mutex::new(None),
@@ -252,6 +256,7 @@ struct Tables {
     tokens: String,
     deaths: String,
     log: String,
+    queues: String,
 }
 
 impl Tables {
@@ -264,6 +269,137 @@ impl Tables {
             tokens: format!("{s}.lease_tokens"),
             deaths: format!("{s}.deaths"),
             log: format!("{s}.stats_log"),
+            queues: format!("{s}.queues"),
+        }
+    }
+}
+
+/// The statements of the hot path (enqueue, lease, ack), their text made
+/// once per handle: the connection keeps them prepared by text.
+#[derive(Debug)]
+struct Hot {
+    /// Jobs of which some have caller ids (or in a caller's transaction).
+    insert: String,
+    /// Jobs without caller ids nor headers.
+    insert_new: String,
+    /// Jobs without caller ids, some with headers.
+    insert_new_headers: String,
+    lease_one: String,
+    lease_many: String,
+    ack: String,
+}
+
+/// A JSON array of header names or values (`{json}`, text) made a text
+/// array again in SQL (unnest cannot take arrays of arrays); none: NULL.
+fn headers_of(json: &str) -> String {
+    format!(
+        "CASE WHEN {json} = '[]' THEN NULL
+              ELSE ARRAY(SELECT jsonb_array_elements_text({json}::jsonb)) END"
+    )
+}
+
+impl Hot {
+    fn new(tables: &Tables) -> Hot {
+        let jobs = &tables.jobs;
+        let (names, values) = (headers_of("names"), headers_of("vals"));
+        // `$1` the queue's number, `$2` the time, `$10`, `$11` the channel
+        // and the queue's name to notify.
+        let insert = format!(
+            "INSERT INTO {jobs} (qno, id, caller_id, priority, body, header_names, \
+                                 header_values, enqueued_at, ready_at)
+             SELECT $1, id, caller, priority, body, {names}, {values}, $2, ready
+             FROM unnest($3::text[], $4::bool[], $5::int[], $6::bytea[], $7::text[], $8::text[],
+                         $9::bigint[]) WITH ORDINALITY
+                  AS t(id, caller, priority, body, names, vals, ready, n)
+             ORDER BY n
+             ON CONFLICT (qno, id) WHERE state < 2 DO NOTHING
+             RETURNING id"
+        );
+        // One round trip: the insert, and the notification (the same one
+        // sent for every row is delivered once, at the commit).
+        let insert = format!(
+            "WITH added AS ({insert}) \
+             SELECT added.id FROM added CROSS JOIN (SELECT pg_notify($10, $11)) AS told"
+        );
+        // `$1`, `$2` the channel and the queue's name to notify (once, at
+        // the commit, whatever the row count), `$3` the queue's number,
+        // `$4` the time.
+        let insert_new = |with_headers: bool| {
+            let (columns, select, arrays, names_values) = if with_headers {
+                (
+                    ", header_names, header_values",
+                    format!(", {names}, {values}"),
+                    ", $9::text[], $10::text[]",
+                    ", names, vals",
+                )
+            } else {
+                ("", String::new(), "", "")
+            };
+            format!(
+                "WITH told AS MATERIALIZED (SELECT pg_notify($1, $2))
+                 INSERT INTO {jobs} (qno, id, caller_id, priority, body, enqueued_at,
+                                     ready_at{columns})
+                 SELECT $3, id, false, priority, body, $4, ready{select}
+                 FROM told, unnest($5::text[], $6::int[], $7::bytea[], $8::bigint[]{arrays})
+                      WITH ORDINALITY AS t(id, priority, body, ready{names_values}, n)
+                 ORDER BY n"
+            )
+        };
+        // The wait of a first lease is kept in the row (no index holds
+        // it: the update stays HOT) until the attempt settles, whose log
+        // row carries it; reads count it from the row till then. A job
+        // handed back (`release`) keeps the wait of its first lease: one
+        // wait a job.
+        let lease = |which: &str, close: &str| {
+            format!(
+                "UPDATE {jobs} j
+                     SET attempts = j.attempts + 1, lease_until = $3 + $4,
+                         lease_token = nextval('{tokens}'),
+                         wait_day = CASE WHEN j.attempts = 0 AND j.wait_ms IS NULL
+                                         THEN $6 ELSE j.wait_day END,
+                         wait_ms = CASE WHEN j.attempts = 0 AND j.wait_ms IS NULL
+                                        THEN GREATEST($2 - j.ready_at, 0) ELSE j.wait_ms END
+                     WHERE j.seq {which}
+                         SELECT seq FROM {jobs}
+                         WHERE qno = $1
+                           AND state = 0 AND ready_at <= $2
+                           AND (lease_until IS NULL OR lease_until <= $3)
+                         ORDER BY priority, ready_at, seq
+                         LIMIT $5
+                         FOR UPDATE SKIP LOCKED{close}
+                     RETURNING {cols}, j.lease_token",
+                tokens = tables.tokens,
+                cols = JOB_COLUMNS
+                    .split(", ")
+                    .map(|c| format!("j.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )
+        };
+        // The run time is logged in the same statement as the delete, with
+        // the wait kept in the row: one log row a job.
+        let ack = format!(
+            "WITH gone AS (
+                 DELETE FROM {jobs} WHERE seq = $1 AND state = 0 AND lease_token = $2
+                     AND lease_until > $3
+                 RETURNING seq, wait_day, wait_ms),
+             logged AS ({log})
+             SELECT count(*) FROM gone",
+            log = stats_log::insert(
+                &tables.log,
+                stats_log::RUN,
+                ["$4", "$5", "$6", "NULL"],
+                "gone"
+            ),
+        );
+        Hot {
+            insert,
+            insert_new: insert_new(false),
+            insert_new_headers: insert_new(true),
+            // One job: `=` a subquery (an index probe); several: `ANY`.
+            lease_one: lease("= (", ")"),
+            lease_many: lease("= ANY(ARRAY(", "))"),
+            ack,
         }
     }
 }
@@ -277,7 +413,11 @@ impl Tables {
 /// caller's data committed.
 pub struct PgJobs {
     queue: String,
+    /// The queue's number: what the jobs' rows and indexes hold.
+    qno: i32,
     tables: Tables,
+    /// The text of the statements of the hot path, made once.
+    hot: Hot,
     link: Mutex<Conn>,
     /// The connection string, for the listening connection.
     url: Option<String>,
@@ -312,8 +452,13 @@ const JOB_COLUMNS: &str = "seq, id, caller_id, priority, body, header_names, hea
                            enqueued_at, ready_at, attempts";
 
 fn job_of(row: &Row) -> Job {
-    let names: Vec<String> = row.get("header_names");
-    let values: Vec<String> = row.get("header_values");
+    // NULL: no headers (schema 4).
+    let names: Vec<String> = row
+        .get::<_, Option<Vec<String>>>("header_names")
+        .unwrap_or_default();
+    let values: Vec<String> = row
+        .get::<_, Option<Vec<String>>>("header_values")
+        .unwrap_or_default();
     let attempts: i32 = row.get("attempts");
     Job {
         id: row.get("id"),
@@ -428,8 +573,7 @@ impl PgJobs {
         let mut names = Vec::with_capacity(count);
         let mut values = Vec::with_capacity(count);
         let mut ready = Vec::with_capacity(count);
-        let mut order = Vec::with_capacity(count);
-        for (at, job) in jobs.into_iter().enumerate() {
+        for job in jobs {
             ready.push(ms(job.ready_at(now).max(now)));
             caller.push(job.id.is_some());
             ids.push(job.id.unwrap_or_else(new_job_id));
@@ -439,36 +583,12 @@ impl PgJobs {
             // text arrays again in SQL (unnest cannot take arrays of arrays).
             names.push(json_array(job.headers.iter().map(|(n, _)| n.as_str())));
             values.push(json_array(job.headers.iter().map(|(_, v)| v.as_str())));
-            order.push(at as i32);
         }
-        let sql = format!(
-            "INSERT INTO {jobs} (queue, id, caller_id, priority, body, header_names, \
-                                 header_values, enqueued_at, ready_at)
-             SELECT $1, id, caller, priority, body,
-                    CASE WHEN names = '[]' THEN '{{}}'::text[]
-                         ELSE ARRAY(SELECT jsonb_array_elements_text(names::jsonb)) END,
-                    CASE WHEN names = '[]' THEN '{{}}'::text[]
-                         ELSE ARRAY(SELECT jsonb_array_elements_text(vals::jsonb)) END,
-                    $2, ready
-             FROM unnest($3::text[], $4::bool[], $5::int[], $6::bytea[], $7::text[], $8::text[],
-                         $9::bigint[], $10::int[])
-                  AS t(id, caller, priority, body, names, vals, ready, n)
-             ORDER BY n
-             ON CONFLICT (queue, id) WHERE state < 2 DO NOTHING
-             RETURNING id",
-            jobs = self.tables.jobs
-        );
-        // One round trip: the insert, and the notification (the same one
-        // sent for every row is delivered once, at the commit).
-        let sql = format!(
-            "WITH added AS ({sql}) \
-             SELECT added.id FROM added CROSS JOIN (SELECT pg_notify($11, $1)) AS told"
-        );
         let rows = client
             .query(
-                &sql,
+                &self.hot.insert,
                 &[
-                    &self.queue,
+                    &self.qno,
                     &ms(now),
                     &ids,
                     &caller,
@@ -477,8 +597,8 @@ impl PgJobs {
                     &names,
                     &values,
                     &ready,
-                    &order,
                     &CHANNEL,
+                    &self.queue,
                 ],
             )
             .map_err(sent)?;
@@ -504,7 +624,8 @@ impl PgJobs {
     /// CONFLICT` (whose speculative insertion and returned ids cost about
     /// as much per row as the insert itself). The unique index still
     /// checks: should a made-up id equal a caller's id, the statement
-    /// fails, having added nothing, and is made again with new ids.
+    /// fails, having added nothing, and is made again with new ids. A
+    /// batch without headers sends no header arrays.
     fn insert_new(
         &self,
         client: &mut dyn Db,
@@ -512,59 +633,46 @@ impl PgJobs {
         now: SystemTime,
     ) -> Result<Vec<Enqueued>> {
         let count = jobs.len();
+        let with_headers = jobs.iter().any(|job| !job.headers.is_empty());
         let mut priorities = Vec::with_capacity(count);
         let mut bodies = Vec::with_capacity(count);
-        let mut names = Vec::with_capacity(count);
-        let mut values = Vec::with_capacity(count);
+        let mut names = Vec::new();
+        let mut values = Vec::new();
         let mut ready = Vec::with_capacity(count);
-        let mut order = Vec::with_capacity(count);
-        for (at, job) in jobs.into_iter().enumerate() {
+        for job in jobs {
             ready.push(ms(job.ready_at(now).max(now)));
             priorities.push(job.priority);
-            names.push(json_array(job.headers.iter().map(|(n, _)| n.as_str())));
-            values.push(json_array(job.headers.iter().map(|(_, v)| v.as_str())));
+            if with_headers {
+                names.push(json_array(job.headers.iter().map(|(n, _)| n.as_str())));
+                values.push(json_array(job.headers.iter().map(|(_, v)| v.as_str())));
+            }
             bodies.push(job.body);
-            order.push(at as i32);
         }
-        // The notification: once, at the commit, whatever the row count.
-        let sql = format!(
-            "WITH told AS MATERIALIZED (SELECT pg_notify($9, $1))
-             INSERT INTO {jobs} (queue, id, caller_id, priority, body, header_names,
-                                 header_values, enqueued_at, ready_at)
-             SELECT $1, id, false, priority, body,
-                    CASE WHEN names = '[]' THEN '{{}}'::text[]
-                         ELSE ARRAY(SELECT jsonb_array_elements_text(names::jsonb)) END,
-                    CASE WHEN names = '[]' THEN '{{}}'::text[]
-                         ELSE ARRAY(SELECT jsonb_array_elements_text(vals::jsonb)) END,
-                    $2, ready
-             FROM told, unnest($3::text[], $4::int[], $5::bytea[], $6::text[], $7::text[],
-                               $8::bigint[], $10::int[])
-                  AS t(id, priority, body, names, vals, ready, n)
-             ORDER BY n",
-            jobs = self.tables.jobs
-        );
         // Another collision with the new ids would not be chance: the
         // third try reports it.
+        let now_ms = ms(now);
         let mut tries = 0;
         loop {
             tries += 1;
             let ids: Vec<String> = (0..count).map(|_| new_job_id()).collect();
-            let added = client.execute(
-                &sql,
-                &[
-                    &self.queue,
-                    &ms(now),
-                    &ids,
-                    &priorities,
-                    &bodies,
-                    &names,
-                    &values,
-                    &ready,
-                    &CHANNEL,
-                    &order,
-                ],
-            );
-            match added {
+            let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+                &CHANNEL,
+                &self.queue,
+                &self.qno,
+                &now_ms,
+                &ids,
+                &priorities,
+                &bodies,
+                &ready,
+            ];
+            let sql = if with_headers {
+                params.push(&names);
+                params.push(&values);
+                &self.hot.insert_new_headers
+            } else {
+                &self.hot.insert_new
+            };
+            match client.execute(sql, &params) {
                 Ok(_) => return Ok(ids.into_iter().map(Enqueued::Added).collect()),
                 Err(e)
                     if tries < 3
@@ -583,44 +691,16 @@ impl PgJobs {
         while leases.len() < max {
             let real_now = Self::real_now_ms();
             let want = i64::try_from(max - leases.len()).unwrap_or(i64::MAX);
-            // One job: `=` a subquery (an index probe); several: `ANY`.
-            let which = if want == 1 { "= (" } else { "= ANY(ARRAY(" };
-            let close = if want == 1 { ")" } else { "))" };
-            // The wait of a first lease is kept in the row (no index holds
-            // it: the update stays HOT) until the attempt settles, whose
-            // log row carries it; reads count it from the row till then.
-            // A job handed back (`release`) keeps the wait of its first
-            // lease: one wait a job.
-            let sql = format!(
-                "UPDATE {jobs} j
-                     SET attempts = j.attempts + 1, lease_until = $3 + $4,
-                         lease_token = nextval('{tokens}'),
-                         wait_day = CASE WHEN j.attempts = 0 AND j.wait_ms IS NULL
-                                         THEN $6 ELSE j.wait_day END,
-                         wait_ms = CASE WHEN j.attempts = 0 AND j.wait_ms IS NULL
-                                        THEN GREATEST($2 - j.ready_at, 0) ELSE j.wait_ms END
-                     WHERE j.seq {which}
-                         SELECT seq FROM {jobs}
-                         WHERE queue = $1
-                           AND state = 0 AND ready_at <= $2
-                           AND (lease_until IS NULL OR lease_until <= $3)
-                         ORDER BY priority, ready_at, seq
-                         LIMIT $5
-                         FOR UPDATE SKIP LOCKED{close}
-                     RETURNING {cols}, j.lease_token",
-                jobs = self.tables.jobs,
-                tokens = self.tables.tokens,
-                cols = JOB_COLUMNS
-                    .split(", ")
-                    .map(|c| format!("j.{c}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            );
+            let sql = if want == 1 {
+                &self.hot.lease_one
+            } else {
+                &self.hot.lease_many
+            };
             let rows = client
                 .query(
-                    &sql,
+                    sql,
                     &[
-                        &self.queue,
+                        &self.qno,
                         &ms(now),
                         &real_now,
                         &duration_ms(self.lease_time),
@@ -1071,26 +1151,9 @@ impl JobQueue for PgJobs {
         let now = self.now();
         let ran = ms(now).saturating_sub(lease.token.leased_ms as i64).max(0);
         let mut client = self.client()?;
-        // The run time is logged in the same statement as the delete, with
-        // the wait kept in the row: one log row a job.
-        let sql = format!(
-            "WITH gone AS (
-                 DELETE FROM {jobs} WHERE seq = $1 AND state = 0 AND lease_token = $2
-                     AND lease_until > $3
-                 RETURNING seq, wait_day, wait_ms),
-             logged AS ({log})
-             SELECT count(*) FROM gone",
-            jobs = self.tables.jobs,
-            log = stats_log::insert(
-                &self.tables.log,
-                stats_log::RUN,
-                ["$4", "$5", "$6", "NULL"],
-                "gone"
-            ),
-        );
         let row = client
             .query_one(
-                &sql,
+                &self.hot.ack,
                 &[
                     &seq,
                     &token,
@@ -1185,14 +1248,14 @@ impl JobQueue for PgJobs {
             "UPDATE {jobs} SET priority = $3,
                  ready_at = CASE WHEN ready_at <= $4 THEN $4 ELSE ready_at END,
                  seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))
-             WHERE queue = $1 AND id = $2 AND state = 0 AND priority <> $3
+             WHERE qno = $1 AND id = $2 AND state = 0 AND priority <> $3
                AND (lease_until IS NULL OR lease_until <= $5)",
             jobs = self.tables.jobs
         );
         if client
             .execute(
                 &sql,
-                &[&self.queue, &id, &priority, &now, &Self::real_now_ms()],
+                &[&self.qno, &id, &priority, &now, &Self::real_now_ms()],
             )
             .map_err(sent)?
             > 0
@@ -1208,7 +1271,7 @@ impl JobQueue for PgJobs {
         // row: logged by the same statement.
         let sql = format!(
             "WITH gone AS (
-                 DELETE FROM {jobs} WHERE queue = $1 AND id = $2 AND
+                 DELETE FROM {jobs} WHERE qno = $1 AND id = $2 AND
                      state = 0 AND (lease_until IS NULL OR lease_until <= $3)
                  RETURNING wait_day, wait_ms),
              logged AS ({log})
@@ -1217,13 +1280,13 @@ impl JobQueue for PgJobs {
             log = stats_log::insert(
                 &self.tables.log,
                 stats_log::WAIT,
-                ["$1", "d", "m", "NULL"],
+                ["$4", "d", "m", "NULL"],
                 "(SELECT wait_day AS d, wait_ms AS m, NULL::bigint AS wait_day, \
                   NULL::bigint AS wait_ms FROM gone WHERE wait_ms IS NOT NULL) w"
             ),
         );
         if client
-            .query_one(&sql, &[&self.queue, &id, &Self::real_now_ms()])
+            .query_one(&sql, &[&self.qno, &id, &Self::real_now_ms(), &self.queue])
             .map_err(sent)?
             .get::<_, i64>(0)
             > 0
@@ -1238,7 +1301,7 @@ impl JobQueue for PgJobs {
         let mut client = self.client()?;
         let sql = format!(
             "SELECT {JOB_COLUMNS}, lease_until FROM {jobs}
-             WHERE queue = $1 AND state < 2
+             WHERE qno = $1 AND state < 2
              ORDER BY (ready_at > $2),
                       CASE WHEN ready_at <= $2 THEN priority END,
                       ready_at, seq
@@ -1247,9 +1310,7 @@ impl JobQueue for PgJobs {
         );
         let limit = i64::try_from(max).unwrap_or(i64::MAX);
         let real_now = Self::real_now_ms();
-        let rows = client
-            .query(&sql, &[&self.queue, &now, &limit])
-            .map_err(db)?;
+        let rows = client.query(&sql, &[&self.qno, &now, &limit]).map_err(db)?;
         Ok(rows
             .iter()
             .map(|row| {
@@ -1273,12 +1334,12 @@ impl JobQueue for PgJobs {
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {
         let mut client = self.client()?;
         let sql = format!(
-            "SELECT {JOB_COLUMNS}, reason FROM {jobs} WHERE queue = $1 AND state = 2
+            "SELECT {JOB_COLUMNS}, reason FROM {jobs} WHERE qno = $1 AND state = 2
              ORDER BY died LIMIT $2",
             jobs = self.tables.jobs
         );
         let limit = i64::try_from(max).unwrap_or(i64::MAX);
-        let rows = client.query(&sql, &[&self.queue, &limit]).map_err(db)?;
+        let rows = client.query(&sql, &[&self.qno, &limit]).map_err(db)?;
         Ok(rows
             .iter()
             .map(|row| DeadJob {
@@ -1295,11 +1356,11 @@ impl JobQueue for PgJobs {
             "UPDATE {jobs} SET state = 0, attempts = 0, ready_at = $3, reason = NULL, died = NULL,
                  wait_day = NULL, wait_ms = NULL,
                  seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))
-             WHERE seq = (SELECT seq FROM {jobs} WHERE queue = $1 AND id = $2 AND state = 2
+             WHERE seq = (SELECT seq FROM {jobs} WHERE qno = $1 AND id = $2 AND state = 2
                           ORDER BY died LIMIT 1)",
             jobs = self.tables.jobs
         );
-        match client.execute(&sql, &[&self.queue, &id, &now]) {
+        match client.execute(&sql, &[&self.qno, &id, &now]) {
             Ok(0) => Err(Error::NoSuchJob { id: id.to_owned() }),
             Ok(_) => {
                 let _ = self.notify(&mut *client);
@@ -1324,11 +1385,11 @@ impl JobQueue for PgJobs {
                  count(*) FILTER (WHERE state = 0 AND ready_at > $2),
                  count(*) FILTER (WHERE state = 0 AND lease_until > $3),
                  count(*) FILTER (WHERE state = 2)
-             FROM {jobs} WHERE queue = $1",
+             FROM {jobs} WHERE qno = $1",
             jobs = self.tables.jobs
         );
         let row = client
-            .query_one(&sql, &[&self.queue, &now, &Self::real_now_ms()])
+            .query_one(&sql, &[&self.qno, &now, &Self::real_now_ms()])
             .map_err(db)?;
         let count = |i: usize| row.get::<_, i64>(i).max(0) as u64;
         Ok(Counts {
@@ -1407,13 +1468,13 @@ impl JobQueue for PgJobs {
             "SELECT {columns} FROM {log} WHERE queue = $1
              UNION ALL
              SELECT wait_day, -1::smallint, 0::bigint, NULL::text, wait_day, wait_ms
-             FROM {jobs} WHERE queue = $1 AND state = 0 AND wait_ms IS NOT NULL",
+             FROM {jobs} WHERE qno = $2 AND state = 0 AND wait_ms IS NOT NULL",
             log = self.tables.log,
             jobs = self.tables.jobs,
             columns = stats_log::COLUMNS
         );
         let mut logged = BTreeMap::new();
-        for row in client.query(&sql, &[&self.queue]).map_err(db)? {
+        for row in client.query(&sql, &[&self.queue, &self.qno]).map_err(db)? {
             stats_log::add(&mut logged, &row);
         }
         for (day, stats) in logged {
@@ -1457,10 +1518,10 @@ impl PgJobs {
     /// and already as asked).
     fn missing_or_leased(&self, client: &mut dyn Db, id: &str) -> Result<()> {
         let sql = format!(
-            "SELECT lease_until FROM {jobs} WHERE queue = $1 AND id = $2 AND state < 2",
+            "SELECT lease_until FROM {jobs} WHERE qno = $1 AND id = $2 AND state < 2",
             jobs = self.tables.jobs
         );
-        match client.query_opt(&sql, &[&self.queue, &id]).map_err(db)? {
+        match client.query_opt(&sql, &[&self.qno, &id]).map_err(db)? {
             Some(row)
                 if row
                     .get::<_, Option<i64>>(0)
