@@ -94,11 +94,20 @@ impl EmbeddedJobs {
     /// Moves one batch of taken records to their lanes; whether any moved.
     fn move_due(&self, schedule: &Schedule, taken: Vec<Due>) -> Result<bool> {
         let mut falling = Vec::with_capacity(taken.len());
-        for due in taken {
+        let mut taken = taken.into_iter();
+        while let Some(due) = taken.next() {
             // The body stays in `bytes`, stored again as it is.
             match Envelope::decode_for_move(&due.bytes) {
                 Ok(envelope) => falling.push(FallingDue { envelope, due }),
-                Err(e) => schedule.fail(&due, &format!("not a job envelope: {e}"))?,
+                Err(e) => {
+                    if let Err(e) = schedule.fail(&due, &format!("not a job envelope: {e}")) {
+                        // Every record taken is looked at again later.
+                        schedule.give_back(&due);
+                        falling.iter().for_each(|f| schedule.give_back(&f.due));
+                        taken.for_each(|due| schedule.give_back(&due));
+                        return Err(e);
+                    }
+                }
             }
         }
         // By lane, each in due order (the sort is stable).
