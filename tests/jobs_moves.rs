@@ -231,3 +231,74 @@ fn a_handle_alone_killed_while_moving_due_jobs_loses_none() {
     }
     assert!(!acked.is_empty(), "the child did no work");
 }
+
+// Issue 24 (delayed jobs): alone on its queue, a handle now moves a due job
+// without leasing its schedule record, so a cancel (or a priority change)
+// by id racing with the move could end the record after the move read it
+// and before its copy reached the lane: the cancel returned Ok and the job
+// ran anyway. This pins that a job whose cancel returned Ok never runs,
+// and that every other job runs once, while threads cancel jobs by id as
+// they fall due and others lease them.
+#[test]
+fn a_cancelled_job_never_runs_though_it_was_falling_due() {
+    let rounds = child::kills(3);
+    for round in 0..rounds {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = Arc::new(
+            JobOptions::new()
+                .queue(Options::new().durability(Durability::Turbo))
+                .create(dir.path().join("q"))
+                .unwrap(),
+        );
+        let mut ids = Vec::new();
+        for i in 0..400u64 {
+            let job = NewJob::new(format!("j{i}")).delay(Duration::from_millis(1 + i % 20));
+            ids.push((queue.enqueue(job).unwrap().id().to_owned(), format!("j{i}")));
+        }
+        let cancelled = std::thread::scope(|scope| {
+            let canceller = scope.spawn(|| {
+                let mut cancelled = Vec::new();
+                for (id, body) in ids.iter().rev().step_by(2) {
+                    if queue.cancel(id).is_ok() {
+                        cancelled.push(body.clone());
+                    }
+                }
+                cancelled
+            });
+            let worker = scope.spawn(|| {
+                let mut ran = Vec::new();
+                let deadline = std::time::Instant::now() + Duration::from_secs(20);
+                while std::time::Instant::now() < deadline {
+                    match queue.lease_timeout(Duration::from_millis(50)).unwrap() {
+                        Some(lease) => {
+                            ran.push(String::from_utf8(lease.body.clone()).unwrap());
+                            queue.ack(lease).unwrap();
+                        }
+                        None if queue.counts().unwrap().scheduled == 0 => break,
+                        None => {}
+                    }
+                }
+                ran
+            });
+            let cancelled = canceller.join().unwrap();
+            let ran = worker.join().unwrap();
+            let mut ran_count: BTreeMap<&str, usize> = BTreeMap::new();
+            for body in &ran {
+                *ran_count.entry(body.as_str()).or_insert(0) += 1;
+            }
+            for body in &cancelled {
+                assert!(
+                    !ran_count.contains_key(body.as_str()),
+                    "round {round}: {body} was cancelled and ran"
+                );
+            }
+            for (_, body) in &ids {
+                let runs = ran_count.get(body.as_str()).copied().unwrap_or(0);
+                let expected = usize::from(!cancelled.contains(body));
+                assert_eq!(runs, expected, "round {round}: {body}");
+            }
+            cancelled
+        });
+        assert!(cancelled.len() <= 200);
+    }
+}
