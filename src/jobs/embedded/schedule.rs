@@ -12,7 +12,7 @@
 //! move it. Either way a crash in between leaves the job where it was
 //! (moved again, at worst: at least once).
 
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -59,6 +59,7 @@ impl Default for DueIndex {
         DueIndex {
             state: Mutex::new(Index {
                 due: BTreeSet::new(),
+                run: VecDeque::new(),
                 horizon: ALL,
                 seen_to: 0,
                 read: false,
@@ -71,8 +72,11 @@ impl Default for DueIndex {
 
 #[derive(Debug)]
 struct Index {
-    /// (due, record) of the scheduled records below `horizon`.
+    /// (due, record) of the scheduled records below `horizon`: those
+    /// noted in increasing order (constant delays, the common case) at the
+    /// end of `run`, in order; the others in `due`.
     due: BTreeSet<(u64, u64)>,
+    run: VecDeque<(u64, u64)>,
     /// Every unsettled record whose (due, record) is below this is in
     /// `due`; the ones at or past it are on disk only ([`ALL`]: none is).
     horizon: (u64, u64),
@@ -92,19 +96,64 @@ impl Index {
         if entry >= self.horizon {
             return;
         }
-        self.due.insert(entry);
-        if self.due.len() > INDEX_MAX {
-            let cut = *self.due.iter().nth(INDEX_KEEP).expect("longer");
+        match self.run.back() {
+            // (Noted already: shared, a handle reads its own records too.)
+            Some(&last) if entry <= last && self.run.binary_search(&entry).is_ok() => {}
+            Some(&last) if entry <= last => {
+                self.due.insert(entry);
+            }
+            _ => self.run.push_back(entry),
+        }
+        if self.len() > INDEX_MAX {
+            let cut = self.merged().nth(INDEX_KEEP).expect("longer");
             drop(self.due.split_off(&cut));
+            self.run.truncate(self.run.partition_point(|&e| e < cut));
             self.horizon = cut;
         }
     }
 
+    fn len(&self) -> usize {
+        self.due.len() + self.run.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.due.is_empty() && self.run.is_empty()
+    }
+
+    /// The earliest entry.
+    fn peek(&self) -> Option<(u64, u64)> {
+        match (self.due.first(), self.run.front()) {
+            (Some(&a), Some(&b)) => Some(a.min(b)),
+            (a, b) => a.or(b).copied(),
+        }
+    }
+
+    /// Takes the earliest entry out.
+    fn pop(&mut self) -> Option<(u64, u64)> {
+        let first = self.peek()?;
+        match self.run.front() {
+            Some(&front) if front == first => self.run.pop_front(),
+            _ => self.due.pop_first(),
+        }
+    }
+
+    /// Every entry, in order.
+    fn merged(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let mut due = self.due.iter().copied().peekable();
+        let mut run = self.run.iter().copied().peekable();
+        std::iter::from_fn(move || match (due.peek(), run.peek()) {
+            (Some(a), Some(b)) if a < b => due.next(),
+            (Some(_), Some(_)) | (None, Some(_)) => run.next(),
+            (Some(_), None) => due.next(),
+            (None, None) => None,
+        })
+    }
+
     /// The earliest due time of an unsettled record, as far as known.
     fn first(&self) -> u64 {
-        match (self.read, self.due.first()) {
+        match (self.read, self.peek()) {
             (false, _) => 0,
-            (true, Some(&(due, _))) => due,
+            (true, Some((due, _))) => due,
             (true, None) => self.horizon.0,
         }
     }
@@ -191,9 +240,9 @@ impl Schedule {
         let (due, complete): (Vec<u64>, bool) = {
             let index = self.index.state.lock();
             let due = index
-                .due
-                .range(..(now_ms.saturating_add(1), 0))
-                .map(|&(_, record)| record)
+                .merged()
+                .take_while(|&(due, _)| due <= now_ms)
+                .map(|(_, record)| record)
                 .collect();
             (due, index.horizon.0 > now_ms)
         };
@@ -288,7 +337,8 @@ impl Schedule {
             true => earliest.pop().expect("not empty"),
             false => ALL,
         };
-        index.due = earliest.into_iter().collect();
+        index.due = BTreeSet::new();
+        index.run = earliest.into_sorted_vec().into();
         index.read = true;
         index.seen_to = index.seen_to.max(end);
         Ok(())
@@ -309,14 +359,14 @@ impl Schedule {
         loop {
             let due: Vec<(u64, u64)> = {
                 let mut index = self.index.state.lock();
-                if index.due.is_empty() && index.horizon.0 <= now_ms {
+                if index.is_empty() && index.horizon.0 <= now_ms {
                     self.refill(&mut index, &moved)?;
                 }
                 let mut due = Vec::new();
                 while due.len() < max {
-                    match index.due.first().copied() {
+                    match index.peek() {
                         Some(first) if first.0 <= now_ms => {
-                            index.due.pop_first();
+                            index.pop();
                             due.push(first);
                         }
                         _ => break,
@@ -473,4 +523,56 @@ enum Found {
     Taken(Vec<u8>, Option<u16>),
     Busy,
     Gone,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty() -> Index {
+        Index {
+            due: BTreeSet::new(),
+            run: VecDeque::new(),
+            horizon: ALL,
+            seen_to: 0,
+            read: true,
+            moving: Vec::new(),
+        }
+    }
+
+    // Issue 24 (memory of delayed jobs): the index keeps entries noted in
+    // order in a run beside a tree, and cuts itself back past INDEX_MAX.
+    // This pins it against a plain ordered set: the same entries (none
+    // twice, though noted twice), popped in the same order, and every
+    // entry below the horizon kept.
+    #[test]
+    fn the_index_pops_what_an_ordered_set_would_below_its_horizon() {
+        let mut index = empty();
+        let mut model = BTreeSet::new();
+        let mut seed = 7u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for i in 0..(INDEX_MAX as u64 * 2) {
+            // Mostly in order (constant delays), some not, some twice.
+            let entry = match next() % 10 {
+                0 => (next() % (i + 1), i),
+                1 if i > 0 => (i - 1, i - 1),
+                _ => (i, i),
+            };
+            index.insert(entry);
+            model.insert(entry);
+        }
+        assert!(index.len() <= INDEX_MAX);
+        let kept: Vec<(u64, u64)> = model.range(..index.horizon).copied().collect();
+        assert_eq!(index.merged().collect::<Vec<_>>(), kept);
+        let mut popped = Vec::new();
+        while let Some(entry) = index.pop() {
+            popped.push(entry);
+        }
+        assert_eq!(popped, kept);
+    }
 }
