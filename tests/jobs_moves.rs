@@ -302,3 +302,47 @@ fn a_cancelled_job_never_runs_though_it_was_falling_due() {
         assert!(cancelled.len() <= 200);
     }
 }
+
+// Issue 24 (memory of delayed jobs): handles of one queue in one process
+// (shared mode) now share one due index, and a handle notes its own
+// scheduled records only once it has read the schedule. This pins that
+// jobs scheduled through either handle, before or after the other read
+// the schedule, fall due once each, in due order, whichever handle leases.
+#[test]
+fn handles_of_one_process_share_the_due_index_and_move_each_job_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+    let options = JobOptions::new()
+        .queue(Options::new().durability(Durability::Turbo).shared(true))
+        .clock(Arc::new(clock.clone()));
+    let a = options.open_or_create(&path).unwrap();
+    let b = options.open(&path).unwrap();
+    // Job k is due at k + 1 seconds, through `a` for even k, `b` for odd.
+    for k in 0..200u64 {
+        let (through, at) = (if k % 2 == 0 { &a } else { &b }, k + 1);
+        through
+            .enqueue(NewJob::new(at.to_string()).delay(Duration::from_secs(at)))
+            .unwrap();
+        if k == 100 {
+            // `b` reads the schedule halfway through.
+            assert_eq!(b.counts().unwrap().scheduled, 101);
+        }
+    }
+    let mut seen = Vec::new();
+    for step in 1..=4u64 {
+        clock.advance(Duration::from_secs(50));
+        loop {
+            let handle = if seen.len() % 3 == 0 { &a } else { &b };
+            let Some(lease) = handle.lease().unwrap() else {
+                break;
+            };
+            seen.push(String::from_utf8(lease.body.clone()).unwrap());
+            handle.ack(lease).unwrap();
+        }
+        assert_eq!(seen.len() as u64, step * 50, "after {} s", step * 50);
+    }
+    let expected: Vec<String> = (1..=200u64).map(|at| at.to_string()).collect();
+    assert_eq!(seen, expected);
+    assert_eq!(a.counts().unwrap().scheduled + b.counts().unwrap().ready, 0);
+}
