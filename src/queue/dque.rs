@@ -17,7 +17,7 @@ use crate::log::verify::VerifyReport;
 use crate::options::{Durability, Options};
 use crate::queue::dead::DeadLetter;
 use crate::queue::deadline::deadline_after;
-use crate::queue::engine::{ById, Engine, OpenMode, PendingRecord};
+use crate::queue::engine::{ById, Engine, OpenMode, PendingRecord, Unleased};
 use crate::queue::flusher::Flusher;
 use crate::queue::iter::{Iter, Pending};
 use crate::queue::lease::{Leased, Lessor};
@@ -644,6 +644,39 @@ impl<T, C: Codec<T>> DQue<T, C> {
             .collect())
     }
 
+    /// The bytes of records `ids` that are unsettled and held by no one,
+    /// without leasing them (see `Engine::unleased_payload`). A read.
+    pub(crate) fn read_unleased(&self, ids: &[u64]) -> Result<Vec<Unleased<Vec<u8>>>> {
+        self.shared.read(|engine| {
+            ids.iter()
+                .map(|&id| {
+                    Ok(match engine.unleased_payload(id)? {
+                        Unleased::Read(bytes) => Unleased::Read(bytes.to_vec()),
+                        Unleased::Busy => Unleased::Busy,
+                        Unleased::Gone => Unleased::Gone,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// Ends pending records `ids` as [`cancel`](Self::cancel) does, in one
+    /// call (one fsync in Safe); a record already gone is skipped. On an
+    /// error, the ones before it are ended: returns how many, and the error.
+    pub(crate) fn cancel_all(&self, ids: &[u64]) -> (usize, Result<()>) {
+        let mut done = 0;
+        let result = self.shared.write(|engine| {
+            for &id in ids {
+                match engine.cancel(id) {
+                    Ok(()) | Err(Error::NotPending { .. }) => done += 1,
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        });
+        (done, result)
+    }
+
     /// Appends `items`, each already encoded with the queue's codec, all
     /// or none (one fsync in Safe); returns the id of the first.
     pub(crate) fn enqueue_encoded_batch(&self, items: &[Vec<u8>]) -> Result<u64> {
@@ -692,6 +725,18 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// holding the first of them (see `Engine::pending_chunk`). A read.
     pub(crate) fn pending_chunk(&self, from: u64) -> Result<Vec<PendingRecord>> {
         self.shared.read(|engine| engine.pending_chunk(from))
+    }
+
+    /// As [`pending_chunk`](Self::pending_chunk), without copying the
+    /// payloads: `visit` sees each in place. Returns the id to go on from
+    /// (`None` at the end). A read.
+    pub(crate) fn visit_pending_chunk(
+        &self,
+        from: u64,
+        visit: impl FnMut(u64, &[u8]),
+    ) -> Result<Option<u64>> {
+        let last = self.shared.read(|engine| engine.visit_chunk(from, visit))?;
+        Ok(last.map(|id| id + 1))
     }
 
     /// The first `max` dead letters, oldest first. A read.

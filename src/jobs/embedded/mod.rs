@@ -6,6 +6,7 @@ mod envelope;
 mod ids;
 mod lanes;
 mod moves;
+mod promote;
 mod schedule;
 mod signal;
 mod stats_file;
@@ -381,201 +382,6 @@ impl EmbeddedJobs {
         }
     }
 
-    /// Moves every scheduled job due now into its lane: a batch at a time,
-    /// each lane's share with one write, and the schedule's records acked
-    /// together once their jobs are placed.
-    fn promote_due(&self, now: SystemTime) -> Result<()> {
-        let Some(schedule) = &self.schedule else {
-            return Ok(());
-        };
-        self.settle_moves(false)?;
-        let now_ms = unix_ms(now);
-        // The common case, nothing due: no lock taken.
-        if schedule.none_due(now_ms) {
-            return Ok(());
-        }
-        schedule.catch_up()?;
-        let retry_ms = u64::try_from(self.lease_time.as_millis()).unwrap_or(u64::MAX);
-        let lessor = schedule.queue.lessor();
-        let mut moved = false;
-        loop {
-            let taken = schedule.take_due(now_ms, retry_ms)?;
-            if taken.is_empty() {
-                break;
-            }
-            // By lane, each in due order.
-            let mut lanes: BTreeMap<i32, Vec<FallingDue>> = BTreeMap::new();
-            for leased in taken {
-                let (bytes, record, attempt) = leased.into_parts();
-                // The body stays in `bytes`, stored again as it is.
-                match Envelope::decode_for_move(&bytes) {
-                    Ok(envelope) => {
-                        lanes
-                            .entry(envelope.job.priority)
-                            .or_default()
-                            .push(FallingDue {
-                                envelope,
-                                bytes,
-                                record,
-                                attempt,
-                            })
-                    }
-                    Err(e) => lessor.fail(record, attempt, &format!("not a job envelope: {e}"))?,
-                }
-            }
-            // Jobs with caller ids are placed and noted under the ids'
-            // lock, held until they are durable (see `ids`).
-            let with_ids = lanes
-                .values()
-                .flatten()
-                .any(|due| due.envelope.job.caller_id);
-            let mut failed = None;
-            let mut locked = match self.ids_lock_if(with_ids) {
-                Ok(locked) => locked,
-                Err(e) => {
-                    for due in lanes.into_values().flatten() {
-                        let _ = lessor.release(due.record, due.attempt);
-                        schedule.note(due.envelope.due_ms, due.record);
-                    }
-                    return Err(e);
-                }
-            };
-            let mut placed = Vec::new();
-            if let Some(locked) = &mut locked {
-                for group in lanes.values_mut() {
-                    let mut kept = Vec::with_capacity(group.len());
-                    for due in group.drain(..) {
-                        let at = Location::Scheduled(due.record);
-                        match self.prepare_move(Some(locked), &due.envelope.job, at) {
-                            // Moved by a process that died before ending
-                            // this record: only the ending is left to do.
-                            Ok(true) => placed.push((due.record, due.attempt)),
-                            Ok(false) => kept.push(due),
-                            Err(e) => {
-                                let _ = lessor.release(due.record, due.attempt);
-                                schedule.note(due.envelope.due_ms, due.record);
-                                failed.get_or_insert(e);
-                            }
-                        }
-                    }
-                    *group = kept;
-                }
-            }
-            let mut written_lanes = Vec::new();
-            for (priority, mut group) in lanes {
-                if group.is_empty() {
-                    continue;
-                }
-                if failed.is_some() {
-                    // Left where they are, looked at again later.
-                    for due in group {
-                        let _ = lessor.release(due.record, due.attempt);
-                        schedule.note(due.envelope.due_ms, due.record);
-                    }
-                    continue;
-                }
-                let bytes: Vec<Vec<u8>> = group
-                    .iter_mut()
-                    .map(|due| std::mem::take(&mut due.bytes))
-                    .collect();
-                let written = self
-                    .lanes
-                    .get_or_make(priority)
-                    .and_then(|lane| lane.enqueue_encoded_batch(&bytes));
-                match written {
-                    Ok(first) => {
-                        written_lanes.push(priority);
-                        for (offset, due) in group.into_iter().enumerate() {
-                            let location = Location::Lane(priority, first + offset as u64);
-                            self.note(locked.as_mut(), &due.envelope.job, location);
-                            placed.push((due.record, due.attempt));
-                        }
-                    }
-                    Err(e) => {
-                        for due in group {
-                            let _ = lessor.release(due.record, due.attempt);
-                            schedule.note(due.envelope.due_ms, due.record);
-                        }
-                        failed = Some(e);
-                    }
-                }
-            }
-            // The placed jobs leave the schedule, even if a lane failed,
-            // once they are durable in their lanes: at once, or (no caller
-            // ids) once the lanes are synced, see `settle_moves`.
-            let defer = self.defer_moves.is_some() && !with_ids;
-            for &priority in written_lanes.iter().filter(|_| !defer) {
-                if let Err(e) = self.durable_before_moving_on(Location::Lane(priority, 0)) {
-                    for &(record, attempt) in &placed {
-                        let _ = lessor.release(record, attempt);
-                    }
-                    return Err(e);
-                }
-            }
-            // The old records end before the ids' lock goes: a decision
-            // about an id in between would see two live records.
-            let acked = if defer {
-                self.moves.add(&placed, &written_lanes);
-                Ok(())
-            } else {
-                lessor.ack_all(&placed).1
-            };
-            drop(locked);
-            moved |= !placed.is_empty();
-            if let Some(e) = failed {
-                self.signal.notify();
-                return Err(e);
-            }
-            acked?;
-        }
-        if moved {
-            self.signal.notify();
-        }
-        Ok(())
-    }
-
-    /// Acks the schedule records of moved jobs once their lanes are
-    /// synced: all of them with `force`, else when they are due to (see
-    /// `moves`). A record whose lease ran out meanwhile (a handle idle
-    /// longer than the lease time) is leased again to be acked: alone on
-    /// the queue, no one else took it.
-    fn settle_moves(&self, force: bool) -> Result<()> {
-        let (Some(every), Some(schedule)) = (self.defer_moves, &self.schedule) else {
-            return Ok(());
-        };
-        let Some(mut waiting) = self.moves.to_settle(force, every) else {
-            return Ok(());
-        };
-        for &priority in &waiting.state.lanes {
-            if let Some(lane) = self.lanes.get(priority)? {
-                lane.sync()?;
-            }
-        }
-        let records = waiting.take();
-        let lessor = schedule.queue.lessor();
-        if lessor.ack_all(&records).1.is_ok() {
-            return Ok(());
-        }
-        let mut first_error = None;
-        let mut left = Vec::new();
-        for (record, attempt) in records {
-            let acked = match lessor.ack(record, attempt) {
-                Err(Error::LeaseLost { .. }) => match schedule.queue.lease_id(record) {
-                    Ok(ById::Leased(leased, _)) => lessor.ack(record, leased.into_parts().2),
-                    Ok(_) => Ok(()),
-                    Err(e) => Err(e),
-                },
-                other => other,
-            };
-            if let Err(e) = acked {
-                left.push((record, attempt));
-                first_error.get_or_insert(e);
-            }
-        }
-        waiting.put_back(left);
-        first_error.map_or(Ok(()), Err)
-    }
-
     /// Makes the job just written at `location` durable before its old
     /// record is ended: page writeback keeps no order between files, so
     /// in Turbo or Periodic mode a power loss could otherwise keep the end
@@ -879,7 +685,7 @@ impl EmbeddedJobs {
     fn take_waiting(&self, id: &str, location: Location) -> Result<Taken> {
         let queue = self.part(location)?.ok_or_else(|| no_such_job(id))?;
         let record = location.record();
-        match queue.lease_id(record)? {
+        match self.lease_waiting(&queue, location)? {
             ById::Leased(leased, _) => {
                 let (bytes, _, attempt) = leased.into_parts();
                 match Envelope::decode(&bytes) {
@@ -982,15 +788,6 @@ impl EmbeddedJobs {
         self.signal.notify();
         Ok(Moved::Moved)
     }
-}
-
-/// A scheduled job fallen due, leased to be moved to its lane.
-struct FallingDue {
-    envelope: Envelope,
-    /// The envelope as stored (it is stored again unchanged).
-    bytes: Vec<u8>,
-    record: u64,
-    attempt: u16,
 }
 
 /// What [`EmbeddedJobs::move_taken`] did.
@@ -1127,7 +924,7 @@ impl JobQueue for EmbeddedJobs {
         let now = self.now();
         // Due jobs first, so that equal priorities keep the order in
         // which jobs became ready.
-        self.promote_due(now)?;
+        self.promote_before_adding(job.ready_at(now) <= now, now)?;
         let enqueued = self.enqueue_one(job, now)?;
         self.signal.notify();
         Ok(enqueued)
@@ -1139,7 +936,9 @@ impl JobQueue for EmbeddedJobs {
             self.check_new(job)?;
         }
         let now = self.now();
-        self.promote_due(now)?;
+        // (An empty batch moves them too: a way to have them moved.)
+        let ready = jobs.is_empty() || jobs.iter().any(|job| job.ready_at(now) <= now);
+        self.promote_before_adding(ready, now)?;
         let enqueued = if self.is_plain() || jobs.iter().any(|job| job.id.is_some()) {
             jobs.into_iter()
                 .map(|job| self.enqueue_one(job, now))
@@ -1305,7 +1104,7 @@ impl JobQueue for EmbeddedJobs {
         self.promote_due(self.now())?;
         let location = self.locate(id)?;
         let queue = self.part(location)?.ok_or_else(|| no_such_job(id))?;
-        match queue.cancel(location.record()) {
+        match self.cancel_waiting(&queue, location) {
             Ok(()) => {}
             Err(Error::Leased { .. }) => return Err(Error::JobLeased { id: id.to_owned() }),
             Err(Error::NotPending { .. }) => return Err(no_such_job(id)),
@@ -1472,7 +1271,7 @@ impl JobQueue for EmbeddedJobs {
         }
         if let Some(schedule) = &self.schedule {
             // Jobs due by now count as ready before they are moved.
-            let due = schedule.due_by(unix_ms(self.now()))?;
+            let due = schedule.due_by(unix_ms(self.now()), |r| self.moves.contains(r))?;
             counts.ready += due;
             // Records of moves waiting for a sync are in their lanes.
             let moved = self.moves.len() as u64;

@@ -1,14 +1,14 @@
 //! Moves out of the schedule waiting to be settled (Turbo and Periodic
 //! mode, a handle alone on its queue): the jobs are written to their
-//! lanes without an fsync, and their schedule records stay leased until
-//! those lanes are synced. Only then are the records acked, so a power
-//! loss (page writeback keeps no order between files) can never keep the
-//! end of an old record and lose its copy; the moves are settled by the
-//! next `sync()`, `close()`, or a call once [`SETTLE_AFTER`] jobs or
-//! [`SETTLE_EVERY`] (bounded by the mode's own interval and the lease
-//! time) have passed.
+//! lanes without an fsync, and their schedule records are ended only once
+//! those lanes are synced, so a power loss (page writeback keeps no order
+//! between files) can never keep the end of an old record and lose its
+//! copy; the moves are settled by the next `sync()`, `close()`, or a call
+//! once [`SETTLE_AFTER`] jobs or [`SETTLE_EVERY`] (bounded by the mode's
+//! own interval and the lease time) have passed. Until then the records
+//! are out of the due index, so no one moves them again.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -32,20 +32,21 @@ pub struct PendingMoves {
 /// Schedule records whose jobs are written to their lanes, not yet synced.
 #[derive(Debug, Default)]
 pub struct Waiting {
-    /// Record → the attempt of its lease.
-    pub records: HashMap<u64, u16>,
+    /// The records, sorted when `sorted` says so.
+    records: Vec<u64>,
+    sorted: bool,
     /// The lanes holding their copies.
     pub lanes: BTreeSet<i32>,
     /// When the oldest was moved.
-    pub since: Option<Instant>,
+    since: Option<Instant>,
 }
 
 impl PendingMoves {
-    /// Notes moved records (schedule record, lease attempt) whose copies
-    /// are in `lanes`.
-    pub fn add(&self, records: &[(u64, u16)], lanes: &[i32]) {
+    /// Notes moved schedule records whose copies are in `lanes`.
+    pub fn add(&self, records: &[u64], lanes: &[i32]) {
         let mut state = self.state.lock();
-        state.records.extend(records.iter().copied());
+        state.records.extend_from_slice(records);
+        state.sorted = false;
         state.lanes.extend(lanes.iter().copied());
         state.since.get_or_insert_with(Instant::now);
         self.len.store(state.records.len(), Ordering::Relaxed);
@@ -58,7 +59,15 @@ impl PendingMoves {
 
     /// Whether schedule record `record` waits (its job is in a lane already).
     pub fn contains(&self, record: u64) -> bool {
-        self.len() > 0 && self.state.lock().records.contains_key(&record)
+        if self.len() == 0 {
+            return false;
+        }
+        let mut state = self.state.lock();
+        if !state.sorted {
+            state.records.sort_unstable();
+            state.sorted = true;
+        }
+        state.records.binary_search(&record).is_ok()
     }
 
     /// The waiting moves, locked, if any wait and (unless `force`) they are
@@ -85,17 +94,19 @@ pub struct MovesGuard<'a> {
 }
 
 impl MovesGuard<'_> {
-    /// Takes the records (the lanes are synced): they are acked next.
-    pub fn take(&mut self) -> Vec<(u64, u16)> {
+    /// Takes the records (the lanes are synced): they are ended next.
+    pub fn take(&mut self) -> Vec<u64> {
         self.state.lanes.clear();
         self.state.since = None;
         self.len.store(0, Ordering::Relaxed);
-        self.state.records.drain().collect()
+        self.state.sorted = true;
+        std::mem::take(&mut self.state.records)
     }
 
-    /// Puts back records that could not be acked, to be tried again.
-    pub fn put_back(&mut self, records: impl IntoIterator<Item = (u64, u16)>) {
-        self.state.records.extend(records);
+    /// Puts back records that could not be ended, to be tried again.
+    pub fn put_back(&mut self, records: &[u64]) {
+        self.state.records.extend_from_slice(records);
+        self.state.sorted = false;
         if !self.state.records.is_empty() {
             self.state.since.get_or_insert_with(Instant::now);
         }

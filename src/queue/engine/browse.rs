@@ -94,6 +94,21 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// As [`pending_chunk`](Self::pending_chunk), without copying: calls
+    /// `visit` on the id and payload of each record of the chunk; returns
+    /// the last id visited (`None` at the end of the queue).
+    pub fn visit_chunk(&self, from: u64, mut visit: impl FnMut(u64, &[u8])) -> Result<Option<u64>> {
+        let mut last = None;
+        self.visit_pending_from(from, true, |id, _, _, payload| {
+            visit(id, payload);
+            last = Some(id);
+            ControlFlow::Continue(())
+        })?;
+        Ok(last)
+    }
+}
+
 /// A pending record copied out of its segment, for a walk.
 #[derive(Debug)]
 pub struct PendingRecord {

@@ -22,6 +22,17 @@ pub enum ById<R> {
     Gone,
 }
 
+/// What [`Engine::unleased_payload`] found.
+#[derive(Debug)]
+pub enum Unleased<R> {
+    /// Unsettled and held by no one: its payload.
+    Read(R),
+    /// Leased by someone: it may come back.
+    Busy,
+    /// Settled, or never in the queue.
+    Gone,
+}
+
 impl Engine {
     /// Leases the next available record for `timeout`: calls `read` on it,
     /// and if that succeeds counts the attempt on disk; returns what `read`
@@ -233,6 +244,24 @@ impl Engine {
         let item = read(segment.payload(index))?;
         let lease = self.start_lease(id, attempt, timeout)?;
         Ok(ById::Leased(item, lease))
+    }
+
+    /// The payload of record `id` if it is unsettled and no one holds it,
+    /// without leasing it: for a handle alone on its
+    /// queue that moves records by id and ends them with
+    /// [`cancel`](Self::cancel). Maps segments up to it; writes nothing.
+    pub fn unleased_payload(&mut self, id: u64) -> Result<Unleased<&[u8]>> {
+        if self.deliveries.is_leased(id) {
+            return Ok(Unleased::Busy);
+        }
+        if !self.reach(id)? {
+            return Ok(Unleased::Gone);
+        }
+        let (segment, index) = self.find(id).expect("reached");
+        Ok(match segment.is_settled(index) {
+            true => Unleased::Gone,
+            false => Unleased::Read(segment.payload(index)),
+        })
     }
 
     /// Leases record `id` for attempt `attempt`: its lease marker, then

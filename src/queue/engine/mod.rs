@@ -11,7 +11,7 @@ mod reasons;
 mod verify;
 
 pub(crate) use browse::PendingRecord;
-pub(crate) use leases::ById;
+pub(crate) use leases::{ById, Unleased};
 pub(crate) use open::prepare_directory;
 use processes::Reap;
 
