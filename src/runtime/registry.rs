@@ -10,14 +10,11 @@ use super::context::Context;
 use super::job::{Job, KindOptions};
 use super::rules::Ended;
 
-/// A job decoded and ready to run: its handler, a panic caught.
-pub(crate) type Prepared = Box<dyn FnOnce(&Context<'_>) -> Ended + Send>;
-
 /// One registered kind, its job type erased.
 pub(crate) trait Kind: Send + Sync {
     fn options(&self) -> &KindOptions;
-    /// Decodes `body` (an error: the attempt's end) into the handler's run.
-    fn prepare(&self, body: &[u8]) -> Result<Prepared, Ended>;
+    /// Decodes `body` and runs the handler, a panic caught.
+    fn run(&self, body: &[u8], cx: &Context<'_>) -> Ended;
 }
 
 struct Typed<J> {
@@ -30,22 +27,23 @@ impl<J: Job> Kind for Typed<J> {
         &self.options
     }
 
-    fn prepare(&self, body: &[u8]) -> Result<Prepared, Ended> {
-        let job = J::decode(body).map_err(|e| {
-            Ended::Undecodable(format!(
-                "cannot decode the body of a {:?} job: {e}",
-                J::KIND
-            ))
-        })?;
-        Ok(Box::new(move |cx: &Context<'_>| {
-            // The job is the handler's to use up: nothing of it is seen
-            // after a panic, so unwinding cannot leave it half changed.
-            match catch_unwind(AssertUnwindSafe(|| job.run(cx))) {
-                Ok(Ok(())) => Ended::Ok,
-                Ok(Err(e)) => Ended::Job(e),
-                Err(payload) => Ended::Panicked(panic_message(payload.as_ref())),
+    fn run(&self, body: &[u8], cx: &Context<'_>) -> Ended {
+        let job = match J::decode(body) {
+            Ok(job) => job,
+            Err(e) => {
+                return Ended::Undecodable(format!(
+                    "cannot decode the body of a {:?} job: {e}",
+                    J::KIND
+                ))
             }
-        }))
+        };
+        // The job is the handler's to use up: nothing of it is seen after
+        // a panic, so unwinding cannot leave it half changed for us.
+        match catch_unwind(AssertUnwindSafe(|| job.run(cx))) {
+            Ok(Ok(())) => Ended::Ok,
+            Ok(Err(e)) => Ended::Job(e),
+            Err(payload) => Ended::Panicked(panic_message(payload.as_ref())),
+        }
     }
 }
 

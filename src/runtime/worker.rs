@@ -391,6 +391,7 @@ impl Worker {
     pub(crate) fn drain(self, clock: Option<&crate::jobs::ManualClock>) -> Result<Summary> {
         let shared = Shared::new(self);
         let cell = Cell::default();
+        let mut scratch = Scratch::default();
         let mut attempts = 0u64;
         loop {
             let Some((queue, lease)) = shared.set.lease()? else {
@@ -412,8 +413,8 @@ impl Worker {
                     ),
                 });
             }
-            if let Some((running, prepared)) = shared.start(&cell, queue, lease) {
-                let ended = shared.run_handler(&cell, running, prepared);
+            if let Some((running, kind)) = shared.start(queue, lease) {
+                let ended = shared.run_handler(&cell, running, kind.as_ref(), &mut scratch);
                 let running = cell.running.lock().take().expect("no watchdog takes it");
                 shared.finish(running, ended);
             }
@@ -440,6 +441,43 @@ struct Running {
     started: Instant,
     touched: Instant,
     deadline: Option<Instant>,
+}
+
+/// A worker thread's copy of the job it runs, in buffers kept from job to
+/// job (no allocation per job once they are large enough).
+#[derive(Default)]
+struct Scratch {
+    id: String,
+    body: Vec<u8>,
+    headers: Vec<(String, String)>,
+}
+
+/// The largest body buffer a worker thread keeps between jobs.
+const KEPT_BODY_BYTES: usize = 1 << 20;
+
+impl Scratch {
+    fn copy(&mut self, job: &crate::jobs::Job) {
+        self.id.clear();
+        self.id.push_str(&job.id);
+        // A buffer grown by one huge body is not kept for the small ones.
+        if self.body.capacity() > KEPT_BODY_BYTES && job.body.len() <= KEPT_BODY_BYTES {
+            self.body = Vec::new();
+        }
+        self.body.clear();
+        self.body.extend_from_slice(&job.body);
+        self.headers.truncate(job.headers.len());
+        for (at, (name, value)) in job.headers.iter().enumerate() {
+            match self.headers.get_mut(at) {
+                Some((n, v)) => {
+                    n.clear();
+                    n.push_str(name);
+                    v.clear();
+                    v.push_str(value);
+                }
+                None => self.headers.push((name.clone(), value.clone())),
+            }
+        }
+    }
 }
 
 /// One worker thread's place: the job it runs, shared with the watchdog.
@@ -545,8 +583,14 @@ impl Shared {
     /// One worker thread: lease, run, settle, until the worker stops.
     fn work(self: Arc<Self>, cell: &Arc<Cell>) {
         let mut pause = Duration::ZERO;
+        let mut scratch = Scratch::default();
         while !self.stop.is_stopping() {
-            let (queue, lease) = match self.set.lease_timeout(LOOK_EVERY) {
+            // A ready job without the waiting's bookkeeping; then a wait.
+            let leased = match self.set.lease() {
+                Ok(None) => self.set.lease_timeout(LOOK_EVERY),
+                other => other,
+            };
+            let (queue, lease) = match leased {
                 Ok(Some(found)) => found,
                 Ok(None) => {
                     pause = Duration::ZERO;
@@ -573,10 +617,10 @@ impl Shared {
                 self.settle_now(queue, lease, Settle::Release);
                 break;
             }
-            let Some((running, prepared)) = self.start(cell, queue, lease) else {
+            let Some((running, kind)) = self.start(queue, lease) else {
                 continue;
             };
-            let ended = self.run_handler(cell, running, prepared);
+            let ended = self.run_handler(cell, running, kind.as_ref(), &mut scratch);
             // The watchdog may have taken the job (timeout, stop): then this
             // thread was abandoned, and another runs in its place.
             let Some(running) = cell.running.lock().take() else {
@@ -587,18 +631,12 @@ impl Shared {
         self.leave(cell);
     }
 
-    /// Prepares leased `lease` to run in `cell`, or settles it at once
-    /// (unknown kind, undecodable body: `None`).
-    fn start(
-        &self,
-        cell: &Cell,
-        queue: usize,
-        lease: JobLease,
-    ) -> Option<(Running, super::registry::Prepared)> {
+    /// The job to run of leased `lease`, with its kind; or `None` when
+    /// it is settled at once (unknown kind).
+    fn start(&self, queue: usize, lease: JobLease) -> Option<(Running, Arc<dyn Kind>)> {
         let now = Instant::now();
         let header = lease.header(KIND_HEADER);
-        let found = header.and_then(|name| self.kinds.get_named(name));
-        let Some((kind_name, kind)) = found else {
+        let Some((kind_name, kind)) = header.and_then(|name| self.kinds.get_named(name)) else {
             let ended = Ended::UnknownKind(header.map(str::to_owned));
             let running = Running {
                 lease,
@@ -612,26 +650,17 @@ impl Shared {
             self.finish(running, ended);
             return None;
         };
-        let prepared = kind.prepare(&lease.body);
+        let kind = Arc::clone(kind);
         let running = Running {
             deadline: kind.options().timeout.and_then(|t| now.checked_add(t)),
-            kind: Some(Arc::clone(kind)),
+            kind: Some(Arc::clone(&kind)),
             kind_name: Some(kind_name),
             lease,
             queue,
             started: now,
             touched: now,
         };
-        match prepared {
-            Err(ended) => {
-                self.finish(running, ended);
-                None
-            }
-            Ok(prepared) => {
-                cell.cancel.store(false, Ordering::SeqCst);
-                Some((running, prepared))
-            }
-        }
+        Some((running, kind))
     }
 
     /// Runs the handler of `running`, which waits in `cell` meanwhile
@@ -641,37 +670,39 @@ impl Shared {
         &self,
         cell: &Cell,
         running: Running,
-        prepared: super::registry::Prepared,
+        kind: &dyn Kind,
+        scratch: &mut Scratch,
     ) -> Ended {
-        // The handler's view of the job: copies, as the lease itself is
-        // the watchdog's to settle if the handler outlives its timeout.
-        let job = &running.lease.job;
-        let (id, headers) = (job.id.clone(), job.headers.clone());
-        let (attempt, priority) = (job.attempt, job.priority);
-        let kind = running.kind_name.unwrap_or("");
+        // The handler's view of the job is a copy (into buffers the thread
+        // reuses): the lease itself is the watchdog's to settle if the
+        // handler outlives its timeout.
+        scratch.copy(&running.lease.job);
+        let (attempt, priority) = (running.lease.attempt, running.lease.priority);
+        let kind_name = running.kind_name.unwrap_or("");
         let queue = self.set.queue(running.queue);
+        cell.cancel.store(false, Ordering::SeqCst);
         *cell.running.lock() = Some(running);
         let span = tracing::info_span!(
             "job",
-            kind,
-            id = %id,
+            kind = kind_name,
+            id = %scratch.id,
             attempt,
             queue = queue.name(),
         );
         let _entered = span.enter();
         let cx = Context {
-            kind,
-            id: &id,
+            kind: kind_name,
+            id: &scratch.id,
             attempt,
             priority,
-            headers: &headers,
+            headers: &scratch.headers,
             queue: Some(queue),
             queue_name: queue.name(),
             state: &self.state,
             stop: &cell.cancel,
             worker_stop: self.stop.flag(),
         };
-        prepared(&cx)
+        kind.run(&scratch.body, &cx)
     }
 
     /// Settles `running` as `ended` says, counts it, calls the hooks.
@@ -762,13 +793,12 @@ impl Shared {
             outcome: &outcome,
             ran: started.elapsed(),
         };
-        let mut hooks: Vec<&Hook> = self.hooks.finished.iter().collect();
-        match outcome {
-            Outcome::Retrying { .. } => hooks.extend(&self.hooks.failure),
-            Outcome::Dead { .. } => hooks.extend(&self.hooks.dead),
-            _ => {}
-        }
-        for hook in hooks {
+        let also: &[Hook] = match outcome {
+            Outcome::Retrying { .. } => &self.hooks.failure,
+            Outcome::Dead { .. } => &self.hooks.dead,
+            _ => &[],
+        };
+        for hook in self.hooks.finished.iter().chain(also) {
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&finished))).is_err() {
                 tracing::error!(kind, id, "a worker hook panicked");
             }
