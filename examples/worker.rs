@@ -1,111 +1,116 @@
-//! A worker loop on a plain queue with leases: a task is leased (it stays
-//! on disk, invisible to other consumers), then acked when done, nacked
-//! with a reason and a [`Retry`] delay when it failed and may succeed
-//! later, or failed outright; a task whose attempts run out becomes a dead
-//! letter with its reason, and the dead letters are shown at the end.
+//! A worker runtime on an embedded jobs queue: three kinds of typed jobs,
+//! four at a time, retries, dead letters, panics caught, and a graceful
+//! stop.
 //!
-//! Run with `cargo run --example worker`. It uses a temporary queue and
-//! takes about a second (the retries wait 100 ms each).
+//! ```text
+//! cargo run --features runtime --example worker -- DIR [--until-empty]
+//! ```
+//!
+//! It opens (or creates) an embedded jobs queue at DIR, shared with other
+//! processes, and runs its jobs with concurrency 4:
+//! - `greet`, body `{"name": S}`: prints `hello S`;
+//! - `fail`, body `{}`: always fails with a retryable error, `failing on purpose`;
+//! - `panic`, body `{}`: panics with `boom`;
+//!
+//! each with 2 attempts and no back-off delay. It prints one line per
+//! finished attempt, `KIND ok`, `KIND retry: REASON` or `KIND dead: REASON`,
+//! and runs until SIGTERM or SIGINT (the jobs it holds then are given back
+//! without counting the attempt) or, with `--until-empty`, until no job is
+//! ready; then it exits 0. From a shell:
+//!
+//! ```text
+//! dque push DIR --kind greet '{"name":"ada"}'
+//! ```
 
-use std::time::Duration;
+use std::sync::Arc;
 
-use dque::{DQue, Options, Retry};
+use dque::jobs::{JobOptions, JobQueue};
+use dque::runtime::{Context, Finished, Job, JobError, KindOptions, Outcome, Worker};
+use dque::Options;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Serialize, Deserialize)]
-enum Task {
-    /// Always works.
-    Resize(String),
-    /// Fails its first attempt (a remote service hiccups), then works.
-    Upload(String),
-    /// Can never work: failed at once, no retries spent.
-    Parse(String),
-    /// Fails every time: retried until `max_attempts`, then a dead letter.
-    Charge(u32),
+#[derive(Serialize, Deserialize)]
+struct Greet {
+    name: String,
+}
+
+impl Job for Greet {
+    const KIND: &'static str = "greet";
+
+    fn run(self, _cx: &Context) -> Result<(), JobError> {
+        println!("hello {}", self.name);
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Fail {}
+
+impl Job for Fail {
+    const KIND: &'static str = "fail";
+
+    fn run(self, _cx: &Context) -> Result<(), JobError> {
+        Err(JobError::retry("failing on purpose"))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Panic {}
+
+impl Job for Panic {
+    const KIND: &'static str = "panic";
+
+    fn run(self, _cx: &Context) -> Result<(), JobError> {
+        panic!("boom")
+    }
+}
+
+/// `KIND ok`, `KIND retry: REASON`, `KIND dead: REASON`.
+fn line(finished: &Finished<'_>) -> Option<String> {
+    let kind = finished.kind;
+    match finished.outcome {
+        Outcome::Succeeded => Some(format!("{kind} ok")),
+        Outcome::Retrying { reason, .. } => Some(format!("{kind} retry: {reason}")),
+        Outcome::Dead { reason } => Some(format!("{kind} dead: {reason}")),
+        // Given back at a stop, or lost: not a finished attempt.
+        _ => None,
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = tempfile::tempdir()?;
-    let queue: DQue<Task> = Options::new()
-        // A lease not acked within this time ends, and the task is
-        // delivered again (the worker died or hung): at least once.
-        .visibility_timeout(Duration::from_secs(30))
-        // Failed attempts are counted on disk; the third moves the task
-        // to the dead letters.
-        .max_attempts(3)
-        .create(dir.path().join("tasks"))?;
-
-    queue.enqueue_batch([
-        Task::Resize("cat.jpg".into()),
-        Task::Upload("report.pdf".into()),
-        Task::Parse("{not json".into()),
-        Task::Charge(42),
-        Task::Resize("dog.jpg".into()),
-    ])?;
-    println!("enqueued {} tasks", queue.len());
-
-    // The loop ends once no task shows up for half a second; a task
-    // nacked with a delay comes back well within that.
-    while let Some(task) = queue.lease_timeout(Duration::from_millis(500))? {
-        // `task` is a guard: it derefs to the item and knows its attempt.
-        let attempt = task.attempt();
-        match &*task {
-            Task::Resize(file) => {
-                println!("resized {file} (attempt {attempt})");
-                task.ack()?; // done: removed from the queue for good
-            }
-            Task::Upload(file) if attempt == 1 => {
-                println!("upload of {file} timed out (attempt {attempt}): retry in 100 ms");
-                // Back in front of newer tasks once the delay has passed.
-                // `Retry::Backoff` would wait 1 s, doubling per attempt.
-                let dead = task.nack_with(
-                    "storage timed out",
-                    Retry::After(Duration::from_millis(100)),
-                )?;
-                assert!(!dead, "attempts left");
-            }
-            Task::Upload(file) => {
-                println!("uploaded {file} (attempt {attempt})");
-                task.ack()?;
-            }
-            Task::Parse(text) => {
-                println!("cannot parse {text:?}: failed, no retry");
-                task.fail("malformed input")?; // a dead letter at once
-            }
-            Task::Charge(order) => {
-                let order = *order; // the guard is moved into the nack
-                                    // The reason becomes the dead letter's if this was the
-                                    // last attempt; `nack_with` then returns true.
-                let dead = task.nack_with(
-                    &format!("card declined for order {order}"),
-                    Retry::After(Duration::from_millis(100)),
-                )?;
-                println!(
-                    "charge of order {order} declined (attempt {attempt}){}",
-                    if dead {
-                        ": out of attempts"
-                    } else {
-                        ": retry in 100 ms"
-                    }
-                );
-            }
+    let mut dir = None;
+    let mut until_empty = false;
+    for arg in std::env::args_os().skip(1) {
+        match arg.to_str() {
+            Some("--until-empty") => until_empty = true,
+            _ if dir.is_none() => dir = Some(arg),
+            _ => return Err("usage: worker DIR [--until-empty]".into()),
         }
-        // Dropping a guard without settling it hands the task back too,
-        // as `nack()` does; `touch()` would keep a long lease alive.
     }
-
-    assert!(queue.is_empty(), "every task acked or dead");
-    let dead = queue.dead_letters()?;
-    println!("\n{} dead letters:", dead.len());
-    for letter in &dead {
-        let task: Task = letter.item::<Task, dque::Bincode>()?;
-        println!(
-            "  #{} {task:?} after {} attempt(s): {}",
-            letter.id, letter.attempts, letter.reason
-        );
-    }
-    // After a fix, `queue.requeue_dead(id)` puts one back (its attempts
-    // start over), and `queue.purge_dead()` drops them all.
-    assert_eq!(dead.len(), 2);
+    let dir = dir.ok_or("usage: worker DIR [--until-empty]")?;
+    // Shared mode: `dque push DIR` and other workers use it meanwhile.
+    let queue: Arc<dyn JobQueue> = Arc::new(
+        JobOptions::new()
+            .queue(Options::new().shared(true))
+            .open_or_create(&dir)?,
+    );
+    let each = KindOptions::new().max_attempts(2).no_backoff();
+    let summary = Worker::new(Arc::clone(&queue))
+        .register_with::<Greet>(each.clone())
+        .register_with::<Fail>(each.clone())
+        .register_with::<Panic>(each)
+        .concurrency(4)
+        .until_empty(until_empty)
+        .on_finished(|finished| {
+            if let Some(line) = line(finished) {
+                println!("{line}");
+            }
+        })
+        .run()?;
+    queue.close()?;
+    eprintln!(
+        "worker: {} ok, {} retried, {} dead, {} given back ({:?})",
+        summary.succeeded, summary.retried, summary.dead, summary.released, summary.stopped
+    );
     Ok(())
 }

@@ -40,6 +40,8 @@ pub mod jobs;
 mod log;
 mod options;
 mod queue;
+#[cfg(feature = "runtime")]
+pub mod runtime;
 mod tools;
 
 pub use codec::{Bincode, Codec, Json, Raw};

@@ -20,7 +20,8 @@ use crate::fail::{Failure, EMPTY};
   tar c dir | dque push q              all of stdin as one job
   dque push q --priority -5 urgent     smaller priorities run first (default 0)
   dque push q --delay 60 later         ready in 60 seconds
-  dque push q --id order-17 --header owner=ops 'bill order 17'")]
+  dque push q --id order-17 --header owner=ops 'bill order 17'
+  dque push q --kind greet '{\"name\":\"ada\"}'   a typed job for the worker runtime")]
 pub struct PushArgs {
     /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
     #[arg(value_name = "ADDRESS")]
@@ -39,7 +40,7 @@ pub struct PushArgs {
     pub create: bool,
     /// Push into a queue of any codec: the items must already be encoded
     /// with it (bytes from `dque pop --encoded` or `dque peek --raw`).
-    #[arg(long, conflicts_with_all = ["create", "priority", "delay", "header", "id"])]
+    #[arg(long, conflicts_with_all = ["create", "priority", "delay", "header", "id", "kind"])]
     pub encoded: bool,
     /// With --create: items per segment of a new queue (default 100000).
     #[arg(long, requires = "create", value_name = "N")]
@@ -58,6 +59,10 @@ pub struct PushArgs {
     /// A header NAME=VALUE for every job (NAME: letters, digits, _); repeatable.
     #[arg(long, value_name = "NAME=VALUE")]
     pub header: Vec<String>,
+    /// The jobs' kind, for a worker runtime (`impl Job` with `KIND = K`):
+    /// header `klass` on every backend (qless's class on Redis).
+    #[arg(long, value_name = "K")]
+    pub kind: Option<String>,
     /// The job's id: while a job with this id waits or runs, pushing it
     /// again adds nothing (one item only).
     #[arg(long, value_name = "ID")]
@@ -236,7 +241,7 @@ fn job_template(args: &PushArgs) -> Result<JobTemplate, Failure> {
             })
         })
         .transpose()?;
-    let headers = args
+    let mut headers: Vec<(String, String)> = args
         .header
         .iter()
         .map(|pair| {
@@ -245,6 +250,21 @@ fn job_template(args: &PushArgs) -> Result<JobTemplate, Failure> {
                 .ok_or_else(|| Failure::new(2, format!("--header {pair:?}: give it as NAME=VALUE")))
         })
         .collect::<Result<_, _>>()?;
+    if let Some(kind) = &args.kind {
+        if headers
+            .iter()
+            .any(|(name, _)| name == dque::runtime::KIND_HEADER)
+        {
+            return Err(Failure::new(
+                2,
+                format!(
+                    "--kind and --header {}=…: give the kind once",
+                    dque::runtime::KIND_HEADER
+                ),
+            ));
+        }
+        headers.push((dque::runtime::KIND_HEADER.to_owned(), kind.clone()));
+    }
     Ok(JobTemplate {
         priority: args.priority,
         delay,

@@ -7,6 +7,11 @@
 //! their jobs back without counting the attempt, then exits. A server
 //! (PostgreSQL, Redis) that fails or goes away does not stop it: it says
 //! so, tries again with back-off, and goes on once the server is back.
+//!
+//! The rules it shares with the worker runtime come from `dque::runtime`
+//! (one implementation): the stop on SIGINT/SIGTERM, the touch interval (a
+//! third of the lease time), the grace period, and which errors are a
+//! server's passing trouble with their back-off.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
@@ -17,6 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dque::jobs::{Backoff, JobLease, JobQueue, Retry};
+use dque::runtime::{
+    is_server_trouble, touch_interval, trouble_pause, StopHandle, DEFAULT_GRACE, DEFAULT_LEASE_TIME,
+};
 
 use crate::address::{Address, Make, Tuning};
 use crate::fail::Failure;
@@ -57,23 +65,15 @@ pub struct WorkArgs {
 
 /// How long a lease waits for a job before the worker looks at its flags.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
-/// How often a running job's lease is touched (the lease lasts 30 s).
-const TOUCH_EVERY: Duration = Duration::from_secs(5);
 /// How long the stderr relay may run on after its command exited.
 const RELAY_GRACE: Duration = Duration::from_millis(500);
-/// How long a command stopped by SIGTERM has before SIGKILL.
-const GRACE: Duration = Duration::from_secs(10);
-/// The first and the longest pause before leasing again after a server
-/// error (doubled at each error in a row).
-const FIRST_RETRY: Duration = Duration::from_millis(100);
-const MAX_RETRY: Duration = Duration::from_secs(5);
 
 /// What the worker threads share.
 struct Crew<'a> {
     queue: &'a dyn JobQueue,
     args: &'a WorkArgs,
-    /// Set by SIGTERM or SIGINT.
-    stop: Arc<AtomicBool>,
+    /// Stopped by SIGTERM or SIGINT.
+    stop: StopHandle,
     /// Set when the work is over (empty with --until-empty, or a failure).
     done: AtomicBool,
     /// Threads whose last look found no job ready.
@@ -81,21 +81,6 @@ struct Crew<'a> {
     failure: Mutex<Option<Failure>>,
     /// The last server error said, while the server is in trouble.
     trouble: Mutex<Option<String>>,
-}
-
-/// Whether `error` is the server's trouble, which may pass (it is down,
-/// restarting, refusing connections for now, or a call's outcome was
-/// lost with its connection), rather than the queue's or the worker's.
-fn server_trouble(error: &dque::Error) -> bool {
-    match error {
-        dque::Error::Backend { .. } | dque::Error::OutcomeUnknown { .. } => true,
-        // PostgreSQL's classes 08 (connection), 53 (resources), 57
-        // (operator intervention: shutdown, starting up).
-        dque::Error::ServerRefused { code, .. } => ["08", "53", "57"]
-            .iter()
-            .any(|class| code.trim_start_matches("SQLSTATE ").starts_with(class)),
-        _ => false,
-    }
 }
 
 pub fn run(args: &WorkArgs) -> Result<ExitCode, Failure> {
@@ -113,10 +98,8 @@ pub fn run(args: &WorkArgs) -> Result<ExitCode, Failure> {
         backoff: Some(Backoff::new(first, 2.0, Duration::from_secs(3600))),
     };
     let queue = args.address.open_tuned(Make::No, &tuning)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(Failure::other)?;
-    }
+    let stop = StopHandle::new();
+    let _signals = stop.on_signals().map_err(Failure::other)?;
     let crew = Crew {
         queue: queue.as_ref(),
         args,
@@ -137,7 +120,7 @@ pub fn run(args: &WorkArgs) -> Result<ExitCode, Failure> {
         return Err(failure);
     }
     closed?;
-    if crew.stop.load(Ordering::SeqCst) {
+    if crew.stop.is_stopping() {
         eprintln!("dque: work stopped by a signal; jobs that were running were given back");
     }
     Ok(ExitCode::SUCCESS)
@@ -145,7 +128,7 @@ pub fn run(args: &WorkArgs) -> Result<ExitCode, Failure> {
 
 impl Crew<'_> {
     fn over(&self) -> bool {
-        self.stop.load(Ordering::SeqCst) || self.done.load(Ordering::SeqCst)
+        self.stop.is_stopping() || self.done.load(Ordering::SeqCst)
     }
 
     fn give_up(&self, failure: Failure) {
@@ -186,7 +169,7 @@ impl Crew<'_> {
     /// server's trouble does not (the job's lease ends and it runs again).
     fn settled(&self, result: dque::Result<()>) -> Result<(), Failure> {
         match result {
-            Err(e) if server_trouble(&e) => {
+            Err(e) if is_server_trouble(&e) => {
                 self.in_trouble(&e);
                 Ok(())
             }
@@ -202,9 +185,9 @@ impl Crew<'_> {
         while !self.over() {
             let leased = self.queue.lease_timeout(LOOK_EVERY);
             match &leased {
-                Err(e) if server_trouble(e) => {
+                Err(e) if is_server_trouble(e) => {
                     self.in_trouble(e);
-                    retry = (retry * 2).clamp(FIRST_RETRY, MAX_RETRY);
+                    retry = trouble_pause(retry);
                     self.nap(retry);
                     continue;
                 }
@@ -346,11 +329,12 @@ impl Crew<'_> {
                 }
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
             }
-            if self.stop.load(Ordering::SeqCst) {
+            if self.stop.is_stopping() {
                 terminate(group, &exit)?;
                 return Ok(None);
             }
-            if touched.elapsed() >= TOUCH_EVERY {
+            // The queue is opened with the default lease time.
+            if touched.elapsed() >= touch_interval(DEFAULT_LEASE_TIME) {
                 // A lease lost meanwhile is found by the settle that follows.
                 let _ = self.queue.touch(lease);
                 touched = Instant::now();
@@ -359,8 +343,8 @@ impl Crew<'_> {
     }
 }
 
-/// Sends SIGTERM to the command's process group, then SIGKILL after
-/// [`GRACE`] (and to what is left of the group once it exited); returns
+/// Sends SIGTERM to the command's process group, then SIGKILL after the
+/// grace period ([`DEFAULT_GRACE`], the worker runtime's) (and to what is left of the group once it exited); returns
 /// when the command was reaped.
 fn terminate(
     group: u32,
@@ -372,7 +356,7 @@ fn terminate(
         }
     };
     signal_group(rustix::process::Signal::TERM);
-    let status = match exit.recv_timeout(GRACE) {
+    let status = match exit.recv_timeout(DEFAULT_GRACE) {
         Ok(status) => status,
         Err(_) => {
             signal_group(rustix::process::Signal::KILL);

@@ -1,0 +1,518 @@
+//! The worker runtime's checks (`dque::runtime`), run against every
+//! backend through the Jobs API suite's [`Backend`]: a backend's test file
+//! declares `mod jobs_api; mod runtime_api;` and calls [`runtime_suite!`].
+//!
+//! Real threads and real time where the runtime's behaviour is about time
+//! (timeouts, heartbeats, the grace period); the queue's `ManualClock`
+//! where it is about due times (snoozes, back-offs).
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dque::jobs::{JobQueue, NewJob, WaitState};
+use dque::runtime::{
+    testing, Context, EnqueueJob, Job, JobError, KindOptions, Outcome, StopReason, UnknownKind,
+    Worker, KIND_HEADER,
+};
+use serde::{Deserialize, Serialize};
+
+use super::jobs_api::{Backend, Settings};
+
+/// One `#[test]` per check, each handed to `$runner: fn(fn(&dyn Backend))`.
+#[macro_export]
+macro_rules! runtime_suite {
+    (run = $runner:path) => {
+        $crate::runtime_suite!(@each $runner;
+            retries_then_a_dead_letter_with_the_last_reason,
+            a_panic_is_a_failed_attempt_with_its_message,
+            a_timeout_fails_the_attempt_and_a_new_thread_goes_on,
+            a_snooze_runs_the_job_again_once_due,
+            heartbeats_keep_a_long_job_past_its_lease_time,
+            unknown_kinds_are_retried_then_dead_never_lost,
+            an_unknown_kind_may_be_dead_at_once,
+            an_undecodable_body_is_a_dead_letter_with_the_decode_error,
+            concurrency_is_reached_and_never_passed,
+            a_stop_gives_running_jobs_back_uncounted,
+            drain_with_a_manual_clock_runs_retries_without_sleeping,
+            typed_enqueue_is_seen_by_the_test_helpers,
+        );
+    };
+    (@each $runner:path; $($check:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                $runner(runtime_api::$check);
+            }
+        )*
+    };
+}
+
+/// What the handlers saw, in order.
+#[derive(Default)]
+pub struct Log(Mutex<Vec<String>>);
+
+impl Log {
+    fn push(&self, line: String) {
+        self.0.lock().unwrap().push(line);
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+pub struct Echo {
+    pub n: u32,
+}
+
+impl Job for Echo {
+    const KIND: &'static str = "echo";
+    fn run(self, cx: &Context) -> Result<(), JobError> {
+        cx.state::<Arc<Log>>()
+            .push(format!("echo {} attempt {}", self.n, cx.attempt()));
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct AlwaysFails {}
+
+impl Job for AlwaysFails {
+    const KIND: &'static str = "always_fails";
+    fn run(self, cx: &Context) -> Result<(), JobError> {
+        Err(JobError::retry(format!(
+            "failing on purpose: attempt {}",
+            cx.attempt()
+        )))
+    }
+    fn options() -> KindOptions {
+        KindOptions::new().max_attempts(2).no_backoff()
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Panics {}
+
+impl Job for Panics {
+    const KIND: &'static str = "panics";
+    fn run(self, cx: &Context) -> Result<(), JobError> {
+        panic!("boom {}", cx.attempt())
+    }
+    fn options() -> KindOptions {
+        KindOptions::new().max_attempts(1)
+    }
+}
+
+/// Sleeps without looking at `should_stop`: a handler that does not stop.
+#[derive(Serialize, Deserialize)]
+pub struct Stubborn {
+    pub ms: u64,
+}
+
+impl Job for Stubborn {
+    const KIND: &'static str = "stubborn";
+    fn run(self, cx: &Context) -> Result<(), JobError> {
+        cx.state::<Arc<Log>>()
+            .push(format!("stubborn {} started", self.ms));
+        std::thread::sleep(Duration::from_millis(self.ms));
+        cx.state::<Arc<Log>>()
+            .push(format!("stubborn {} ended", self.ms));
+        Ok(())
+    }
+}
+
+/// Waits until the worker stops, then says so.
+#[derive(Serialize, Deserialize)]
+pub struct Cooperative {}
+
+impl Job for Cooperative {
+    const KIND: &'static str = "cooperative";
+    fn run(self, cx: &Context) -> Result<(), JobError> {
+        cx.state::<Arc<Log>>().push("cooperative started".into());
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if cx.should_stop() {
+                return Err(JobError::Interrupted);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Snoozes {}
+
+impl Job for Snoozes {
+    const KIND: &'static str = "snoozes";
+    fn run(self, cx: &Context) -> Result<(), JobError> {
+        cx.state::<Arc<Log>>()
+            .push(format!("snoozes attempt {}", cx.attempt()));
+        match cx.attempt() {
+            1 => Err(JobError::snooze(Duration::from_secs(60))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Counts how many run at once; waits (up to 5 s) until 4 do.
+#[derive(Serialize, Deserialize)]
+pub struct Gate {}
+
+#[derive(Default)]
+pub struct Running {
+    now: AtomicUsize,
+    most: AtomicUsize,
+}
+
+impl Job for Gate {
+    const KIND: &'static str = "gate";
+    fn run(self, cx: &Context) -> Result<(), JobError> {
+        let running = cx.state::<Arc<Running>>();
+        let now = running.now.fetch_add(1, Ordering::SeqCst) + 1;
+        running.most.fetch_max(now, Ordering::SeqCst);
+        let until = Instant::now() + Duration::from_secs(5);
+        while running.most.load(Ordering::SeqCst) < 4 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        running.now.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+fn new_queue(backend: &dyn Backend, name: &str) -> (Arc<dyn JobQueue>, Settings) {
+    let settings = Settings::default();
+    (backend.make(name, &settings), settings)
+}
+
+/// A worker for the tests: no signals, stops when nothing is ready.
+fn worker(queue: &Arc<dyn JobQueue>, log: &Arc<Log>) -> Worker {
+    Worker::new(Arc::clone(queue))
+        .handle_signals(false)
+        .until_empty(true)
+        .state(Arc::clone(log))
+}
+
+/// The dead letters' (body, reason).
+fn dead(queue: &dyn JobQueue) -> Vec<(String, String)> {
+    queue
+        .dead(100)
+        .expect("dead")
+        .into_iter()
+        .map(|d| (String::from_utf8(d.job.body).unwrap(), d.reason))
+        .collect()
+}
+
+pub fn retries_then_a_dead_letter_with_the_last_reason(backend: &dyn Backend) {
+    let (queue, _) = new_queue(backend, "rt-retries");
+    queue.enqueue_job(&AlwaysFails {}).unwrap();
+    let hooks = Arc::new(Log::default());
+    let (on_failure, on_dead) = (Arc::clone(&hooks), Arc::clone(&hooks));
+    let summary = worker(&queue, &Arc::default())
+        .register::<AlwaysFails>()
+        .on_failure(move |f| on_failure.push(format!("failure {} {}", f.attempt, f.outcome.word())))
+        .on_dead(move |f| on_dead.push(format!("dead {} {:?}", f.attempt, f.outcome.reason())))
+        .run()
+        .expect("run");
+    // The kind's 2 attempts, not the queue's 3.
+    assert_eq!((summary.retried, summary.dead), (1, 1), "{summary:?}");
+    assert_eq!(
+        hooks.lines(),
+        [
+            "failure 1 retry".to_owned(),
+            "dead 2 Some(\"failing on purpose: attempt 2\")".to_owned()
+        ]
+    );
+    let dead = dead(queue.as_ref());
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert!(
+        dead[0].1.contains("failing on purpose: attempt 2"),
+        "the last attempt's reason: {dead:?}"
+    );
+    assert_eq!(queue.counts().unwrap().ready, 0);
+}
+
+pub fn a_panic_is_a_failed_attempt_with_its_message(backend: &dyn Backend) {
+    let (queue, _) = new_queue(backend, "rt-panics");
+    queue.enqueue_job(&Panics {}).unwrap();
+    queue.enqueue_job(&Echo { n: 1 }).unwrap();
+    let log = Arc::new(Log::default());
+    let summary = worker(&queue, &log)
+        .register::<Panics>()
+        .register::<Echo>()
+        .run()
+        .expect("run");
+    assert_eq!(
+        (summary.panicked, summary.dead, summary.succeeded),
+        (1, 1, 1),
+        "{summary:?}"
+    );
+    assert_eq!(dead(queue.as_ref())[0].1, "boom 1");
+    // The thread that caught the panic went on.
+    assert_eq!(log.lines(), ["echo 1 attempt 1"]);
+}
+
+pub fn a_timeout_fails_the_attempt_and_a_new_thread_goes_on(backend: &dyn Backend) {
+    let (queue, _) = new_queue(backend, "rt-timeout");
+    queue.enqueue_job(&Stubborn { ms: 1_500 }).unwrap();
+    queue.enqueue_job(&Echo { n: 2 }).unwrap();
+    let log = Arc::new(Log::default());
+    let summary = worker(&queue, &log)
+        .register_with::<Stubborn>(
+            KindOptions::new()
+                .max_attempts(1)
+                .timeout(Duration::from_millis(200)),
+        )
+        .register::<Echo>()
+        .concurrency(1)
+        .run()
+        .expect("run");
+    assert_eq!(
+        (
+            summary.timed_out,
+            summary.dead,
+            summary.abandoned,
+            summary.succeeded
+        ),
+        (1, 1, 1, 1),
+        "{summary:?}"
+    );
+    assert_eq!(dead(queue.as_ref())[0].1, "timed out");
+    // With one thread, the echo ran on the thread that replaced the
+    // stubborn one, before the stubborn handler ended.
+    let lines = log.lines();
+    assert_eq!(
+        lines[..2],
+        ["stubborn 1500 started", "echo 2 attempt 1"],
+        "{lines:?}"
+    );
+    // What the abandoned handler returns later settles nothing.
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(dead(queue.as_ref()).len(), 1);
+    assert_eq!(queue.counts().unwrap().ready, 0);
+}
+
+pub fn a_snooze_runs_the_job_again_once_due(backend: &dyn Backend) {
+    let (queue, settings) = new_queue(backend, "rt-snooze");
+    queue.enqueue_job(&Snoozes {}).unwrap();
+    let log = Arc::new(Log::default());
+    let summary = worker(&queue, &log)
+        .register::<Snoozes>()
+        .run()
+        .expect("run");
+    assert_eq!((summary.retried, summary.succeeded), (1, 0), "{summary:?}");
+    let waiting = queue.waiting(10).unwrap();
+    assert_eq!(waiting.len(), 1);
+    assert!(
+        matches!(waiting[0].state, WaitState::Scheduled(_)),
+        "snoozed: scheduled, {:?}",
+        waiting[0].state
+    );
+    settings.clock.advance(Duration::from_secs(61));
+    let summary = worker(&queue, &log)
+        .register::<Snoozes>()
+        .run()
+        .expect("run");
+    assert_eq!(summary.succeeded, 1, "{summary:?}");
+    // The snooze counted the attempt (the Jobs API has no uncounted delay).
+    assert_eq!(log.lines(), ["snoozes attempt 1", "snoozes attempt 2"]);
+}
+
+pub fn heartbeats_keep_a_long_job_past_its_lease_time(backend: &dyn Backend) {
+    let settings = Settings {
+        lease_time: Duration::from_millis(600),
+        ..Settings::default()
+    };
+    let queue = backend.make("rt-heartbeat", &settings);
+    queue.enqueue_job(&Stubborn { ms: 2_000 }).unwrap();
+    let log = Arc::new(Log::default());
+    // A second thread leases all along: an ended lease would give it the job.
+    let summary = worker(&queue, &log)
+        .register::<Stubborn>()
+        .lease_time(settings.lease_time)
+        .concurrency(2)
+        .run()
+        .expect("run");
+    assert_eq!((summary.succeeded, summary.lost), (1, 0), "{summary:?}");
+    assert_eq!(
+        log.lines(),
+        ["stubborn 2000 started", "stubborn 2000 ended"]
+    );
+}
+
+pub fn unknown_kinds_are_retried_then_dead_never_lost(backend: &dyn Backend) {
+    let (queue, settings) = new_queue(backend, "rt-unknown");
+    queue
+        .enqueue(NewJob::new("{}").header(KIND_HEADER, "nobody"))
+        .unwrap();
+    queue.enqueue(NewJob::new("{}")).unwrap();
+    let summary = testing::drain(
+        worker(&queue, &Arc::default()).register::<Echo>(),
+        Some(&settings.clock),
+    )
+    .expect("drain");
+    // The queue's 3 attempts each, its back-off between them.
+    assert_eq!((summary.retried, summary.dead), (4, 2), "{summary:?}");
+    let reasons: Vec<String> = dead(queue.as_ref()).into_iter().map(|(_, r)| r).collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("unknown kind \"nobody\"")),
+        "{reasons:?}"
+    );
+    assert!(reasons.iter().any(|r| r.contains("no kind")), "{reasons:?}");
+}
+
+pub fn an_unknown_kind_may_be_dead_at_once(backend: &dyn Backend) {
+    let (queue, _) = new_queue(backend, "rt-unknown-dead");
+    queue
+        .enqueue(NewJob::new("{}").header(KIND_HEADER, "nobody"))
+        .unwrap();
+    let summary = worker(&queue, &Arc::default())
+        .register::<Echo>()
+        .unknown_kind(UnknownKind::DeadLetter)
+        .run()
+        .expect("run");
+    assert_eq!((summary.retried, summary.dead), (0, 1), "{summary:?}");
+    assert_eq!(dead(queue.as_ref())[0].0, "{}", "the body is kept");
+}
+
+pub fn an_undecodable_body_is_a_dead_letter_with_the_decode_error(backend: &dyn Backend) {
+    let (queue, _) = new_queue(backend, "rt-undecodable");
+    queue
+        .enqueue(NewJob::new("not json").header(KIND_HEADER, Echo::KIND))
+        .unwrap();
+    queue
+        .enqueue(NewJob::new(r#"{"n":"x"}"#).header(KIND_HEADER, Echo::KIND))
+        .unwrap();
+    let summary = worker(&queue, &Arc::default())
+        .register::<Echo>()
+        .run()
+        .expect("run");
+    assert_eq!(summary.dead, 2, "{summary:?}");
+    let dead = dead(queue.as_ref());
+    for (body, reason) in &dead {
+        assert!(
+            reason.starts_with("cannot decode the body of a \"echo\" job: "),
+            "{body}: {reason}"
+        );
+    }
+    assert!(
+        dead[1].1.contains("invalid type"),
+        "serde's words: {dead:?}"
+    );
+}
+
+pub fn concurrency_is_reached_and_never_passed(backend: &dyn Backend) {
+    let (queue, _) = new_queue(backend, "rt-concurrency");
+    for _ in 0..8 {
+        queue.enqueue_job(&Gate {}).unwrap();
+    }
+    let running = Arc::new(Running::default());
+    let summary = worker(&queue, &Arc::default())
+        .state(Arc::clone(&running))
+        .register::<Gate>()
+        .concurrency(4)
+        .run()
+        .expect("run");
+    assert_eq!(summary.succeeded, 8, "{summary:?}");
+    assert_eq!(running.most.load(Ordering::SeqCst), 4);
+}
+
+pub fn a_stop_gives_running_jobs_back_uncounted(backend: &dyn Backend) {
+    let (queue, _) = new_queue(backend, "rt-stop");
+    queue.enqueue_job(&Stubborn { ms: 3_000 }).unwrap();
+    queue.enqueue_job(&Cooperative {}).unwrap();
+    queue.enqueue_job(&Echo { n: 9 }).unwrap();
+    let log = Arc::new(Log::default());
+    let worker = Worker::new(Arc::clone(&queue))
+        .handle_signals(false)
+        .state(Arc::clone(&log))
+        .register::<Stubborn>()
+        .register::<Cooperative>()
+        .register::<Echo>()
+        .concurrency(2)
+        .grace(Duration::from_millis(300));
+    let stop = worker.stop_handle();
+    let stopper = {
+        let log = Arc::clone(&log);
+        std::thread::spawn(move || {
+            let until = Instant::now() + Duration::from_secs(10);
+            while log.lines().len() < 2 && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            stop.stop();
+        })
+    };
+    let summary = worker.run().expect("run");
+    stopper.join().unwrap();
+    assert_eq!(summary.stopped, Some(StopReason::Handle));
+    // The cooperative job said it was interrupted; the stubborn one was
+    // still running when the grace period ended: both given back.
+    assert_eq!((summary.released, summary.abandoned), (2, 1), "{summary:?}");
+    assert_eq!(summary.succeeded + summary.retried + summary.dead, 0);
+    let waiting = queue.waiting(10).unwrap();
+    assert_eq!(waiting.len(), 3, "{waiting:?}");
+    for job in &waiting {
+        assert_eq!(job.state, WaitState::Ready, "{job:?}");
+        assert_eq!(job.job.attempt, 0, "given back uncounted: {job:?}");
+    }
+}
+
+pub fn drain_with_a_manual_clock_runs_retries_without_sleeping(backend: &dyn Backend) {
+    let (queue, settings) = new_queue(backend, "rt-drain");
+    queue.enqueue_job(&Snoozes {}).unwrap();
+    queue
+        .enqueue_job_with(&Echo { n: 3 }, |job| job.delay(Duration::from_secs(3600)))
+        .unwrap();
+    let log = Arc::new(Log::default());
+    let outcomes = Arc::new(Log::default());
+    let seen = Arc::clone(&outcomes);
+    let summary = testing::drain(
+        worker(&queue, &log)
+            .register::<Snoozes>()
+            .register::<Echo>()
+            .on_finished(move |f| {
+                if let Outcome::Succeeded = f.outcome {
+                    seen.push(f.kind.to_owned());
+                }
+            }),
+        Some(&settings.clock),
+    )
+    .expect("drain");
+    assert_eq!((summary.retried, summary.succeeded), (1, 2), "{summary:?}");
+    assert_eq!(
+        log.lines(),
+        ["snoozes attempt 1", "snoozes attempt 2", "echo 3 attempt 1"]
+    );
+    assert_eq!(outcomes.lines(), ["snoozes", "echo"]);
+    assert_eq!(queue.counts().unwrap().scheduled, 0);
+}
+
+pub fn typed_enqueue_is_seen_by_the_test_helpers(backend: &dyn Backend) {
+    let (queue, _) = new_queue(backend, "rt-typed");
+    queue.enqueue_job(&Echo { n: 1 }).unwrap();
+    queue
+        .enqueue_job_with(&Echo { n: 2 }, |job| {
+            job.priority(-1).header("owner", "ops")
+        })
+        .unwrap();
+    queue.enqueue(NewJob::new("other")).unwrap();
+    assert_eq!(
+        testing::enqueued::<Echo>(queue.as_ref()).unwrap(),
+        [Echo { n: 2 }, Echo { n: 1 }]
+    );
+    testing::assert_enqueued(queue.as_ref(), &Echo { n: 1 });
+    let missing = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        testing::assert_enqueued(queue.as_ref(), &Echo { n: 3 })
+    }));
+    assert!(missing.is_err(), "no echo 3 was enqueued");
+    let lease = queue.lease().unwrap().expect("a job");
+    assert_eq!(lease.header(KIND_HEADER), Some("echo"));
+    assert_eq!(lease.header("owner"), Some("ops"));
+    assert_eq!(lease.body, br#"{"n":2}"#);
+}
