@@ -139,7 +139,12 @@ fn kill_workers(test: &str, mode: &str, rounds: u64) {
     let mut enqueued = BTreeSet::new();
     let mut acked = BTreeSet::new();
     let mut twice = 0;
+    // A loaded machine starts the children slowly: after a round with no
+    // ack, the children get longer before the kill (the kill still comes
+    // at a point that moves from round to round).
+    let mut patience = 1;
     for round in 0..rounds {
+        let acked_before = acked.len();
         let children: Vec<_> = (0..2)
             .map(|c| {
                 child::command(test)
@@ -152,7 +157,7 @@ fn kill_workers(test: &str, mode: &str, rounds: u64) {
                     .unwrap()
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(20 + (round * 7919) % 60));
+        std::thread::sleep(Duration::from_millis((20 + (round * 7919) % 60) * patience));
         for mut child in children {
             child.kill().unwrap();
             let output = child.wait_with_output().unwrap();
@@ -215,6 +220,9 @@ fn kill_workers(test: &str, mode: &str, rounds: u64) {
             cancel_copies(&queue, body, extra);
         }
         queue.close().unwrap();
+        if acked.len() == acked_before {
+            patience = (patience * 2).min(32);
+        }
     }
     assert!(
         acked.len() as u64 > rounds,
