@@ -126,5 +126,8 @@ fn review_a_close_racing_a_move_leaves_no_job_twice() {
             doubled_rounds += 1;
         }
     }
-    assert_eq!(doubled_rounds, 0, "{doubled_rounds} of {rounds} rounds left jobs twice");
+    assert_eq!(
+        doubled_rounds, 0,
+        "{doubled_rounds} of {rounds} rounds left jobs twice"
+    );
 }
