@@ -28,14 +28,17 @@ impl<J: Job> Kind for Typed<J> {
     }
 
     fn run(&self, body: &[u8], cx: &Context<'_>) -> Ended {
-        let job = match J::decode(body) {
-            Ok(job) => job,
-            Err(e) => {
+        // A decode runs the program's code too (a `Deserialize`): its
+        // panic is caught as the handler's is.
+        let job = match catch_unwind(|| J::decode(body)) {
+            Ok(Ok(job)) => job,
+            Ok(Err(e)) => {
                 return Ended::Undecodable(format!(
                     "cannot decode the body of a {:?} job: {e}",
                     J::KIND
                 ))
             }
+            Err(payload) => return Ended::Panicked(panic_message(payload.as_ref())),
         };
         // The job is the handler's to use up: nothing of it is seen after
         // a panic, so unwinding cannot leave it half changed for us.

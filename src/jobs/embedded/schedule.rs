@@ -321,8 +321,11 @@ impl Schedule {
         let end = self.queue.end_id()?;
         // The earliest INDEX_KEEP + 1, the latest on top.
         let mut earliest: BinaryHeap<(u64, u64)> = BinaryHeap::with_capacity(INDEX_KEEP + 1);
+        // Taken by another thread (exclusive mode: read, not leased) and
+        // not ended yet: its mover ends it or gives it back.
+        let moving: BTreeSet<u64> = index.moving.iter().copied().collect();
         self.visit(|record, due| {
-            if moved(record) {
+            if moved(record) || moving.contains(&record) {
                 return;
             }
             if earliest.len() <= INDEX_KEEP {

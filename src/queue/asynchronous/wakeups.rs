@@ -92,18 +92,20 @@ impl Wakeups {
             return Ok(());
         }
         let wakeups = Arc::downgrade(self);
+        // Read here, not in the thread: a write between a task's look and
+        // the thread's start moves the word past this, and wakes it.
+        let seen = waker.wake_word();
         std::thread::Builder::new()
             .name("dque-async-waker".into())
-            .spawn(move || watch(&waker, &wakeups))?;
+            .spawn(move || watch(&waker, &wakeups, seen))?;
         *watching = true;
         Ok(())
     }
 }
 
 /// The watcher thread's loop.
-fn watch(waker: &Waker, wakeups: &Weak<Wakeups>) {
+fn watch(waker: &Waker, wakeups: &Weak<Wakeups>, mut seen: u32) {
     // Kept across sleeps: a move between two looks is never missed.
-    let mut seen = waker.wake_word();
     loop {
         waker.sleep(seen, Some(Instant::now() + WATCH_BACKSTOP));
         let Some(wakeups) = wakeups.upgrade() else {
