@@ -1,0 +1,389 @@
+//! The Jobs API suite (`tests/jobs_api/`) in its async form: every check
+//! of the shared suite runs unchanged through each backend's async handle
+//! (`AsyncJobQueue`), by a blocking shim that drives the async calls on a
+//! tokio runtime; then async-only checks: lease futures dropped at random
+//! points (tiny timeouts), or dropped after the server committed their
+//! lease, leave no job stuck or counted, on every backend. Real servers
+//! as in `jobs_postgres` and `jobs_redis` (skipped with a line when not
+//! installed, failing under `CI=true`). Rounds: `DQUE_ASYNC_ROUNDS`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use dque::jobs::{
+    AsyncEmbeddedJobs, AsyncJobQueue, Counts, DeadJob, Enqueued, JobLease, JobOptions, JobQueue,
+    Nacked, NewJob, PgOptions, QueueStats, Retry, Waiting,
+};
+use dque::{Options, Result};
+
+#[macro_use]
+mod jobs_api;
+mod pg;
+mod skip;
+use jobs_api::{Backend, Settings};
+use pg::PgServer;
+
+/// The runtime the shims drive their calls on (two workers: the
+/// connections' drivers and the lease tasks run there).
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    })
+}
+
+/// An async handle seen as a blocking [`JobQueue`]: each call is the async
+/// call, driven to its end. Dropped, it closes the handle, as the blocking
+/// handles close when dropped.
+#[derive(Debug)]
+struct Blocking {
+    queue: Box<dyn AsyncJobQueue>,
+}
+
+impl Blocking {
+    fn new(queue: impl AsyncJobQueue + 'static) -> Arc<dyn JobQueue> {
+        Arc::new(Blocking {
+            queue: Box::new(queue),
+        })
+    }
+
+    fn wait<T>(&self, call: impl std::future::Future<Output = T>) -> T {
+        runtime().block_on(call)
+    }
+}
+
+impl Drop for Blocking {
+    fn drop(&mut self) {
+        let _ = self.wait(self.queue.close());
+    }
+}
+
+impl JobQueue for Blocking {
+    fn name(&self) -> &str {
+        self.queue.name()
+    }
+    fn enqueue(&self, job: NewJob) -> Result<Enqueued> {
+        self.wait(self.queue.enqueue(job))
+    }
+    fn enqueue_batch(&self, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+        self.wait(self.queue.enqueue_batch(jobs))
+    }
+    fn lease(&self) -> Result<Option<JobLease>> {
+        self.wait(self.queue.lease())
+    }
+    fn lease_timeout(&self, wait: Duration) -> Result<Option<JobLease>> {
+        self.wait(self.queue.lease_timeout(wait))
+    }
+    fn lease_batch(&self, max: usize) -> Result<Vec<JobLease>> {
+        self.wait(self.queue.lease_batch(max))
+    }
+    fn ack(&self, lease: JobLease) -> Result<()> {
+        self.wait(self.queue.ack(lease))
+    }
+    fn nack(&self, lease: JobLease, retry: Retry, reason: &str) -> Result<Nacked> {
+        self.wait(self.queue.nack(lease, retry, reason))
+    }
+    fn release(&self, lease: JobLease) -> Result<()> {
+        self.wait(self.queue.release(lease))
+    }
+    fn touch(&self, lease: &JobLease) -> Result<()> {
+        self.wait(self.queue.touch(lease))
+    }
+    fn fail(&self, lease: JobLease, reason: &str) -> Result<()> {
+        self.wait(self.queue.fail(lease, reason))
+    }
+    fn set_priority(&self, id: &str, priority: i32) -> Result<()> {
+        self.wait(self.queue.set_priority(id, priority))
+    }
+    fn cancel(&self, id: &str) -> Result<()> {
+        self.wait(self.queue.cancel(id))
+    }
+    fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
+        self.wait(self.queue.waiting(max))
+    }
+    fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {
+        self.wait(self.queue.dead(max))
+    }
+    fn requeue_dead(&self, id: &str) -> Result<()> {
+        self.wait(self.queue.requeue_dead(id))
+    }
+    fn counts(&self) -> Result<Counts> {
+        self.wait(self.queue.counts())
+    }
+    fn stats(&self) -> Result<QueueStats> {
+        self.wait(self.queue.stats())
+    }
+    fn close(&self) -> Result<()> {
+        self.wait(self.queue.close())
+    }
+}
+
+/// Names unique to a test process and a backend value.
+fn prefix() -> String {
+    static MADE: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "a{}-{}",
+        std::process::id(),
+        MADE.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The embedded backend's async handle, queues in a temporary directory.
+struct Embedded {
+    dir: tempfile::TempDir,
+}
+
+impl Embedded {
+    fn new() -> Self {
+        Embedded {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn options(settings: &Settings) -> JobOptions {
+        JobOptions::new()
+            .queue(
+                Options::new()
+                    .visibility_timeout(settings.lease_time)
+                    .max_attempts(settings.max_attempts),
+            )
+            .backoff(settings.backoff)
+            .clock(Arc::new(settings.clock.clone()))
+    }
+}
+
+impl Backend for Embedded {
+    fn make(&self, name: &str, settings: &Settings) -> Arc<dyn JobQueue> {
+        let jobs = Self::options(settings)
+            .create(self.dir.path().join(name))
+            .expect("create");
+        Blocking::new(AsyncEmbeddedJobs::new(jobs))
+    }
+
+    fn reopen(&self, name: &str, settings: &Settings) -> Arc<dyn JobQueue> {
+        let jobs = Self::options(settings)
+            .open(self.dir.path().join(name))
+            .expect("open");
+        Blocking::new(AsyncEmbeddedJobs::new(jobs))
+    }
+}
+
+mod embedded {
+    use super::*;
+    jobs_api_suite!(Embedded::new());
+}
+
+/// PostgreSQL's async handle, queues on the test binary's server.
+struct Postgres {
+    prefix: String,
+}
+
+impl Postgres {
+    fn options(settings: &Settings) -> PgOptions {
+        PgOptions::new()
+            .lease_time(settings.lease_time)
+            .max_attempts(settings.max_attempts)
+            .backoff(settings.backoff)
+            .clock(Arc::new(settings.clock.clone()))
+    }
+
+    fn open(&self, name: &str, settings: &Settings) -> dque::jobs::AsyncPgJobs {
+        let server = PgServer::get().expect("checked by the test");
+        let name = format!("{}-{name}", self.prefix);
+        runtime()
+            .block_on(Self::options(settings).connect_async(&server.url(), &name))
+            .expect("connect")
+    }
+}
+
+impl Backend for Postgres {
+    fn make(&self, name: &str, settings: &Settings) -> Arc<dyn JobQueue> {
+        Blocking::new(self.open(name, settings))
+    }
+
+    fn reopen(&self, name: &str, settings: &Settings) -> Arc<dyn JobQueue> {
+        Blocking::new(self.open(name, settings))
+    }
+}
+
+mod postgres {
+    use super::*;
+
+    /// Runs a check of the suite on the server, if there is one.
+    fn on_the_server(check: fn(&dyn Backend)) {
+        if PgServer::get().is_some() {
+            check(&Postgres { prefix: prefix() });
+        }
+    }
+
+    jobs_api_suite!(run = on_the_server);
+}
+
+/// How many rounds the random-drop checks run.
+fn rounds() -> u64 {
+    std::env::var("DQUE_ASYNC_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200)
+}
+
+/// Six tasks drop lease futures at random points (timeouts of 0 to 300 µs
+/// around `lease` and `lease_batch`), releasing what they got in time;
+/// then every job is ready again (a job taken for a dropped future was
+/// handed back), and leased once more each is on attempt 1 (no dropped
+/// lease counted).
+async fn dropped_lease_futures_lose_nothing(q: Arc<dyn AsyncJobQueue>) {
+    let jobs = (0..50u8).map(|i| NewJob::new(vec![i])).collect();
+    q.enqueue_batch(jobs).await.unwrap();
+    let rounds = rounds();
+    let tasks: Vec<_> = (0..6u64)
+        .map(|seed| {
+            let q = Arc::clone(&q);
+            tokio::spawn(async move {
+                let mut state = seed * 2_654_435_761 + 1;
+                for round in 0..rounds {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let tiny = Duration::from_micros(state % 300);
+                    let got = if round % 3 == 0 {
+                        tokio::time::timeout(tiny, q.lease_batch(3)).await
+                    } else {
+                        tokio::time::timeout(tiny, q.lease())
+                            .await
+                            .map(|lease| lease.map(|l| l.into_iter().collect()))
+                    };
+                    if let Ok(Ok(leases)) = got {
+                        for lease in leases {
+                            q.release(lease).await.unwrap();
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    settle_all_ready(q.as_ref(), 50).await;
+    let mut seen = BTreeMap::new();
+    while let Some(lease) = q.lease().await.unwrap() {
+        assert_eq!(lease.attempt, 1, "a dropped lease counted an attempt");
+        *seen.entry(lease.body.clone()).or_insert(0) += 1;
+        q.ack(lease).await.unwrap();
+    }
+    assert_eq!(seen.len(), 50);
+    assert!(seen.values().all(|&n| n == 1));
+}
+
+/// Waits (a few seconds at most) until `ready` jobs are ready and none
+/// leased: jobs of dropped futures are handed back by tasks.
+async fn settle_all_ready(q: &dyn AsyncJobQueue, ready: u64) {
+    for _ in 0..500 {
+        let counts = q.counts().await.unwrap();
+        if counts.ready == ready && counts.leased == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "a job stays leased with no owner: {:?}",
+        q.counts().await.unwrap()
+    );
+}
+
+// Bug class pinned: a lease future dropped after the server committed its
+// lease (the answer on its way, or arrived and not read) must not leave
+// the job leased with no owner, nor count the attempt. A lease run in the
+// caller's own future loses the server's answer with the future: the job
+// stays leased until its lease time, then runs on attempt 2.
+async fn a_lease_dropped_after_the_server_committed_is_given_back(q: Arc<dyn AsyncJobQueue>) {
+    // A lease run to its end first: the connection has its statements
+    // prepared, so the next lease is sent by its future's first poll.
+    q.enqueue(NewJob::new("warm")).await.unwrap();
+    let warm = q.lease().await.unwrap().expect("warm");
+    q.ack(warm).await.unwrap();
+    q.enqueue(NewJob::new("only")).await.unwrap();
+    for pause in [
+        Duration::ZERO,
+        Duration::from_millis(1),
+        Duration::from_millis(100),
+    ] {
+        {
+            let mut lease = q.lease();
+            // One poll sends the lease; then its answer comes (or not yet),
+            // and the future is dropped unread.
+            let first = futures::poll!(lease.as_mut());
+            assert!(first.is_pending() || pause.is_zero(), "{first:?}");
+            if let std::task::Poll::Ready(Ok(Some(lease))) = first {
+                q.release(lease).await.unwrap();
+            }
+            tokio::time::sleep(pause).await;
+        }
+        settle_all_ready(q.as_ref(), 1).await;
+    }
+    let lease = q.lease().await.unwrap().expect("the job");
+    assert_eq!(lease.attempt, 1, "a dropped lease counted an attempt");
+    q.ack(lease).await.unwrap();
+}
+
+mod dropped_futures {
+    use super::*;
+
+    fn embedded() -> (tempfile::TempDir, Arc<dyn AsyncJobQueue>) {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = JobOptions::new()
+            .queue(
+                Options::new()
+                    .durability(dque::Durability::Safe)
+                    .visibility_timeout(Duration::from_secs(3600)),
+            )
+            .create(dir.path().join("jobs"))
+            .unwrap();
+        (dir, Arc::new(AsyncEmbeddedJobs::new(jobs)))
+    }
+
+    async fn postgres(name: &str) -> Option<Arc<dyn AsyncJobQueue>> {
+        // The helper starts the server with the blocking client, which
+        // cannot run on a runtime's thread.
+        let server = tokio::task::spawn_blocking(PgServer::get).await.unwrap()?;
+        let queue = PgOptions::new()
+            .lease_time(Duration::from_secs(3600))
+            .connect_async(&server.url(), &format!("{}-{name}", prefix()))
+            .await
+            .expect("connect");
+        Some(Arc::new(queue))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn embedded_random_drops() {
+        let (_dir, q) = embedded();
+        dropped_lease_futures_lose_nothing(q).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn embedded_drop_after_commit() {
+        let (_dir, q) = embedded();
+        a_lease_dropped_after_the_server_committed_is_given_back(q).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_random_drops() {
+        if let Some(q) = postgres("random_drops").await {
+            dropped_lease_futures_lose_nothing(q).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_drop_after_commit() {
+        if let Some(q) = postgres("drop_after_commit").await {
+            a_lease_dropped_after_the_server_committed_is_given_back(q).await;
+        }
+    }
+}
