@@ -47,7 +47,7 @@ struct Blocking {
 }
 
 impl Blocking {
-    fn new(queue: impl AsyncJobQueue + 'static) -> Arc<dyn JobQueue> {
+    fn shim(queue: impl AsyncJobQueue + 'static) -> Arc<dyn JobQueue> {
         Arc::new(Blocking {
             queue: Box::new(queue),
         })
@@ -163,14 +163,14 @@ impl Backend for Embedded {
         let jobs = Self::options(settings)
             .create(self.dir.path().join(name))
             .expect("create");
-        Blocking::new(AsyncEmbeddedJobs::new(jobs))
+        Blocking::shim(AsyncEmbeddedJobs::new(jobs))
     }
 
     fn reopen(&self, name: &str, settings: &Settings) -> Arc<dyn JobQueue> {
         let jobs = Self::options(settings)
             .open(self.dir.path().join(name))
             .expect("open");
-        Blocking::new(AsyncEmbeddedJobs::new(jobs))
+        Blocking::shim(AsyncEmbeddedJobs::new(jobs))
     }
 }
 
@@ -204,11 +204,11 @@ impl Postgres {
 
 impl Backend for Postgres {
     fn make(&self, name: &str, settings: &Settings) -> Arc<dyn JobQueue> {
-        Blocking::new(self.open(name, settings))
+        Blocking::shim(self.open(name, settings))
     }
 
     fn reopen(&self, name: &str, settings: &Settings) -> Arc<dyn JobQueue> {
-        Blocking::new(self.open(name, settings))
+        Blocking::shim(self.open(name, settings))
     }
 }
 
@@ -217,12 +217,20 @@ mod postgres {
 
     /// Runs a check of the suite on the server, if there is one.
     fn on_the_server(check: fn(&dyn Backend)) {
+        let _sharing = sharing();
         if PgServer::get().is_some() {
             check(&Postgres { prefix: prefix() });
         }
     }
 
     jobs_api_suite!(run = on_the_server);
+}
+
+/// Tests share the server; the one that restarts it has it alone.
+static SERVER_USE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn sharing() -> std::sync::RwLockReadGuard<'static, ()> {
+    SERVER_USE.read().unwrap_or_else(|e| e.into_inner())
 }
 
 /// How many rounds the random-drop checks run.
@@ -375,6 +383,7 @@ mod dropped_futures {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_random_drops() {
+        let _sharing = sharing();
         if let Some(q) = postgres("random_drops").await {
             dropped_lease_futures_lose_nothing(q).await;
         }
@@ -382,8 +391,50 @@ mod dropped_futures {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_drop_after_commit() {
+        let _sharing = sharing();
         if let Some(q) = postgres("drop_after_commit").await {
             a_lease_dropped_after_the_server_committed_is_given_back(q).await;
         }
     }
+}
+
+// A server restart under an async handle: a lease waiting across it and
+// the next calls go on, on a connection made again (the driver saw the
+// old one close), with nothing lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_postgres_handle_connects_again_after_a_restart() {
+    let Some(server) = tokio::task::spawn_blocking(PgServer::get).await.unwrap() else {
+        return;
+    };
+    let _alone = SERVER_USE.write().unwrap_or_else(|e| e.into_inner());
+    let q: Arc<dyn AsyncJobQueue> = Arc::new(
+        PgOptions::new()
+            .connect_async(&server.url(), &format!("{}-restart", prefix()))
+            .await
+            .expect("connect"),
+    );
+    q.enqueue(NewJob::new("before")).await.unwrap();
+    let waiter = {
+        let q = Arc::clone(&q);
+        tokio::spawn(async move {
+            let first = q.lease().await.unwrap().expect("before");
+            q.ack(first).await.unwrap();
+            q.lease_timeout(Duration::from_secs(30)).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::task::spawn_blocking(|| server.restart())
+        .await
+        .unwrap();
+    q.enqueue(NewJob::new("after"))
+        .await
+        .expect("enqueue after the restart");
+    let lease = waiter
+        .await
+        .unwrap()
+        .expect("the waiting lease goes on")
+        .expect("woken with the job");
+    assert_eq!(lease.body, b"after");
+    q.ack(lease).await.unwrap();
+    assert_eq!(q.counts().await.unwrap(), Counts::default());
 }
