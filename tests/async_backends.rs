@@ -14,16 +14,18 @@ use std::time::Duration;
 
 use dque::jobs::{
     AsyncEmbeddedJobs, AsyncJobQueue, Counts, DeadJob, Enqueued, JobLease, JobOptions, JobQueue,
-    Nacked, NewJob, PgOptions, QueueStats, Retry, Waiting,
+    Nacked, NewJob, PgOptions, QueueStats, RedisOptions, Retry, Waiting,
 };
 use dque::{Options, Result};
 
 #[macro_use]
 mod jobs_api;
 mod pg;
+mod redis_server;
 mod skip;
 use jobs_api::{Backend, Settings};
 use pg::PgServer;
+use redis_server::RedisServer;
 
 /// The runtime the shims drive their calls on (two workers: the
 /// connections' drivers and the lease tasks run there).
@@ -226,6 +228,59 @@ mod postgres {
     jobs_api_suite!(run = on_the_server);
 }
 
+/// Redis's async handle, queues on the test binary's server, in a
+/// database of their own (as in `jobs_redis`: qless's job ids are global
+/// to a database, and the suite's clock would expire other tests' jobs).
+struct Redis {
+    db: u32,
+}
+
+impl Redis {
+    fn new() -> Self {
+        static MADE: AtomicUsize = AtomicUsize::new(0);
+        let made = MADE.fetch_add(1, Ordering::Relaxed);
+        Redis {
+            // Database 0 is for the tests below.
+            db: 1 + (made % 63) as u32,
+        }
+    }
+
+    fn open(&self, name: &str, settings: &Settings) -> dque::jobs::AsyncRedisJobs {
+        let server = RedisServer::get().expect("checked by the test");
+        let options = RedisOptions::new()
+            .lease_time(settings.lease_time)
+            .max_attempts(settings.max_attempts)
+            .backoff(settings.backoff)
+            .clock(Arc::new(settings.clock.clone()));
+        runtime()
+            .block_on(options.connect_async(&server.url(self.db), name))
+            .expect("connect")
+    }
+}
+
+impl Backend for Redis {
+    fn make(&self, name: &str, settings: &Settings) -> Arc<dyn JobQueue> {
+        Blocking::shim(self.open(name, settings))
+    }
+
+    fn reopen(&self, name: &str, settings: &Settings) -> Arc<dyn JobQueue> {
+        Blocking::shim(self.open(name, settings))
+    }
+}
+
+mod redis {
+    use super::*;
+
+    /// Runs a check of the suite on the server, if there is one.
+    fn on_the_server(check: fn(&dyn Backend)) {
+        if RedisServer::get().is_some() {
+            check(&Redis::new());
+        }
+    }
+
+    jobs_api_suite!(run = on_the_server);
+}
+
 /// Tests share the server; the one that restarts it has it alone.
 static SERVER_USE: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
@@ -367,6 +422,32 @@ mod dropped_futures {
             .await
             .expect("connect");
         Some(Arc::new(queue))
+    }
+
+    async fn redis(name: &str) -> Option<Arc<dyn AsyncJobQueue>> {
+        let server = tokio::task::spawn_blocking(RedisServer::get)
+            .await
+            .unwrap()?;
+        let queue = RedisOptions::new()
+            .lease_time(Duration::from_secs(3600))
+            .connect_async(&server.url(0), &format!("{}-{name}", prefix()))
+            .await
+            .expect("connect");
+        Some(Arc::new(queue))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_random_drops() {
+        if let Some(q) = redis("random_drops").await {
+            dropped_lease_futures_lose_nothing(q).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_drop_after_commit() {
+        if let Some(q) = redis("drop_after_commit").await {
+            a_lease_dropped_after_the_server_committed_is_given_back(q).await;
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -92,6 +92,8 @@ pub use postgres::AsyncPgJobs;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgJobs, PgOptions, SCHEMA_VERSION};
 pub use queue_name::{check_queue_name, MAX_QUEUE_NAME_BYTES};
+#[cfg(all(feature = "redis", feature = "tokio"))]
+pub use redis::AsyncRedisJobs;
 #[cfg(feature = "redis")]
 pub use redis::{
     QlessJob, QlessPut, QueueCounts, RedisJobs, RedisOptions, WorkerJobs, DEFAULT_KLASS,

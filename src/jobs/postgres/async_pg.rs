@@ -43,7 +43,8 @@ use crate::jobs::Backoff;
 /// here, wakes waiting leases on the notifications of this queue (an
 /// enqueue, a retry, a job handed back), and they look again at least
 /// every 100 ms (a job falling due, or a lease running out, notifies no
-/// one). The statistics' merge, a transaction, runs about once a second
+/// one); a look cut by a lost connection is made again on a new one
+/// while the wait lasts. The statistics' merge, a transaction, runs about once a second
 /// on a second connection made for it, so no task's statement ever runs
 /// inside it. A lost connection is made again on the next call, with
 /// back-off while the server comes back (5 s at most); a write whose
@@ -228,8 +229,19 @@ impl AsyncPgJobs {
             // Registered before the look: a notification after it is kept.
             let mut woken = pin!(self.inner.news.notified());
             woken.as_mut().enable();
-            if let Some(lease) = self.take(1).await?.pop() {
-                return Ok(Some(lease));
+            match self.take(1).await {
+                Ok(mut taken) => {
+                    if let Some(lease) = taken.pop() {
+                        return Ok(Some(lease));
+                    }
+                }
+                // The connection broke under a look (a server restart):
+                // the look is made again on a new connection while there
+                // is time. Had the server leased a job for it, that job
+                // comes back when its lease ends, as after a crash.
+                Err(Error::OutcomeUnknown { .. })
+                    if deadline.is_none_or(|d| Instant::now() < d) => {}
+                Err(e) => return Err(e),
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
