@@ -1,7 +1,7 @@
-//! The async PostgreSQL handle (`AsyncPgJobs`) against the blocking one
-//! (`PgJobs`) on the same throwaway server, in one run; and 8 tasks on one
-//! async handle against one task (tokio-postgres pipelines their
-//! statements on the handle's one connection). Prints a markdown table
+//! The async server handles (`AsyncPgJobs`, `AsyncRedisJobs`) against the
+//! blocking ones (`PgJobs`, `RedisJobs`) on the same throwaway servers, in
+//! one run; and 8 tasks on one async handle against one task (their calls
+//! are pipelined on the handle's one connection). Prints markdown tables
 //! with the ratios issue 25 names.
 //!
 //! ```sh
@@ -17,13 +17,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dque::jobs::{AsyncJobQueue, AsyncPgJobs, JobQueue, NewJob, PgJobs, PgOptions};
+use dque::jobs::{AsyncJobQueue, JobQueue, NewJob, PgOptions, RedisOptions};
 use postgres::{Client, NoTls};
 
 #[path = "common/mod.rs"]
 mod common;
 #[path = "../tests/pg/mod.rs"]
 mod pg;
+#[path = "../tests/redis_server/mod.rs"]
+mod redis_server;
 #[path = "../tests/skip/mod.rs"]
 mod skip;
 use common::env_usize;
@@ -42,7 +44,7 @@ fn timed(f: impl FnOnce()) -> Duration {
 
 /// Enqueues `n` jobs one at a time, then leases and acks them one at a
 /// time: (enqueue/s, lease+ack/s).
-fn sync_case(queue: &PgJobs, n: usize) -> (f64, f64) {
+fn sync_case(queue: &dyn JobQueue, n: usize) -> (f64, f64) {
     let body = vec![7u8; BODY];
     let put = timed(|| {
         for _ in 0..n {
@@ -59,7 +61,7 @@ fn sync_case(queue: &PgJobs, n: usize) -> (f64, f64) {
 
 /// As [`sync_case`] with `tasks` tasks sharing the async handle, each
 /// doing its share.
-async fn async_case(queue: &Arc<AsyncPgJobs>, n: usize, tasks: usize) -> (f64, f64) {
+async fn async_case(queue: &Arc<dyn AsyncJobQueue>, n: usize, tasks: usize) -> (f64, f64) {
     let start = Instant::now();
     let putters: Vec<_> = (0..tasks)
         .map(|t| {
@@ -94,6 +96,48 @@ async fn async_case(queue: &Arc<AsyncPgJobs>, n: usize, tasks: usize) -> (f64, f
     (rate(n, put), rate(n, start.elapsed()))
 }
 
+/// One backend's row of figures: the three cases, best of `rounds`.
+fn measure(
+    runtime: &tokio::runtime::Runtime,
+    blocking: &dyn JobQueue,
+    one: &Arc<dyn AsyncJobQueue>,
+    eight: &Arc<dyn AsyncJobQueue>,
+    n: usize,
+    rounds: usize,
+) -> [(f64, f64); 3] {
+    // [sync, async 1 task, async 8 tasks] x (enqueue, lease+ack).
+    let mut best = [(0f64, 0f64); 3];
+    for _ in 0..rounds {
+        let got = [
+            sync_case(blocking, n),
+            runtime.block_on(async_case(one, n, 1)),
+            runtime.block_on(async_case(eight, n, 8)),
+        ];
+        for (b, g) in best.iter_mut().zip(got) {
+            *b = (b.0.max(g.0), b.1.max(g.1));
+        }
+    }
+    best
+}
+
+fn print(backend: &str, best: &[(f64, f64); 3]) {
+    println!("| {backend}: case | sync ops/s | async 1 task | async / sync (target ≥ 0.91x, i.e. within 1.1x) | async 8 tasks, one handle | 8 tasks / 1 task (target ≥ 3x) |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, pick) in [
+        ("enqueue, one at a time", 0),
+        ("lease + ack, one at a time", 1),
+    ] {
+        let get = |case: (f64, f64)| if pick == 0 { case.0 } else { case.1 };
+        let (s, a1, a8) = (get(best[0]), get(best[1]), get(best[2]));
+        println!(
+            "| {name} | {s:.0} | {a1:.0} | {:.2}x | {a8:.0} | {:.2}x |",
+            a1 / s,
+            a8 / a1
+        );
+    }
+    println!();
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -115,44 +159,41 @@ fn main() {
         .build()
         .unwrap();
     let blocking = PgOptions::new().connect(&url, "bench_sync").unwrap();
-    let one = Arc::new(
+    let one: Arc<dyn AsyncJobQueue> = Arc::new(
         runtime
             .block_on(PgOptions::new().connect_async(&url, "bench_async_1"))
             .unwrap(),
     );
-    let eight = Arc::new(
+    let eight: Arc<dyn AsyncJobQueue> = Arc::new(
         runtime
             .block_on(PgOptions::new().connect_async(&url, "bench_async_8"))
             .unwrap(),
     );
-    // [sync, async 1 task, async 8 tasks] x (enqueue, lease+ack), best of rounds.
-    let mut best = [(0f64, 0f64); 3];
-    for _ in 0..rounds {
-        let got = [
-            sync_case(&blocking, n),
-            runtime.block_on(async_case(&one, n, 1)),
-            runtime.block_on(async_case(&eight, n, 8)),
-        ];
-        for (b, g) in best.iter_mut().zip(got) {
-            *b = (b.0.max(g.0), b.1.max(g.1));
-        }
-    }
-    println!("PostgreSQL 15, one local server (Unix socket), synchronous_commit = {sync}, {n} jobs of {BODY} B, best of {rounds}, current-thread runtime");
+    let pg = measure(&runtime, &blocking, &one, &eight, n, rounds);
+    println!("{n} jobs of {BODY} B a case, best of {rounds}, a current-thread runtime; one local server each (Unix socket)");
     println!();
-    println!("| case | sync PgJobs ops/s | AsyncPgJobs 1 task | async / sync (target ≥ 0.91x, i.e. within 1.1x) | AsyncPgJobs 8 tasks, one handle | 8 tasks / 1 task (target ≥ 3x) |");
-    println!("|---|---:|---:|---:|---:|---:|");
-    for (name, pick) in [
-        ("enqueue, one at a time", 0),
-        ("lease + ack, one at a time", 1),
-    ] {
-        let get = |case: (f64, f64)| if pick == 0 { case.0 } else { case.1 };
-        let (s, a1, a8) = (get(best[0]), get(best[1]), get(best[2]));
-        println!(
-            "| {name} | {s:.0} | {a1:.0} | {:.2}x | {a8:.0} | {:.2}x |",
-            a1 / s,
-            a8 / a1
-        );
-    }
+    print(&format!("PostgreSQL 15 (synchronous_commit = {sync})"), &pg);
+    runtime.block_on(async {
+        one.close().await.unwrap();
+        eight.close().await.unwrap();
+    });
+    let Some(redis) = redis_server::RedisServer::get() else {
+        return;
+    };
+    let url = redis.url(0);
+    let blocking = RedisOptions::new().connect(&url, "bench_sync").unwrap();
+    let one: Arc<dyn AsyncJobQueue> = Arc::new(
+        runtime
+            .block_on(RedisOptions::new().connect_async(&url, "bench_async_1"))
+            .unwrap(),
+    );
+    let eight: Arc<dyn AsyncJobQueue> = Arc::new(
+        runtime
+            .block_on(RedisOptions::new().connect_async(&url, "bench_async_8"))
+            .unwrap(),
+    );
+    let best = measure(&runtime, &blocking, &one, &eight, n, rounds);
+    print("Redis", &best);
     runtime.block_on(async {
         one.close().await.unwrap();
         eight.close().await.unwrap();

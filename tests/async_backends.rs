@@ -282,10 +282,11 @@ mod redis {
 }
 
 /// Tests share the server; the one that restarts it has it alone.
-static SERVER_USE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+static SERVER_USE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-fn sharing() -> std::sync::RwLockReadGuard<'static, ()> {
-    SERVER_USE.read().unwrap_or_else(|e| e.into_inner())
+/// For a check of the suite (its thread is no runtime's).
+fn sharing() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    SERVER_USE.blocking_read()
 }
 
 /// How many rounds the random-drop checks run.
@@ -464,7 +465,7 @@ mod dropped_futures {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_random_drops() {
-        let _sharing = sharing();
+        let _sharing = SERVER_USE.read().await;
         if let Some(q) = postgres("random_drops").await {
             dropped_lease_futures_lose_nothing(q).await;
         }
@@ -472,7 +473,7 @@ mod dropped_futures {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_drop_after_commit() {
-        let _sharing = sharing();
+        let _sharing = SERVER_USE.read().await;
         if let Some(q) = postgres("drop_after_commit").await {
             a_lease_dropped_after_the_server_committed_is_given_back(q).await;
         }
@@ -487,7 +488,7 @@ async fn an_async_postgres_handle_connects_again_after_a_restart() {
     let Some(server) = tokio::task::spawn_blocking(PgServer::get).await.unwrap() else {
         return;
     };
-    let _alone = SERVER_USE.write().unwrap_or_else(|e| e.into_inner());
+    let _alone = SERVER_USE.write().await;
     let q: Arc<dyn AsyncJobQueue> = Arc::new(
         PgOptions::new()
             .connect_async(&server.url(), &format!("{}-restart", prefix()))

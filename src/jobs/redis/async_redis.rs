@@ -38,7 +38,7 @@ use crate::jobs::stats::{Counts, QueueStats};
 /// blocking one does (Redis tells no one of a put), sleeping on tokio's
 /// timer between looks.
 ///
-/// **Cancel safety** as [`AsyncPgJobs`](crate::jobs::AsyncJobQueue): a
+/// **Cancel safety** as on PostgreSQL ([`AsyncJobQueue`]): a
 /// lease runs in a task of its own, and jobs leased for a future dropped
 /// before it read them are handed back uncounted (the script's `release`).
 ///
@@ -111,7 +111,7 @@ impl AsyncRedisJobs {
         tokio::spawn(async move {
             let leases = core.lease_up_to(&*server, max).await;
             if let Err(Ok(leases)) = answer.send(leases) {
-                release_all(&core, &*server, leases).await;
+                release_all(&core, &server, leases).await;
             }
         });
         let mut taken = Answer {
