@@ -520,3 +520,56 @@ async fn an_async_postgres_handle_connects_again_after_a_restart() {
     q.ack(lease).await.unwrap();
     assert_eq!(q.counts().await.unwrap(), Counts::default());
 }
+
+// A Redis server restart under an async handle: its multiplexed
+// connection is made again (redis-rs's ConnectionManager) and the script
+// loaded again (the restarted server answers NOSCRIPT); the first call on
+// the dead connection may fail, saying its outcome is unknown or that it
+// did not run, never anything else, and the calls after it work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_redis_handle_works_again_after_its_server_restarts() {
+    let Some(mut server) = tokio::task::spawn_blocking(|| redis_server::OwnServer::start(&[]))
+        .await
+        .unwrap()
+    else {
+        return;
+    };
+    let q = RedisOptions::new()
+        .connect_async(&server.url(0, ""), "restarted")
+        .await
+        .expect("connect");
+    q.enqueue(NewJob::new("{}").id("before")).await.unwrap();
+    for pause in [Duration::ZERO, Duration::from_millis(300)] {
+        server = tokio::task::spawn_blocking(move || {
+            server.stop();
+            server.resume();
+            server
+        })
+        .await
+        .unwrap();
+        tokio::time::sleep(pause).await;
+        let mut failed = 0;
+        loop {
+            match q.enqueue(NewJob::new("{}").id("after")).await {
+                Ok(added) => {
+                    assert!(added.is_added(), "the restarted server is empty");
+                    break;
+                }
+                Err(dque::Error::OutcomeUnknown { .. } | dque::Error::Backend { .. })
+                    if failed < 3 =>
+                {
+                    failed += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("after {failed} failures: {e:?}"),
+            }
+        }
+        let lease = q
+            .lease()
+            .await
+            .unwrap()
+            .expect("the job put after the restart");
+        assert_eq!(lease.id, "after");
+        q.ack(lease).await.unwrap();
+    }
+}

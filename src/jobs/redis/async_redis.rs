@@ -33,7 +33,9 @@ use crate::jobs::stats::{Counts, QueueStats};
 /// calls are pipelined on it (sent without waiting for the answers before
 /// them). redis-rs's `ConnectionManager` makes it again when it breaks; a
 /// call whose connection broke under it fails with `OutcomeUnknown` (it
-/// may have run), and a server that lost the script is given it again.
+/// may have run; redis-rs reports a call on a connection found closed the
+/// same way, so the first call after a server restart fails so), and a
+/// server that lost the script is given it again.
 /// A waiting lease looks again after 1 ms, doubling to 50 ms, as the
 /// blocking one does (Redis tells no one of a put), sleeping on tokio's
 /// timer between looks.
