@@ -5,8 +5,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use super::job::{Enqueued, JobLease, Nacked, NewJob, Retry};
-use super::stats::Counts;
+use super::job::{DeadJob, Enqueued, JobLease, Nacked, NewJob, Retry, Waiting};
+use super::stats::{Counts, QueueStats};
 use crate::error::Result;
 
 /// A boxed future, `Send`, borrowing the queue: what [`AsyncJobQueue`]'s
@@ -15,21 +15,27 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One job queue for async workers. Object safe: a worker holds a
 /// `Box<dyn AsyncJobQueue>` (or an `Arc`) and runs on any backend that
-/// implements it; today the embedded queue
-/// ([`AsyncEmbeddedJobs`](super::AsyncEmbeddedJobs)).
+/// implements it: the embedded queue
+/// ([`AsyncEmbeddedJobs`](super::AsyncEmbeddedJobs)), PostgreSQL
+/// (`AsyncPgJobs`, features `postgres` and `tokio`) and Redis
+/// (`AsyncRedisJobs`, features `redis` and `tokio`).
 ///
 /// The contract is [`JobQueue`](super::JobQueue)'s (see the [module
 /// documentation](super)); each method's future resolves to what the
 /// blocking call returns. Waiting ([`lease_timeout`](Self::lease_timeout))
 /// holds no thread.
 ///
-/// **Cancel safety.** `lease` and `lease_timeout` are cancel-safe: a
-/// future dropped before it completes leaves no job leased (a job it took
-/// is released, its attempt not counted). The settling calls (`ack`,
-/// `nack`, `release`, `fail`) and `enqueue` run to their end once polled,
-/// even if their future is dropped; dropped before their first poll they
-/// did nothing (a lease moved into one is then left to its lease time,
-/// as a dropped [`JobLease`] is).
+/// **Cancel safety.** `lease`, `lease_timeout` and `lease_batch` are
+/// cancel-safe: a future dropped before it completes leaves no job leased
+/// (a job it took is released, its attempt not counted). The reads
+/// (`counts`, `waiting`, `dead`, `stats`) are cancel-safe: they change
+/// nothing. The other calls (`enqueue`, `enqueue_batch`, the settling
+/// calls `ack`, `nack`, `release`, `fail`, and `set_priority`, `cancel`,
+/// `requeue_dead`) are not: dropped after their first poll, what they
+/// asked may or may not be done (with a server: it runs if the request
+/// was sent); dropped before their first poll they did nothing (a lease
+/// moved into one is then left to its lease time, as a dropped
+/// [`JobLease`] is).
 ///
 /// ```
 /// use dque::jobs::{AsyncEmbeddedJobs, AsyncJobQueue, EmbeddedJobs, NewJob};
@@ -76,6 +82,14 @@ pub trait AsyncJobQueue: Send + Sync + std::fmt::Debug {
     /// As [`JobQueue::lease_timeout`](super::JobQueue::lease_timeout).
     fn lease_timeout(&self, wait: Duration) -> BoxFuture<'_, Result<Option<JobLease>>>;
 
+    /// Leases up to `max` ready jobs at once, in lease order, without
+    /// waiting ([`JobQueue::lease_batch`](super::JobQueue::lease_batch)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn lease_batch(&self, max: usize) -> BoxFuture<'_, Result<Vec<JobLease>>>;
+
     /// Ends the job ([`JobQueue::ack`](super::JobQueue::ack)).
     ///
     /// # Errors
@@ -115,6 +129,51 @@ pub trait AsyncJobQueue: Send + Sync + std::fmt::Debug {
     ///
     /// As the blocking call.
     fn fail<'a>(&'a self, lease: JobLease, reason: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// Changes the priority of waiting job `id`
+    /// ([`JobQueue::set_priority`](super::JobQueue::set_priority)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn set_priority<'a>(&'a self, id: &'a str, priority: i32) -> BoxFuture<'a, Result<()>>;
+
+    /// Removes waiting job `id` ([`JobQueue::cancel`](super::JobQueue::cancel)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// Up to `max` waiting jobs ([`JobQueue::waiting`](super::JobQueue::waiting)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn waiting(&self, max: usize) -> BoxFuture<'_, Result<Vec<Waiting>>>;
+
+    /// Up to `max` dead letters, oldest first ([`JobQueue::dead`](super::JobQueue::dead)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn dead(&self, max: usize) -> BoxFuture<'_, Result<Vec<DeadJob>>>;
+
+    /// Puts dead letter `id` back, ready
+    /// ([`JobQueue::requeue_dead`](super::JobQueue::requeue_dead)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn requeue_dead<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// The counts and the statistics of the days on record
+    /// ([`JobQueue::stats`](super::JobQueue::stats)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn stats(&self) -> BoxFuture<'_, Result<QueueStats>>;
 
     /// Jobs by state, now ([`JobQueue::counts`](super::JobQueue::counts)).
     ///

@@ -87,9 +87,13 @@ pub use job::{
     DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, WaitState, Waiting,
     MAX_HEADER_NAME_BYTES, MAX_JOB_ID_BYTES,
 };
+#[cfg(all(feature = "postgres", feature = "tokio"))]
+pub use postgres::AsyncPgJobs;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgJobs, PgOptions, SCHEMA_VERSION};
 pub use queue_name::{check_queue_name, MAX_QUEUE_NAME_BYTES};
+#[cfg(all(feature = "redis", feature = "tokio"))]
+pub use redis::AsyncRedisJobs;
 #[cfg(feature = "redis")]
 pub use redis::{
     QlessJob, QlessPut, QueueCounts, RedisJobs, RedisOptions, WorkerJobs, DEFAULT_KLASS,

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use super::{unix_ms, EmbeddedJobs, Schedule, LEASE_POLL};
 use crate::error::{Error, Result};
 use crate::jobs::async_contract::{AsyncJobQueue, BoxFuture};
-use crate::jobs::job::{Enqueued, JobLease, Nacked, NewJob, Retry};
-use crate::jobs::stats::Counts;
+use crate::jobs::job::{DeadJob, Enqueued, JobLease, Nacked, NewJob, Retry, Waiting};
+use crate::jobs::stats::{Counts, QueueStats};
 use crate::jobs::JobQueue;
 use crate::queue::asynchronous::offload::run;
 
@@ -57,16 +57,30 @@ impl AsyncEmbeddedJobs {
     /// One try to lease, cancel-safe: on the blocking pool, a job taken
     /// for a future dropped meanwhile is released, its attempt uncounted.
     async fn try_lease(&self) -> Result<Option<JobLease>> {
+        Ok(self.take(1).await?.pop())
+    }
+
+    /// Up to `max` leases without waiting, cancel-safe as
+    /// [`try_lease`](Self::try_lease).
+    async fn take(&self, max: usize) -> Result<Vec<JobLease>> {
+        let take = move |jobs: &EmbeddedJobs| -> Result<Vec<JobLease>> {
+            match max {
+                1 => Ok(jobs.lease_now()?.into_iter().collect()),
+                _ => JobQueue::lease_batch(jobs, max),
+            }
+        };
         if !self.jobs.safe || tokio::runtime::Handle::try_current().is_err() {
-            // Inline: it returns in the poll that took the job.
-            return self.jobs.lease_now();
+            // Inline: it returns in the poll that took the jobs.
+            return take(&self.jobs);
         }
         let (answer, taken) = tokio::sync::oneshot::channel();
         let jobs = Arc::clone(&self.jobs);
         tokio::task::spawn_blocking(move || {
-            if let Err(Ok(Some(lease))) = answer.send(jobs.lease_now()) {
-                // Its future is gone: no one owns the job.
-                let _ = jobs.release(lease);
+            if let Err(Ok(leases)) = answer.send(take(&jobs)) {
+                // Its future is gone: no one owns the jobs.
+                for lease in leases {
+                    let _ = jobs.release(lease);
+                }
             }
         });
         let mut taken = Answer {
@@ -120,7 +134,7 @@ impl AsyncEmbeddedJobs {
 /// channel closed and gives it back itself.
 struct Answer {
     jobs: Arc<EmbeddedJobs>,
-    taken: tokio::sync::oneshot::Receiver<Result<Option<JobLease>>>,
+    taken: tokio::sync::oneshot::Receiver<Result<Vec<JobLease>>>,
 }
 
 impl Drop for Answer {
@@ -129,10 +143,15 @@ impl Drop for Answer {
         // back); one before it is read here. (Read, then closed, a value
         // sent in between would be dropped with the channel.)
         self.taken.close();
-        if let Ok(Ok(Some(lease))) = self.taken.try_recv() {
+        if let Ok(Ok(leases)) = self.taken.try_recv() {
+            if leases.is_empty() {
+                return;
+            }
             let jobs = Arc::clone(&self.jobs);
             let release = move || {
-                let _ = jobs.release(lease);
+                for lease in leases {
+                    let _ = jobs.release(lease);
+                }
             };
             // A release fsyncs in Safe mode: not on a task's thread.
             match tokio::runtime::Handle::try_current() {
@@ -164,6 +183,10 @@ impl AsyncJobQueue for AsyncEmbeddedJobs {
         Box::pin(self.lease_until(Instant::now().checked_add(wait)))
     }
 
+    fn lease_batch(&self, max: usize) -> BoxFuture<'_, Result<Vec<JobLease>>> {
+        Box::pin(self.take(max))
+    }
+
     fn ack(&self, lease: JobLease) -> BoxFuture<'_, Result<()>> {
         Box::pin(self.call(move |jobs| jobs.ack(lease)))
     }
@@ -190,6 +213,34 @@ impl AsyncJobQueue for AsyncEmbeddedJobs {
     fn fail<'a>(&'a self, lease: JobLease, reason: &'a str) -> BoxFuture<'a, Result<()>> {
         let reason = reason.to_owned();
         Box::pin(self.call(move |jobs| jobs.fail(lease, &reason)))
+    }
+
+    fn set_priority<'a>(&'a self, id: &'a str, priority: i32) -> BoxFuture<'a, Result<()>> {
+        let id = id.to_owned();
+        Box::pin(self.call(move |jobs| jobs.set_priority(&id, priority)))
+    }
+
+    fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        let id = id.to_owned();
+        Box::pin(self.call(move |jobs| jobs.cancel(&id)))
+    }
+
+    fn waiting(&self, max: usize) -> BoxFuture<'_, Result<Vec<Waiting>>> {
+        // Reads: inline, as `counts`.
+        Box::pin(async move { self.jobs.waiting(max) })
+    }
+
+    fn dead(&self, max: usize) -> BoxFuture<'_, Result<Vec<DeadJob>>> {
+        Box::pin(async move { self.jobs.dead(max) })
+    }
+
+    fn requeue_dead<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        let id = id.to_owned();
+        Box::pin(self.call(move |jobs| jobs.requeue_dead(&id)))
+    }
+
+    fn stats(&self) -> BoxFuture<'_, Result<QueueStats>> {
+        Box::pin(async move { self.jobs.stats() })
     }
 
     fn counts(&self) -> BoxFuture<'_, Result<Counts>> {

@@ -17,8 +17,8 @@ use crate::error::{Error, Result};
 /// starting up) before it fails; the next call tries again.
 pub const RECONNECT_FOR: Duration = Duration::from_secs(5);
 /// The first pause between tries, doubled each time up to [`MAX_PAUSE`].
-const FIRST_PAUSE: Duration = Duration::from_millis(25);
-const MAX_PAUSE: Duration = Duration::from_secs(1);
+pub(super) const FIRST_PAUSE: Duration = Duration::from_millis(25);
+pub(super) const MAX_PAUSE: Duration = Duration::from_secs(1);
 
 /// What every connection of a handle sets first.
 ///
@@ -32,7 +32,7 @@ const MAX_PAUSE: Duration = Duration::from_secs(1);
 /// statement, not per call): with sorts off they walk the index whatever
 /// the parameters, and planning a lease anew each call cost more than
 /// running it.
-const SESSION: &str =
+pub(super) const SESSION: &str =
     "SET enable_sort = off; SET jit = off; SET plan_cache_mode = force_generic_plan";
 
 /// How long a connection may sit unused before a call first checks, with

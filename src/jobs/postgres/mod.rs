@@ -4,9 +4,15 @@
 //! for each other nor take the same job; a lease is a deadline in the row,
 //! so a worker that dies simply lets it pass and another takes the job.
 
+#[cfg(feature = "tokio")]
+mod async_link;
+#[cfg(feature = "tokio")]
+mod async_pg;
 mod connection;
 mod errors;
+mod rows;
 mod schema;
+mod statements;
 mod stats_log;
 
 use std::collections::BTreeMap;
@@ -21,15 +27,17 @@ use postgres::{Client, GenericClient, NoTls, Row};
 
 use connection::Conn;
 use errors::{db, sent};
+use statements::Statements;
 
+#[cfg(feature = "tokio")]
+pub use async_pg::AsyncPgJobs;
 pub use schema::SCHEMA_VERSION;
 
 use super::clock::{from_unix_ms, unix_ms, Clock, SystemClock};
 use super::job::{
-    new_job_id, DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, WaitState,
-    Waiting,
+    new_job_id, DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, Waiting,
 };
-use super::stats::{Counts, DayStats, Histogram, QueueStats, Timing};
+use super::stats::{Counts, DayStats, QueueStats, Timing};
 use super::{Backoff, JobQueue};
 use crate::error::{Error, Result};
 
@@ -158,6 +166,7 @@ impl PgOptions {
             queue: queue.to_owned(),
             qno,
             hot: Hot::new(&tables),
+            sql: Statements::new(&tables),
             tables,
             link: Mutex::new(Conn::new(client, url.clone())?),
             url,
@@ -418,6 +427,8 @@ pub struct PgJobs {
     tables: Tables,
     /// The text of the statements of the hot path, made once.
     hot: Hot,
+    /// The text of the others.
+    sql: Statements,
     link: Mutex<Conn>,
     /// The connection string, for the listening connection.
     url: Option<String>,
@@ -541,16 +552,23 @@ impl PgJobs {
     }
 
     fn check_new(&self, job: &NewJob) -> Result<()> {
-        job.check()?;
-        if job.body.len() > MAX_BODY {
-            return Err(Error::ItemTooLarge {
-                size: job.body.len(),
-                max: MAX_BODY as u32,
-            });
-        }
-        Ok(())
+        check_new(job)
     }
+}
 
+/// Whether this backend can hold `job`.
+fn check_new(job: &NewJob) -> Result<()> {
+    job.check()?;
+    if job.body.len() > MAX_BODY {
+        return Err(Error::ItemTooLarge {
+            size: job.body.len(),
+            max: MAX_BODY as u32,
+        });
+    }
+    Ok(())
+}
+
+impl PgJobs {
     /// Inserts `jobs` with one statement; the answer for each, in order.
     /// `own`: on this handle's connection (not in a caller's transaction,
     /// which an error would abort), where jobs without caller ids take
@@ -565,25 +583,15 @@ impl PgJobs {
         if own && jobs.iter().all(|job| job.id.is_none()) {
             return self.insert_new(client, jobs, now);
         }
-        let count = jobs.len();
-        let mut ids = Vec::with_capacity(count);
-        let mut caller = Vec::with_capacity(count);
-        let mut priorities = Vec::with_capacity(count);
-        let mut bodies = Vec::with_capacity(count);
-        let mut names = Vec::with_capacity(count);
-        let mut values = Vec::with_capacity(count);
-        let mut ready = Vec::with_capacity(count);
-        for job in jobs {
-            ready.push(ms(job.ready_at(now).max(now)));
-            caller.push(job.id.is_some());
-            ids.push(job.id.unwrap_or_else(new_job_id));
-            priorities.push(job.priority);
-            bodies.push(job.body);
-            // One JSON array of names and one of values per job, made
-            // text arrays again in SQL (unnest cannot take arrays of arrays).
-            names.push(json_array(job.headers.iter().map(|(n, _)| n.as_str())));
-            values.push(json_array(job.headers.iter().map(|(_, v)| v.as_str())));
-        }
+        let InsertArgs {
+            ids,
+            caller,
+            priorities,
+            bodies,
+            names,
+            values,
+            ready,
+        } = InsertArgs::new(jobs, now);
         let rows = client
             .query(
                 &self.hot.insert,
@@ -602,20 +610,7 @@ impl PgJobs {
                 ],
             )
             .map_err(sent)?;
-        let added: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
-        let mut seen = std::collections::HashSet::new();
-        let answers = ids
-            .into_iter()
-            .map(|id| {
-                // An id given twice in one batch is added once.
-                if added.contains(&id) && seen.insert(id.clone()) {
-                    Enqueued::Added(id)
-                } else {
-                    Enqueued::AlreadyQueued(id)
-                }
-            })
-            .collect();
-        Ok(answers)
+        Ok(answers(ids, &rows))
     }
 
     /// Inserts jobs that have no caller id, with one statement. Their ids
@@ -633,21 +628,14 @@ impl PgJobs {
         now: SystemTime,
     ) -> Result<Vec<Enqueued>> {
         let count = jobs.len();
-        let with_headers = jobs.iter().any(|job| !job.headers.is_empty());
-        let mut priorities = Vec::with_capacity(count);
-        let mut bodies = Vec::with_capacity(count);
-        let mut names = Vec::new();
-        let mut values = Vec::new();
-        let mut ready = Vec::with_capacity(count);
-        for job in jobs {
-            ready.push(ms(job.ready_at(now).max(now)));
-            priorities.push(job.priority);
-            if with_headers {
-                names.push(json_array(job.headers.iter().map(|(n, _)| n.as_str())));
-                values.push(json_array(job.headers.iter().map(|(_, v)| v.as_str())));
-            }
-            bodies.push(job.body);
-        }
+        let NewArgs {
+            with_headers,
+            priorities,
+            bodies,
+            names,
+            values,
+            ready,
+        } = NewArgs::new(jobs, now);
         // Another collision with the new ids would not be chance: the
         // third try reports it.
         let now_ms = ms(now);
@@ -712,25 +700,9 @@ impl PgJobs {
             if rows.is_empty() {
                 break;
             }
-            let mut taken: Vec<(Row, Job)> = rows
-                .into_iter()
-                .map(|row| {
-                    let job = job_of(&row);
-                    (row, job)
-                })
-                .collect();
-            // RETURNING keeps no order: the lease order is the queue's.
-            taken.sort_by_key(|(row, job)| {
-                (
-                    job.priority,
-                    row.get::<_, i64>("ready_at"),
-                    row.get::<_, i64>("seq"),
-                )
-            });
+            let taken = taken_in_order(rows);
             let mut buried = false;
-            for (row, job) in taken {
-                let seq: i64 = row.get("seq");
-                let token: i64 = row.get("lease_token");
+            for (seq, token, job) in taken {
                 if job.attempt > self.max_attempts {
                     // Leased that often by workers that never came back.
                     let reason = format!(
@@ -772,15 +744,11 @@ impl PgJobs {
             return Ok(());
         }
         let (seqs, tokens): (Vec<i64>, Vec<i64>) = held.into_iter().unzip();
-        let sql = format!(
-            "UPDATE {jobs} j SET lease_until = NULL, lease_token = NULL
-             FROM unnest($1::bigint[], $2::bigint[]) AS h(seq, token)
-             WHERE j.seq = h.seq AND j.state = 0 AND j.lease_token = h.token",
-            jobs = self.tables.jobs
-        );
         let mut client = self.link.lock();
         client.ready()?;
-        client.execute(&sql, &[&seqs, &tokens]).map_err(sent)?;
+        client
+            .execute(&self.sql.hand_back, &[&seqs, &tokens])
+            .map_err(sent)?;
         self.notify(&mut *client)
     }
 
@@ -804,15 +772,16 @@ impl PgJobs {
         }
     }
 
-    /// Runs `set` on the leased row (`$1` seq, `$2` token, `$3` the real
-    /// time, then `params`) if the lease still holds; `LeaseLost` if not.
-    /// With `retry_on`, a retry is logged for that day in the same
-    /// statement.
+    /// Runs `sql` (one of [`Statements`]' updates of a leased row: `$1`
+    /// seq, `$2` token, `$3` the real time, then `params`) if the lease
+    /// still holds; `LeaseLost` if not. With `retry_on`, the statement
+    /// logs a retry for that day (its last two parameters, the queue's
+    /// name and the day, are added here) and returns the count changed.
     fn on_lease(
         &self,
         client: &mut dyn Db,
         lease: &JobLease,
-        set: &str,
+        sql: &str,
         params: &[&(dyn ToSql + Sync)],
         retry_on: Option<SystemTime>,
     ) -> Result<()> {
@@ -820,42 +789,13 @@ impl PgJobs {
         let real_now = Self::real_now_ms();
         let mut all: Vec<&(dyn ToSql + Sync)> = vec![&seq, &token, &real_now];
         all.extend_from_slice(params);
-        let update = format!(
-            "UPDATE {jobs} SET {set} WHERE seq = $1 AND state = 0 AND lease_token = $2 \
-             AND lease_until > $3",
-            jobs = self.tables.jobs
-        );
         let day = retry_on.map(day_of);
         let changed = match &day {
-            None => client.execute(&update, &all).map_err(sent)?,
+            None => client.execute(sql, &all).map_err(sent)?,
             Some(day) => {
-                let (queue_at, day_at) = (all.len() + 1, all.len() + 2);
                 all.push(&self.queue);
                 all.push(day);
-                // The wait kept in the row goes with the retry's log row
-                // (`old` reads it before the update; it is only written by
-                // a lease, which would have changed the token).
-                let sql = format!(
-                    "WITH old AS (
-                         SELECT wait_day, wait_ms FROM {jobs} WHERE seq = $1 AND state = 0
-                             AND lease_token = $2 AND lease_until > $3),
-                     done AS ({cleared} RETURNING seq),
-                     logged AS ({log})
-                     SELECT count(*) FROM done",
-                    jobs = self.tables.jobs,
-                    cleared = update.replacen(
-                        " WHERE seq = $1",
-                        ", wait_day = NULL, wait_ms = NULL WHERE seq = $1",
-                        1
-                    ),
-                    log = stats_log::insert(
-                        &self.tables.log,
-                        stats_log::RETRY,
-                        [&format!("${queue_at}"), &format!("${day_at}"), "0", "NULL"],
-                        "done, old"
-                    )
-                );
-                let row = client.query_one(&sql, &all).map_err(sent)?;
+                let row = client.query_one(sql, &all).map_err(sent)?;
                 row.get::<_, i64>(0) as u64
             }
         };
@@ -874,31 +814,10 @@ impl PgJobs {
         (reason, message): (&str, &str),
         now: SystemTime,
     ) -> Result<bool> {
-        // The failure is logged in the same statement, under the group of
-        // its reason (the message may add to it), with the wait kept in the
-        // row if this was its first attempt (the row keeps it, dead rows
-        // are not read for waits; `requeue_dead` clears it).
-        let sql = format!(
-            "WITH buried AS (
-                 UPDATE {jobs} SET state = 2, reason = $3, died = nextval('{deaths}'),
-                     lease_until = NULL, lease_token = NULL
-                 WHERE seq = $1 AND state = 0 AND lease_token = $2
-                 RETURNING seq, wait_day, wait_ms),
-             logged AS ({log})
-             SELECT count(*) FROM buried",
-            jobs = self.tables.jobs,
-            deaths = self.tables.deaths,
-            log = stats_log::insert(
-                &self.tables.log,
-                stats_log::FAILURE,
-                ["$4", "$5", "0", "$6"],
-                "buried"
-            ),
-        );
         let group = super::stats::failure_group(reason);
         let row = client
             .query_one(
-                &sql,
+                &self.sql.bury,
                 &[&seq, &token, &message, &self.queue, &day_of(now), &group],
             )
             .map_err(sent)?;
@@ -907,7 +826,7 @@ impl PgJobs {
 
     fn notify(&self, client: &mut dyn Db) -> Result<()> {
         client
-            .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &self.queue])
+            .execute(statements::NOTIFY, &[&CHANNEL, &self.queue])
             .map(drop)
             .map_err(sent)
     }
@@ -947,21 +866,13 @@ impl PgJobs {
         // One merger of a queue at a time; the others go on at once (their
         // rows are merged by this one or the next).
         let sole: bool = tx
-            .query_one(
-                "SELECT pg_try_advisory_xact_lock(hashtext('dque stats ' || $1 || ' ' || $2))",
-                &[&self.tables.log, &self.queue],
-            )
+            .query_one(statements::MERGE_LOCK, &[&self.tables.log, &self.queue])
             .map_err(db)?
             .get(0);
         if !sole {
             return Ok(());
         }
-        let sql = format!(
-            "DELETE FROM {log} WHERE queue = $1 RETURNING {columns}",
-            log = self.tables.log,
-            columns = stats_log::COLUMNS
-        );
-        let rows = tx.query(&sql, &[&self.queue]).map_err(db)?;
+        let rows = tx.query(&self.sql.merge_take, &[&self.queue]).map_err(db)?;
         if rows.is_empty() {
             return Ok(());
         }
@@ -974,39 +885,6 @@ impl PgJobs {
     }
 
     fn merge_days(&self, client: &mut dyn Db, days: &BTreeMap<u64, DayStats>) -> Result<()> {
-        let add = |column: &str| {
-            format!(
-                "{column} = {stats}.{column} + EXCLUDED.{column}",
-                stats = self.tables.stats
-            )
-        };
-        let add_hist = |column: &str| {
-            format!(
-                "{column} = ARRAY(SELECT a + b FROM unnest({stats}.{column}, EXCLUDED.{column}) AS t(a, b))",
-                stats = self.tables.stats
-            )
-        };
-        let sql = format!(
-            "INSERT INTO {stats} (queue, day, wait_count, wait_sum, wait_sumsq, wait_hist,
-                                  run_count, run_sum, run_sumsq, run_hist, retries)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-             ON CONFLICT (queue, day) DO UPDATE SET {}, {}, {}, {}, {}, {}, {}, {}, {}",
-            add("wait_count"),
-            add("wait_sum"),
-            add("wait_sumsq"),
-            add_hist("wait_hist"),
-            add("run_count"),
-            add("run_sum"),
-            add("run_sumsq"),
-            add_hist("run_hist"),
-            add("retries"),
-            stats = self.tables.stats,
-        );
-        let failures = format!(
-            "INSERT INTO {failures} (queue, day, grp, count) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (queue, day, grp) DO UPDATE SET count = {failures}.count + EXCLUDED.count",
-            failures = self.tables.failures
-        );
         // Days in order, so two mergers lock the daily rows in one order.
         for (&day, stats) in days {
             let day = day as i64;
@@ -1014,7 +892,7 @@ impl PgJobs {
             let retries = stats.retries as i64;
             client
                 .execute(
-                    &sql,
+                    &self.sql.merge_day,
                     &[
                         &self.queue,
                         &day,
@@ -1032,7 +910,10 @@ impl PgJobs {
                 .map_err(db)?;
             for (group, count) in &stats.failures {
                 client
-                    .execute(&failures, &[&self.queue, &day, group, &(*count as i64)])
+                    .execute(
+                        &self.sql.merge_failure,
+                        &[&self.queue, &day, group, &(*count as i64)],
+                    )
                     .map_err(db)?;
             }
         }
@@ -1072,6 +953,123 @@ impl PgJobs {
         }
         Ok(())
     }
+}
+
+/// The arrays of `Hot::insert` for `jobs` enqueued at `now`.
+struct InsertArgs {
+    ids: Vec<String>,
+    caller: Vec<bool>,
+    priorities: Vec<i32>,
+    bodies: Vec<Vec<u8>>,
+    names: Vec<String>,
+    values: Vec<String>,
+    ready: Vec<i64>,
+}
+
+impl InsertArgs {
+    fn new(jobs: Vec<NewJob>, now: SystemTime) -> InsertArgs {
+        let count = jobs.len();
+        let mut args = InsertArgs {
+            ids: Vec::with_capacity(count),
+            caller: Vec::with_capacity(count),
+            priorities: Vec::with_capacity(count),
+            bodies: Vec::with_capacity(count),
+            names: Vec::with_capacity(count),
+            values: Vec::with_capacity(count),
+            ready: Vec::with_capacity(count),
+        };
+        for job in jobs {
+            args.ready.push(ms(job.ready_at(now).max(now)));
+            args.caller.push(job.id.is_some());
+            args.ids.push(job.id.unwrap_or_else(new_job_id));
+            args.priorities.push(job.priority);
+            args.bodies.push(job.body);
+            // One JSON array of names and one of values per job, made
+            // text arrays again in SQL (unnest cannot take arrays of arrays).
+            args.names
+                .push(json_array(job.headers.iter().map(|(n, _)| n.as_str())));
+            args.values
+                .push(json_array(job.headers.iter().map(|(_, v)| v.as_str())));
+        }
+        args
+    }
+}
+
+/// The answer for each of `ids`, in order, from the ids `Hot::insert` added.
+fn answers(ids: Vec<String>, rows: &[Row]) -> Vec<Enqueued> {
+    let added: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
+    let mut seen = std::collections::HashSet::new();
+    ids.into_iter()
+        .map(|id| {
+            // An id given twice in one batch is added once.
+            if added.contains(&id) && seen.insert(id.clone()) {
+                Enqueued::Added(id)
+            } else {
+                Enqueued::AlreadyQueued(id)
+            }
+        })
+        .collect()
+}
+
+/// The arrays of `Hot::insert_new` for `jobs` (no caller ids) enqueued at
+/// `now`; header arrays only if some job has headers.
+struct NewArgs {
+    with_headers: bool,
+    priorities: Vec<i32>,
+    bodies: Vec<Vec<u8>>,
+    names: Vec<String>,
+    values: Vec<String>,
+    ready: Vec<i64>,
+}
+
+impl NewArgs {
+    fn new(jobs: Vec<NewJob>, now: SystemTime) -> NewArgs {
+        let count = jobs.len();
+        let with_headers = jobs.iter().any(|job| !job.headers.is_empty());
+        let mut args = NewArgs {
+            with_headers,
+            priorities: Vec::with_capacity(count),
+            bodies: Vec::with_capacity(count),
+            names: Vec::new(),
+            values: Vec::new(),
+            ready: Vec::with_capacity(count),
+        };
+        for job in jobs {
+            args.ready.push(ms(job.ready_at(now).max(now)));
+            args.priorities.push(job.priority);
+            if with_headers {
+                args.names
+                    .push(json_array(job.headers.iter().map(|(n, _)| n.as_str())));
+                args.values
+                    .push(json_array(job.headers.iter().map(|(_, v)| v.as_str())));
+            }
+            args.bodies.push(job.body);
+        }
+        args
+    }
+}
+
+/// The rows a lease statement returned, as (row, token, job), in the
+/// queue's lease order (RETURNING keeps no order).
+fn taken_in_order(rows: Vec<Row>) -> Vec<(i64, i64, Job)> {
+    let mut taken: Vec<(i32, i64, i64, i64, Job)> = rows
+        .into_iter()
+        .map(|row| {
+            let job = job_of(&row);
+            (
+                job.priority,
+                row.get::<_, i64>("ready_at"),
+                row.get::<_, i64>("seq"),
+                row.get::<_, i64>("lease_token"),
+                job,
+            )
+        })
+        .collect();
+    taken.sort_by_key(|(priority, ready, seq, _, _)| (*priority, *ready, *seq));
+    taken
+        .into_iter()
+        .map(|(_, _, seq, token, job)| (seq, token, job))
+        .collect()
 }
 
 /// `parts` as a JSON array of strings.
@@ -1188,17 +1186,10 @@ impl JobQueue for PgJobs {
         let now = self.now();
         let at = super::job::due_after(now, delay);
         let mut client = self.client()?;
-        // In place (its ready time and order kept) when at once; else ready
-        // then, after the jobs scheduled for that time before it.
-        let later = format!(
-            "lease_until = NULL, lease_token = NULL, ready_at = $4, \
-             seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))",
-            jobs = self.tables.jobs
-        );
-        let set = if delay.is_zero() {
-            "lease_until = NULL, lease_token = NULL"
+        let sql = if delay.is_zero() {
+            &self.sql.nack_now
         } else {
-            later.as_str()
+            &self.sql.nack_later
         };
         let at_ms = ms(at);
         let params: Vec<&(dyn ToSql + Sync)> = if delay.is_zero() {
@@ -1206,7 +1197,7 @@ impl JobQueue for PgJobs {
         } else {
             vec![&at_ms]
         };
-        self.on_lease(&mut *client, &lease, set, &params, Some(now))?;
+        self.on_lease(&mut *client, &lease, sql, &params, Some(now))?;
         self.settled(&lease);
         // The retry is done: a lost notification only delays a worker by
         // its poll, and is no reason to report a failure.
@@ -1217,13 +1208,7 @@ impl JobQueue for PgJobs {
 
     fn release(&self, lease: JobLease) -> Result<()> {
         let mut client = self.client()?;
-        self.on_lease(
-            &mut *client,
-            &lease,
-            "attempts = attempts - 1, lease_until = NULL, lease_token = NULL",
-            &[],
-            None,
-        )?;
+        self.on_lease(&mut *client, &lease, &self.sql.release, &[], None)?;
         self.settled(&lease);
         let _ = self.notify(&mut *client);
         Ok(())
@@ -1232,7 +1217,7 @@ impl JobQueue for PgJobs {
     fn touch(&self, lease: &JobLease) -> Result<()> {
         let mut client = self.client()?;
         let until = Self::real_now_ms().saturating_add(duration_ms(self.lease_time));
-        self.on_lease(&mut *client, lease, "lease_until = $4", &[&until], None)
+        self.on_lease(&mut *client, lease, &self.sql.touch, &[&until], None)
     }
 
     fn fail(&self, lease: JobLease, reason: &str) -> Result<()> {
@@ -1242,19 +1227,9 @@ impl JobQueue for PgJobs {
     fn set_priority(&self, id: &str, priority: i32) -> Result<()> {
         let now = ms(self.now());
         let mut client = self.client()?;
-        // A ready job goes to the end of its new priority, as if enqueued
-        // now; a scheduled one keeps its due time. Unchanged: no move.
-        let sql = format!(
-            "UPDATE {jobs} SET priority = $3,
-                 ready_at = CASE WHEN ready_at <= $4 THEN $4 ELSE ready_at END,
-                 seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))
-             WHERE qno = $1 AND id = $2 AND state = 0 AND priority <> $3
-               AND (lease_until IS NULL OR lease_until <= $5)",
-            jobs = self.tables.jobs
-        );
         if client
             .execute(
-                &sql,
+                &self.sql.set_priority,
                 &[&self.qno, &id, &priority, &now, &Self::real_now_ms()],
             )
             .map_err(sent)?
@@ -1267,26 +1242,11 @@ impl JobQueue for PgJobs {
 
     fn cancel(&self, id: &str) -> Result<()> {
         let mut client = self.client()?;
-        // A job whose worker died keeps its first lease's wait in the
-        // row: logged by the same statement.
-        let sql = format!(
-            "WITH gone AS (
-                 DELETE FROM {jobs} WHERE qno = $1 AND id = $2 AND
-                     state = 0 AND (lease_until IS NULL OR lease_until <= $3)
-                 RETURNING wait_day, wait_ms),
-             logged AS ({log})
-             SELECT count(*) FROM gone",
-            jobs = self.tables.jobs,
-            log = stats_log::insert(
-                &self.tables.log,
-                stats_log::WAIT,
-                ["$4", "d", "m", "NULL"],
-                "(SELECT wait_day AS d, wait_ms AS m, NULL::bigint AS wait_day, \
-                  NULL::bigint AS wait_ms FROM gone WHERE wait_ms IS NOT NULL) w"
-            ),
-        );
         if client
-            .query_one(&sql, &[&self.qno, &id, &Self::real_now_ms(), &self.queue])
+            .query_one(
+                &self.sql.cancel,
+                &[&self.qno, &id, &Self::real_now_ms(), &self.queue],
+            )
             .map_err(sent)?
             .get::<_, i64>(0)
             > 0
@@ -1299,195 +1259,60 @@ impl JobQueue for PgJobs {
     fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
         let now = ms(self.now());
         let mut client = self.client()?;
-        let sql = format!(
-            "SELECT {JOB_COLUMNS}, lease_until FROM {jobs}
-             WHERE qno = $1 AND state < 2
-             ORDER BY (ready_at > $2),
-                      CASE WHEN ready_at <= $2 THEN priority END,
-                      ready_at, seq
-             LIMIT $3",
-            jobs = self.tables.jobs
-        );
         let limit = i64::try_from(max).unwrap_or(i64::MAX);
         let real_now = Self::real_now_ms();
-        let rows = client.query(&sql, &[&self.qno, &now, &limit]).map_err(db)?;
+        let rows = client
+            .query(&self.sql.waiting, &[&self.qno, &now, &limit])
+            .map_err(db)?;
         Ok(rows
             .iter()
-            .map(|row| {
-                let ready: i64 = row.get("ready_at");
-                let until: Option<i64> = row.get("lease_until");
-                let state = if until.is_some_and(|u| u > real_now) {
-                    WaitState::Leased
-                } else if ready > now {
-                    WaitState::Scheduled(from_unix_ms(ready as u64))
-                } else {
-                    WaitState::Ready
-                };
-                Waiting {
-                    job: job_of(row),
-                    state,
-                }
-            })
+            .map(|row| rows::waiting_of(row, now, real_now))
             .collect())
     }
 
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {
         let mut client = self.client()?;
-        let sql = format!(
-            "SELECT {JOB_COLUMNS}, reason FROM {jobs} WHERE qno = $1 AND state = 2
-             ORDER BY died LIMIT $2",
-            jobs = self.tables.jobs
-        );
         let limit = i64::try_from(max).unwrap_or(i64::MAX);
-        let rows = client.query(&sql, &[&self.qno, &limit]).map_err(db)?;
-        Ok(rows
-            .iter()
-            .map(|row| DeadJob {
-                job: job_of(row),
-                reason: row.get::<_, Option<String>>("reason").unwrap_or_default(),
-            })
-            .collect())
+        let rows = client
+            .query(&self.sql.dead, &[&self.qno, &limit])
+            .map_err(db)?;
+        Ok(rows.iter().map(rows::dead_of).collect())
     }
 
     fn requeue_dead(&self, id: &str) -> Result<()> {
         let now = ms(self.now());
         let mut client = self.client()?;
-        let sql = format!(
-            "UPDATE {jobs} SET state = 0, attempts = 0, ready_at = $3, reason = NULL, died = NULL,
-                 wait_day = NULL, wait_ms = NULL,
-                 seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))
-             WHERE seq = (SELECT seq FROM {jobs} WHERE qno = $1 AND id = $2 AND state = 2
-                          ORDER BY died LIMIT 1)",
-            jobs = self.tables.jobs
-        );
-        match client.execute(&sql, &[&self.qno, &id, &now]) {
-            Ok(0) => Err(Error::NoSuchJob { id: id.to_owned() }),
-            Ok(_) => {
-                let _ = self.notify(&mut *client);
-                Ok(())
-            }
-            Err(e) if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => {
-                Err(Error::InvalidJob {
-                    reason: format!("a job with id {id:?} is queued again already"),
-                })
-            }
-            Err(e) => Err(sent(e)),
-        }
+        let requeued = client.execute(&self.sql.requeue_dead, &[&self.qno, &id, &now]);
+        rows::requeued(requeued, id)?;
+        let _ = self.notify(&mut *client);
+        Ok(())
     }
 
     fn counts(&self) -> Result<Counts> {
         let now = ms(self.now());
         let mut client = self.client()?;
-        let sql = format!(
-            "SELECT
-                 count(*) FILTER (WHERE state = 0 AND ready_at <= $2
-                                    AND (lease_until IS NULL OR lease_until <= $3)),
-                 count(*) FILTER (WHERE state = 0 AND ready_at > $2),
-                 count(*) FILTER (WHERE state = 0 AND lease_until > $3),
-                 count(*) FILTER (WHERE state = 2)
-             FROM {jobs} WHERE qno = $1",
-            jobs = self.tables.jobs
-        );
         let row = client
-            .query_one(&sql, &[&self.qno, &now, &Self::real_now_ms()])
+            .query_one(&self.sql.counts, &[&self.qno, &now, &Self::real_now_ms()])
             .map_err(db)?;
-        let count = |i: usize| row.get::<_, i64>(i).max(0) as u64;
-        Ok(Counts {
-            ready: count(0),
-            scheduled: count(1),
-            leased: count(2),
-            dead: count(3),
-        })
+        Ok(rows::counts_of(&row))
     }
 
     fn stats(&self) -> Result<QueueStats> {
         let counts = self.counts()?;
         let mut client = self.client()?;
-        let sql = format!(
-            "SELECT day, wait_count, wait_sum, wait_sumsq, wait_hist,
-                    run_count, run_sum, run_sumsq, run_hist, retries
-             FROM {stats} WHERE queue = $1 ORDER BY day",
-            stats = self.tables.stats
-        );
-        let mut days: Vec<DayStats> = client
-            .query(&sql, &[&self.queue])
-            .map_err(db)?
-            .iter()
-            .map(|row| {
-                let timing = |count: &str, sum: &str, sumsq: &str, hist: &str| {
-                    let count: i64 = row.get(count);
-                    let sum: f64 = row.get(sum);
-                    let sumsq: f64 = row.get(sumsq);
-                    let buckets: Vec<i64> = row.get(hist);
-                    let n = count.max(0) as u64;
-                    let mean = if n > 0 { sum / n as f64 } else { 0.0 };
-                    Timing {
-                        count: n,
-                        mean,
-                        sum_squares: if n > 0 {
-                            (sumsq - sum * mean).max(0.0)
-                        } else {
-                            0.0
-                        },
-                        histogram: Histogram {
-                            buckets: buckets.into_iter().map(|b| b.max(0) as u64).collect(),
-                        },
-                    }
-                };
-                DayStats {
-                    day: row.get::<_, i64>("day").max(0) as u64,
-                    wait: timing("wait_count", "wait_sum", "wait_sumsq", "wait_hist"),
-                    run: timing("run_count", "run_sum", "run_sumsq", "run_hist"),
-                    failures: Default::default(),
-                    retries: row.get::<_, i64>("retries").max(0) as u64,
-                }
-            })
-            .collect();
-        let sql = format!(
-            "SELECT day, grp, count FROM {failures} WHERE queue = $1",
-            failures = self.tables.failures
-        );
-        for row in client.query(&sql, &[&self.queue]).map_err(db)? {
-            let day = row.get::<_, i64>(0).max(0) as u64;
-            let at = match days.iter().position(|d| d.day == day) {
-                Some(at) => at,
-                None => {
-                    days.push(DayStats::new(day));
-                    days.sort_by_key(|d| d.day);
-                    days.iter().position(|d| d.day == day).expect("just added")
-                }
-            };
-            days[at]
-                .failures
-                .insert(row.get(1), row.get::<_, i64>(2).max(0) as u64);
-        }
-        // With the log not merged yet (a read writes nothing), and the
-        // waits still kept in live rows (attempts not settled yet), in one
-        // statement: a wait moving from a row to the log is seen once.
-        let sql = format!(
-            "SELECT {columns} FROM {log} WHERE queue = $1
-             UNION ALL
-             SELECT wait_day, -1::smallint, 0::bigint, NULL::text, wait_day, wait_ms
-             FROM {jobs} WHERE qno = $2 AND state = 0 AND wait_ms IS NOT NULL",
-            log = self.tables.log,
-            jobs = self.tables.jobs,
-            columns = stats_log::COLUMNS
-        );
-        let mut logged = BTreeMap::new();
-        for row in client.query(&sql, &[&self.queue, &self.qno]).map_err(db)? {
-            stats_log::add(&mut logged, &row);
-        }
-        for (day, stats) in logged {
-            match days.iter_mut().find(|d| d.day == day) {
-                Some(known) => known.merge(&stats),
-                None => days.push(stats),
-            }
-        }
-        days.sort_by_key(|d| d.day);
+        let days = client
+            .query(&self.sql.stats_days, &[&self.queue])
+            .map_err(db)?;
+        let failures = client
+            .query(&self.sql.stats_failures, &[&self.queue])
+            .map_err(db)?;
+        let unmerged = client
+            .query(&self.sql.stats_unmerged, &[&self.queue, &self.qno])
+            .map_err(db)?;
         Ok(QueueStats {
             queue: self.queue.clone(),
             counts,
-            days,
+            days: rows::days_of(&days, &failures, &unmerged),
         })
     }
 
@@ -1517,22 +1342,10 @@ impl PgJobs {
     /// worker holds it, `NoSuchJob` if there is none, else `Ok` (waiting,
     /// and already as asked).
     fn missing_or_leased(&self, client: &mut dyn Db, id: &str) -> Result<()> {
-        let sql = format!(
-            "SELECT lease_until FROM {jobs} WHERE qno = $1 AND id = $2 AND state < 2",
-            jobs = self.tables.jobs
-        );
-        match client.query_opt(&sql, &[&self.qno, &id]).map_err(db)? {
-            Some(row)
-                if row
-                    .get::<_, Option<i64>>(0)
-                    .is_some_and(|until| until > Self::real_now_ms()) =>
-            {
-                Err(Error::JobLeased { id: id.to_owned() })
-            }
-            // Found waiting: its priority is unchanged already.
-            Some(_) => Ok(()),
-            None => Err(Error::NoSuchJob { id: id.to_owned() }),
-        }
+        let found = client
+            .query_opt(&self.sql.find_live, &[&self.qno, &id])
+            .map_err(db)?;
+        rows::missing_or_leased(found, id, Self::real_now_ms())
     }
 }
 
@@ -1543,13 +1356,8 @@ impl PgJobs {
         let (seq, token) = self.token_of(&lease)?;
         let now = self.now();
         let mut client = self.client()?;
-        let sql = format!(
-            "SELECT 1 FROM {jobs} WHERE seq = $1 AND state = 0 AND lease_token = $2 \
-             AND lease_until > $3",
-            jobs = self.tables.jobs
-        );
         let held = client
-            .query_opt(&sql, &[&seq, &token, &Self::real_now_ms()])
+            .query_opt(&self.sql.held, &[&seq, &token, &Self::real_now_ms()])
             .map_err(db)?
             .is_some();
         if !held || !self.bury(&mut *client, seq, token, (reason, message), now)? {

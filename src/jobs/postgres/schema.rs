@@ -103,71 +103,104 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX jobs_dead ON {s}.jobs (qno, died) WHERE state = 2;",
 ];
 
+/// One migrator at a time, whatever the schema's state (`$1` the schema).
+pub const LOCK: &str = "SELECT pg_advisory_xact_lock(hashtext('dque schema ' || $1))";
+
+/// The statements of a migration, for schema `quoted` (the blocking and
+/// the async handle run them in this order, in one transaction, after
+/// [`LOCK`]).
+pub struct Migration {
+    /// The schema and its version table, made if missing (a batch).
+    pub prelude: String,
+    /// The version, if recorded (no parameters).
+    pub version: String,
+    /// Sets the version (`$1`); 0 rows: none recorded yet.
+    pub set_version: String,
+    /// Records the version (`$1`).
+    pub insert_version: String,
+    quoted: String,
+}
+
+impl Migration {
+    pub fn new(schema: &str) -> Migration {
+        let quoted = quote(schema);
+        Migration {
+            prelude: format!(
+                "CREATE SCHEMA IF NOT EXISTS {quoted};
+                 CREATE TABLE IF NOT EXISTS {quoted}.schema_version (version integer NOT NULL);"
+            ),
+            version: format!("SELECT version FROM {quoted}.schema_version"),
+            set_version: format!("UPDATE {quoted}.schema_version SET version = $1"),
+            insert_version: format!("INSERT INTO {quoted}.schema_version (version) VALUES ($1)"),
+            quoted,
+        }
+    }
+
+    /// The steps (batches) from version `found` (none: 0) to
+    /// [`SCHEMA_VERSION`] in schema `schema`; `Backend` if `found` is newer.
+    pub fn steps(&self, schema: &str, found: Option<i32>) -> Result<Vec<String>> {
+        let version = found.unwrap_or(0);
+        if version > SCHEMA_VERSION {
+            return Err(Error::Backend {
+                backend: "PostgreSQL",
+                reason: format!(
+                    "schema {schema} is at version {version}, made by a newer dque; this one \
+                     reads version {SCHEMA_VERSION}: upgrade dque"
+                ),
+            });
+        }
+        Ok((version.max(0)..SCHEMA_VERSION)
+            .map(|v| MIGRATIONS[v as usize].replace("{s}", &self.quoted))
+            .collect())
+    }
+}
+
 /// Brings schema `schema` to [`SCHEMA_VERSION`], or fails if the database
 /// holds a newer one (written by a newer dque).
 pub fn migrate(client: &mut impl GenericClient, schema: &str) -> Result<()> {
-    let quoted = quote(schema);
+    let migration = Migration::new(schema);
     let mut tx = client.transaction().map_err(db)?;
-    // One migrator at a time, whatever the schema's state.
-    tx.execute(
-        "SELECT pg_advisory_xact_lock(hashtext('dque schema ' || $1))",
-        &[&schema],
-    )
-    .map_err(db)?;
-    tx.batch_execute(&format!(
-        "CREATE SCHEMA IF NOT EXISTS {quoted};
-         CREATE TABLE IF NOT EXISTS {quoted}.schema_version (version integer NOT NULL);"
-    ))
-    .map_err(db)?;
+    tx.execute(LOCK, &[&schema]).map_err(db)?;
+    tx.batch_execute(&migration.prelude).map_err(db)?;
     let found: Option<i32> = tx
-        .query_opt(&format!("SELECT version FROM {quoted}.schema_version"), &[])
+        .query_opt(&migration.version, &[])
         .map_err(db)?
         .map(|row| row.get(0));
-    let mut version = found.unwrap_or(0);
-    if version > SCHEMA_VERSION {
-        return Err(Error::Backend {
-            backend: "PostgreSQL",
-            reason: format!(
-                "schema {schema} is at version {version}, made by a newer dque; this one \
-                 reads version {SCHEMA_VERSION}: upgrade dque"
-            ),
-        });
-    }
-    while version < SCHEMA_VERSION {
-        let step = MIGRATIONS[version as usize].replace("{s}", &quoted);
+    for step in migration.steps(schema, found)? {
         tx.batch_execute(&step).map_err(db)?;
-        version += 1;
     }
     let updated = tx
-        .execute(
-            &format!("UPDATE {quoted}.schema_version SET version = $1"),
-            &[&version],
-        )
+        .execute(&migration.set_version, &[&SCHEMA_VERSION])
         .map_err(db)?;
     if updated == 0 {
-        tx.execute(
-            &format!("INSERT INTO {quoted}.schema_version (version) VALUES ($1)"),
-            &[&version],
-        )
-        .map_err(db)?;
+        tx.execute(&migration.insert_version, &[&SCHEMA_VERSION])
+            .map_err(db)?;
     }
     tx.commit().map_err(db)
+}
+
+/// The statements that number queues in table `queues`: a lookup (`$1`
+/// the name), then, for a new queue, an insert that returns its number.
+pub fn numbering(queues: &str) -> [String; 2] {
+    // Two handles numbering a new queue at once: the second one's insert
+    // waits for the first's, then updates its row to return its number.
+    [
+        format!("SELECT qno FROM {queues} WHERE name = $1"),
+        format!(
+            "INSERT INTO {queues} (name) VALUES ($1)
+             ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING qno"
+        ),
+    ]
 }
 
 /// The number of queue `name` in table `queues`, given it on first use.
 /// Looked up first, so opening a known queue writes nothing.
 pub fn queue_number(client: &mut impl GenericClient, queues: &str, name: &str) -> Result<i32> {
-    let sql = format!("SELECT qno FROM {queues} WHERE name = $1");
-    if let Some(row) = client.query_opt(&sql, &[&name]).map_err(db)? {
+    let [find, add] = numbering(queues);
+    if let Some(row) = client.query_opt(&find, &[&name]).map_err(db)? {
         return Ok(row.get(0));
     }
-    // Two handles numbering a new queue at once: the second one's insert
-    // waits for the first's, then updates its row to return its number.
-    let sql = format!(
-        "INSERT INTO {queues} (name) VALUES ($1)
-         ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING qno"
-    );
-    Ok(client.query_one(&sql, &[&name]).map_err(db)?.get(0))
+    Ok(client.query_one(&add, &[&name]).map_err(db)?.get(0))
 }
 
 /// `name` as a quoted SQL identifier.

@@ -16,32 +16,32 @@
 //! `d` see each other's delayed jobs fall due `d` early or late, and a
 //! lease taken on a host `d` behind ends `d` early for the others.
 
+#[cfg(feature = "tokio")]
+mod async_redis;
+mod core;
 mod encoding;
 mod qless;
 mod script;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use ::redis::Value;
 use parking_lot::Mutex;
 
+#[cfg(feature = "tokio")]
+pub use async_redis::AsyncRedisJobs;
 pub use encoding::{DEFAULT_KLASS, KLASS_HEADER};
 pub use qless::{QlessJob, QlessPut, QueueCounts, WorkerJobs};
 
-use self::encoding::{
-    array_of, duration_seconds, encode_body, encode_headers, int_of, qless_priority, text_of,
-    JobReply,
-};
+use self::core::{ready, Core};
+use self::encoding::duration_seconds;
 use self::script::Server;
 use super::clock::{Clock, SystemClock};
-use super::job::{
-    new_job_id, random_u64, DeadJob, Enqueued, JobLease, LeaseToken, Nacked, NewJob, Retry,
-    WaitState, Waiting,
-};
-use super::stats::{failure_group, Counts, DayStats, Histogram, QueueStats, Timing};
+use super::job::{random_u64, DeadJob, Enqueued, JobLease, Nacked, NewJob, Retry, Waiting};
+use super::stats::{Counts, Histogram, QueueStats, Timing};
 use super::{Backoff, JobQueue};
 use crate::error::{Error, Result};
 
@@ -149,13 +149,16 @@ impl RedisOptions {
     /// or refuses the script (tested on Redis 7); `InvalidJob` for an
     /// empty queue or worker name.
     pub fn connect(&self, url: &str, queue: &str) -> Result<RedisJobs> {
-        crate::jobs::check_queue_name(queue)?;
-        if queue.is_empty() || self.worker.as_deref() == Some("") {
-            return Err(Error::InvalidJob {
-                reason: "a queue name and a worker name are needed".into(),
-            });
-        }
+        self.check_names(queue)?;
         let server = Server::connect(url)?;
+        Ok(RedisJobs {
+            core: self.core(queue),
+            server,
+        })
+    }
+
+    /// A new handle's state for queue `queue`.
+    fn core(&self, queue: &str) -> Core {
         let handle = HANDLES.fetch_add(1, Ordering::Relaxed);
         let worker = self.worker.clone().unwrap_or_else(|| {
             let host = rustix::system::uname()
@@ -164,9 +167,8 @@ impl RedisOptions {
                 .into_owned();
             format!("{host}-{}-{handle}", std::process::id())
         });
-        Ok(RedisJobs {
+        Core {
             queue: queue.to_owned(),
-            server,
             worker,
             lease_time: self.lease_time,
             max_attempts: self.max_attempts,
@@ -177,7 +179,18 @@ impl RedisOptions {
             calls: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             held: Mutex::new(HashMap::new()),
-        })
+        }
+    }
+
+    /// Whether `queue` and this worker name can be used.
+    fn check_names(&self, queue: &str) -> Result<()> {
+        crate::jobs::check_queue_name(queue)?;
+        if queue.is_empty() || self.worker.as_deref() == Some("") {
+            return Err(Error::InvalidJob {
+                reason: "a queue name and a worker name are needed".into(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -198,32 +211,17 @@ impl RedisOptions {
 /// # Ok(()) }
 /// ```
 pub struct RedisJobs {
-    queue: String,
+    core: Core,
     server: Server,
-    worker: String,
-    lease_time: Duration,
-    max_attempts: u16,
-    backoff: Backoff,
-    clock: Arc<dyn Clock>,
-    handle: usize,
-    /// Makes this handle's lease tokens its own, even beside another
-    /// handle (or an earlier process) with the same worker name.
-    nonce: u64,
-    /// Numbers this handle's lease calls (part of each lease's token).
-    calls: AtomicU64,
-    closed: AtomicBool,
-    /// Leases given out and not settled (job id → token): handed back at
-    /// close, as a closed embedded handle's are.
-    held: Mutex<HashMap<String, String>>,
 }
 
 impl std::fmt::Debug for RedisJobs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisJobs")
-            .field("queue", &self.queue)
+            .field("queue", &self.core.queue)
             .field("server", &self.server)
-            .field("worker", &self.worker)
-            .field("lease_time", &self.lease_time)
+            .field("worker", &self.core.worker)
+            .field("lease_time", &self.core.lease_time)
             .finish_non_exhaustive()
     }
 }
@@ -240,83 +238,12 @@ impl RedisJobs {
 
     /// The worker name this handle leases under.
     pub fn worker(&self) -> &str {
-        &self.worker
-    }
-
-    fn now(&self) -> SystemTime {
-        self.clock.now()
+        &self.core.worker
     }
 
     /// Runs script command `command`, unless the handle is closed.
     fn call(&self, command: &str, args: &[&[u8]]) -> Result<Value> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(Error::Closed);
-        }
-        self.server.call(command, self.now(), args)
-    }
-
-    fn check_new(job: &NewJob) -> Result<()> {
-        job.check()?;
-        if job.body.len() > MAX_BODY {
-            return Err(Error::ItemTooLarge {
-                size: job.body.len(),
-                max: MAX_BODY as u32,
-            });
-        }
-        Ok(())
-    }
-
-    /// Puts `jobs` in one script call (all or none); `mode` is `new` (a
-    /// queued id is left alone) or `move` (qless's put: moved here).
-    fn put_all(&self, jobs: Vec<(NewJob, QlessPut)>, mode: &str) -> Result<Vec<Enqueued>> {
-        let now = self.now();
-        let mut fields: Vec<Vec<u8>> = vec![mode.into(), self.queue.clone().into_bytes()];
-        let mut ids = Vec::with_capacity(jobs.len());
-        for (job, extra) in &jobs {
-            Self::check_new(job)?;
-            extra.check(job)?;
-            let made = job.id.is_none();
-            let id = job.id.clone().unwrap_or_else(new_job_id);
-            let (data, raw) = encode_body(&job.body);
-            let (klass, headers) = encode_headers(&job.headers);
-            let delay = job.ready_at(now).duration_since(now).unwrap_or_default();
-            let retries = extra
-                .retries
-                .unwrap_or_else(|| u32::from(self.max_attempts).saturating_sub(1));
-            fields.extend([
-                id.clone().into_bytes(),
-                klass.into_bytes(),
-                data.into_bytes(),
-                qless_priority(job.priority).to_string().into_bytes(),
-                serde_json::to_vec(&extra.tags).expect("strings serialize"),
-                duration_seconds(delay).into_bytes(),
-                retries.to_string().into_bytes(),
-                serde_json::to_vec(&extra.depends).expect("strings serialize"),
-                if raw.is_some() {
-                    b"1".to_vec()
-                } else {
-                    b"0".to_vec()
-                },
-                raw.map(<[u8]>::to_vec).unwrap_or_default(),
-                headers.into_bytes(),
-                if made { b"1".to_vec() } else { b"0".to_vec() },
-            ]);
-            ids.push(id);
-        }
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let args: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
-        let reply = self.call("put", &args)?;
-        let added = array_of(&reply)?;
-        Ok(ids
-            .into_iter()
-            .zip(added)
-            .map(|(id, added)| match int_of(added) {
-                Ok(1) => Enqueued::Added(id),
-                _ => Enqueued::AlreadyQueued(id),
-            })
-            .collect())
+        ready(self.core.call(&self.server, command, args))
     }
 
     /// Enqueues `job` with qless's own settings (tags, dependencies, its
@@ -328,145 +255,12 @@ impl RedisJobs {
     /// As [`JobQueue::enqueue`]; `InvalidJob` for a delay with
     /// dependencies.
     pub fn put(&self, job: NewJob, extra: QlessPut) -> Result<Enqueued> {
-        self.put_all(vec![(job, extra)], "move")
+        ready(self.core.put_all(&self.server, vec![(job, extra)], "move"))
             .map(|mut added| added.remove(0))
     }
 
-    /// The token of lease `record` of lease call `call`: the worker's name
-    /// and a bar first (the script tells dque's leases by it), then this
-    /// handle's nonce.
-    fn lease_token(&self, call: i64, record: u64) -> String {
-        format!("{}|{:016x}-{call}:{record}", self.worker, self.nonce)
-    }
-
     fn lease_up_to(&self, max: usize) -> Result<Vec<JobLease>> {
-        if max == 0 {
-            return Ok(Vec::new());
-        }
-        let call = self.calls.fetch_add(1, Ordering::Relaxed) as i64;
-        let base = self.lease_token(call, 0);
-        let base = base
-            .strip_suffix(":0")
-            .expect("the token ends with the record");
-        let reply = self.call(
-            "pop",
-            &[
-                self.queue.as_bytes(),
-                self.worker.as_bytes(),
-                max.min(MAX_LISTED).to_string().as_bytes(),
-                duration_seconds(self.lease_time).as_bytes(),
-                base.as_bytes(),
-            ],
-        )?;
-        let mut leases = Vec::new();
-        let mut tokens = Vec::new();
-        for (index, value) in array_of(&reply)?.iter().enumerate() {
-            let reply = JobReply::parse(value)?;
-            tokens.push((reply.job.id.clone(), reply.lease.clone()));
-            leases.push(JobLease {
-                token: LeaseToken {
-                    part: call,
-                    record: index as u64 + 1,
-                    attempt: reply.job.attempt,
-                    queue: self.handle,
-                    leased_ms: 0,
-                },
-                job: reply.job,
-            });
-        }
-        // Checked under the lock `close` drains under: a close that ran
-        // meanwhile never saw these, so they go back uncounted and the call
-        // had no effect; else close will find them.
-        let mut held = self.held.lock();
-        if self.closed.load(Ordering::SeqCst) {
-            drop(held);
-            for lease in leases {
-                let _ = self.settle_anyway("release", &lease);
-            }
-            let _ = self
-                .server
-                .call("deregister", self.now(), &[self.worker.as_bytes()]);
-            return Err(Error::Closed);
-        }
-        held.extend(tokens);
-        Ok(leases)
-    }
-
-    /// The lease's token in Redis, checking it is this handle's.
-    fn token_of(&self, lease: &JobLease) -> Result<String> {
-        if lease.token.queue != self.handle {
-            return Err(Error::InvalidJob {
-                reason: format!(
-                    "the lease of job {:?} was taken from another queue handle; settle it there",
-                    lease.job.id
-                ),
-            });
-        }
-        Ok(self.lease_token(lease.token.part, lease.token.record))
-    }
-
-    /// Runs settling command `command` on `lease` with `extra` arguments;
-    /// `LeaseLost` if the lease no longer holds.
-    fn settle(&self, command: &str, lease: &JobLease, extra: &[&[u8]]) -> Result<Value> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(Error::Closed);
-        }
-        self.settle_with(command, lease, extra)
-    }
-
-    /// [`settle`](Self::settle), even on a closed handle.
-    fn settle_anyway(&self, command: &str, lease: &JobLease) -> Result<Value> {
-        self.settle_with(command, lease, &[])
-    }
-
-    fn settle_with(&self, command: &str, lease: &JobLease, extra: &[&[u8]]) -> Result<Value> {
-        let token = self.token_of(lease)?;
-        let mut args: Vec<&[u8]> = vec![
-            lease.job.id.as_bytes(),
-            self.queue.as_bytes(),
-            self.worker.as_bytes(),
-            token.as_bytes(),
-        ];
-        args.extend_from_slice(extra);
-        let result = self.server.call(command, self.now(), &args);
-        if command != "heartbeat" {
-            // Only this lease's entry: a stale lease of a job this handle
-            // leased again must not drop the live one.
-            let mut held = self.held.lock();
-            if held.get(&lease.job.id) == Some(&token) {
-                held.remove(&lease.job.id);
-            }
-        }
-        result.map_err(|e| match e {
-            Error::LeaseLost { .. } | Error::NoSuchJob { .. } => Error::LeaseLost {
-                id: lease.token.record,
-                attempt: u16::try_from(lease.job.attempt).unwrap_or(u16::MAX),
-            },
-            other => other,
-        })
-    }
-
-    /// Ends every lease this handle holds, their attempts counted (as an
-    /// embedded handle's end when it closes).
-    fn hand_back_held(&self) -> Result<()> {
-        let held: Vec<(String, String)> = self.held.lock().drain().collect();
-        let now = self.now();
-        let mut first_error = None;
-        for (id, token) in held {
-            let args: [&[u8]; 4] = [
-                id.as_bytes(),
-                self.queue.as_bytes(),
-                self.worker.as_bytes(),
-                token.as_bytes(),
-            ];
-            match self.server.call("abandon", now, &args) {
-                Ok(_) | Err(Error::LeaseLost { .. } | Error::NoSuchJob { .. }) => {}
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        ready(self.core.lease_up_to(&self.server, max))
     }
 
     /// Completes `lease` and puts the job on queue `next` (qless's
@@ -481,91 +275,13 @@ impl RedisJobs {
                 reason: "a next queue's name is needed".into(),
             });
         }
-        self.settle(
+        ready(self.core.settle(
+            &self.server,
             "complete",
             &lease,
             &[next.as_bytes(), duration_seconds(delay).as_bytes()],
-        )
+        ))
         .map(drop)
-    }
-
-    fn fail_with(&self, lease: JobLease, group: &str, message: &str) -> Result<()> {
-        self.settle("fail", &lease, &[group.as_bytes(), message.as_bytes()])
-            .map(drop)
-    }
-
-    /// The jobs listing command `command` answers for this queue, `max` at
-    /// most.
-    fn list(&self, command: &str, max: usize) -> Result<Vec<JobReply>> {
-        let max = max.min(MAX_LISTED).to_string();
-        let reply = self.call(command, &[self.queue.as_bytes(), max.as_bytes()])?;
-        array_of(&reply)?.iter().map(JobReply::parse).collect()
-    }
-
-    fn read_days(&self) -> Result<Vec<DayStats>> {
-        // qless keeps `ql:s:{wait,run,stats}:<day>:<queue>`; the days on
-        // record are found by their keys.
-        let pattern = format!("ql:s:*:{}", glob_escape(&self.queue));
-        let keys: Vec<String> = self.server.with(|connection| {
-            let keys: ::redis::Iter<'_, String> = ::redis::cmd("SCAN")
-                .cursor_arg(0)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .clone()
-                .iter(connection)?;
-            keys.collect()
-        })?;
-        let suffix = format!(":{}", self.queue);
-        let mut days: BTreeMap<u64, DayStats> = BTreeMap::new();
-        for key in keys {
-            let Some(rest) = key
-                .strip_prefix("ql:s:")
-                .and_then(|k| k.strip_suffix(&suffix))
-            else {
-                continue;
-            };
-            let Some((kind, day)) = rest.split_once(':') else {
-                continue;
-            };
-            let Ok(day) = day.parse::<u64>() else {
-                continue;
-            };
-            let fields: HashMap<String, String> = self
-                .server
-                .with(|connection| ::redis::cmd("HGETALL").arg(&key).query(connection))?;
-            let record = days.entry(day).or_insert_with(|| DayStats::new(day));
-            match kind {
-                "wait" => record.wait = timing_of(&fields),
-                "run" => record.run = timing_of(&fields),
-                "stats" => {
-                    let number = |name: &str| {
-                        fields
-                            .get(name)
-                            .and_then(|v| v.parse::<i64>().ok())
-                            .unwrap_or(0)
-                            .max(0) as u64
-                    };
-                    record.retries = number("retries");
-                    let mut grouped = 0;
-                    for (name, value) in &fields {
-                        if let Some(group) = name.strip_prefix("dque-failure:") {
-                            let count = value.parse::<u64>().unwrap_or(0);
-                            grouped += count;
-                            record.failures.insert(group.to_owned(), count);
-                        }
-                    }
-                    // Failures a qless client recorded carry no group here.
-                    let others = number("failures").saturating_sub(grouped);
-                    if others > 0 {
-                        record.failures.insert("qless".to_owned(), others);
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok(days.into_values().collect())
     }
 }
 
@@ -607,19 +323,16 @@ fn timing_of(fields: &HashMap<String, String>) -> Timing {
 
 impl JobQueue for RedisJobs {
     fn name(&self) -> &str {
-        &self.queue
+        &self.core.queue
     }
 
     fn enqueue(&self, job: NewJob) -> Result<Enqueued> {
-        self.put_all(vec![(job, QlessPut::new())], "new")
+        self.enqueue_batch(vec![job])
             .map(|mut added| added.remove(0))
     }
 
     fn enqueue_batch(&self, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>> {
-        self.put_all(
-            jobs.into_iter().map(|job| (job, QlessPut::new())).collect(),
-            "new",
-        )
+        ready(self.core.enqueue_batch(&self.server, jobs))
     }
 
     fn lease(&self) -> Result<Option<JobLease>> {
@@ -647,155 +360,55 @@ impl JobQueue for RedisJobs {
     }
 
     fn ack(&self, lease: JobLease) -> Result<()> {
-        self.settle("complete", &lease, &[b"", b"0"]).map(drop)
+        ready(self.core.ack(&self.server, lease))
     }
 
     fn nack(&self, lease: JobLease, retry: Retry, reason: &str) -> Result<Nacked> {
-        // The job's own retries (qless's) or this handle's attempts,
-        // whichever run out first.
-        if lease.job.attempt >= u32::from(self.max_attempts) {
-            let attempts = lease.job.attempt;
-            // The group comes from the reason alone (not the note added to
-            // it); without one, qless's group for used-up retries.
-            let group = failure_group(reason);
-            let group = if group.is_empty() {
-                format!("failed-retries-{}", self.queue)
-            } else {
-                group
-            };
-            let reason = if reason.is_empty() {
-                format!("Job exhausted retries in queue \"{}\"", self.queue)
-            } else {
-                reason.to_owned()
-            };
-            let message = format!("{reason} (attempts used up: {attempts})");
-            self.fail_with(lease, &group, &message)?;
-            return Ok(Nacked::Dead);
-        }
-        let delay = match retry {
-            Retry::Backoff => self.backoff.delay(lease.job.attempt),
-            Retry::After(delay) => delay,
-        };
-        let now = self.now();
-        let at = super::job::due_after(now, delay);
-        let delay = at.duration_since(now).unwrap_or_default();
-        let group = failure_group(reason);
-        let answer = self.settle(
-            "retry",
-            &lease,
-            &[
-                duration_seconds(delay).as_bytes(),
-                group.as_bytes(),
-                reason.as_bytes(),
-            ],
-        )?;
-        Ok(match text_of(&answer).as_str() {
-            "failed" => Nacked::Dead,
-            _ => Nacked::Retrying { at },
-        })
+        ready(self.core.nack(&self.server, lease, retry, reason))
     }
 
     fn release(&self, lease: JobLease) -> Result<()> {
-        self.settle("release", &lease, &[]).map(drop)
+        ready(self.core.release(&self.server, lease))
     }
 
     fn touch(&self, lease: &JobLease) -> Result<()> {
-        self.settle(
-            "heartbeat",
-            lease,
-            &[duration_seconds(self.lease_time).as_bytes()],
-        )
-        .map(drop)
+        ready(self.core.touch(&self.server, lease))
     }
 
     fn fail(&self, lease: JobLease, reason: &str) -> Result<()> {
-        let group = failure_group(reason);
-        let group = if group.is_empty() { "failed" } else { &group };
-        self.fail_with(lease, group, reason)
+        ready(self.core.fail(&self.server, lease, reason))
     }
 
     fn set_priority(&self, id: &str, priority: i32) -> Result<()> {
-        self.call(
-            "priority",
-            &[
-                id.as_bytes(),
-                self.queue.as_bytes(),
-                qless_priority(priority).to_string().as_bytes(),
-                b"0",
-            ],
-        )
-        .map(drop)
+        ready(self.core.set_priority(&self.server, id, priority))
     }
 
     fn cancel(&self, id: &str) -> Result<()> {
-        self.call("cancel", &[self.queue.as_bytes(), id.as_bytes()])
-            .map(drop)
+        ready(self.core.cancel(&self.server, id))
     }
 
     fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
-        let now = self.now();
-        Ok(self
-            .list("waiting", max)?
-            .into_iter()
-            .map(|reply| {
-                let state = match reply.state.as_str() {
-                    "running" => WaitState::Leased,
-                    "scheduled" => WaitState::Scheduled(reply.at.unwrap_or(now)),
-                    _ => WaitState::Ready,
-                };
-                Waiting {
-                    job: reply.job,
-                    state,
-                }
-            })
-            .collect())
+        ready(self.core.waiting(&self.server, max))
     }
 
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {
-        Ok(self
-            .list("dead", max)?
-            .into_iter()
-            .map(|reply| DeadJob {
-                reason: reply.failure_message(),
-                job: reply.job,
-            })
-            .collect())
+        ready(self.core.dead(&self.server, max))
     }
 
     fn requeue_dead(&self, id: &str) -> Result<()> {
-        self.call("requeue", &[id.as_bytes(), self.queue.as_bytes()])
-            .map(drop)
+        ready(self.core.requeue_dead(&self.server, id))
     }
 
     fn counts(&self) -> Result<Counts> {
-        let counts = self.queue_counts_now()?;
-        Ok(Counts {
-            ready: counts.waiting,
-            scheduled: counts.scheduled,
-            leased: counts.running,
-            dead: counts.failed,
-        })
+        ready(self.core.counts(&self.server))
     }
 
     fn stats(&self) -> Result<QueueStats> {
-        let counts = self.counts()?;
-        Ok(QueueStats {
-            queue: self.queue.clone(),
-            counts,
-            days: self.read_days()?,
-        })
+        ready(self.core.stats(&self.server))
     }
 
     fn close(&self) -> Result<()> {
-        if self.closed.swap(true, Ordering::SeqCst) {
-            return Ok(());
-        }
-        let handed_back = self.hand_back_held();
-        // qless lists workers; one that holds nothing is forgotten.
-        let forgotten = self
-            .server
-            .call("deregister", self.now(), &[self.worker.as_bytes()]);
-        handed_back.and(forgotten.map(drop))
+        ready(self.core.close(&self.server))
     }
 }
 

@@ -338,7 +338,7 @@ impl RedisJobs {
         let reply = self.call(
             "unfail",
             &[
-                self.queue.as_bytes(),
+                self.core.queue.as_bytes(),
                 group.as_bytes(),
                 limit(count).as_bytes(),
             ],
@@ -401,20 +401,14 @@ impl RedisJobs {
     }
 
     pub(super) fn queue_counts_now(&self) -> Result<QueueCounts> {
-        let reply = self.call("counts", &[self.queue.as_bytes()])?;
-        let parts = array_of(&reply)?;
-        if parts.len() < 5 {
-            return Err(Error::Backend {
-                backend: "Redis",
-                reason: "unexpected reply to counts".into(),
-            });
-        }
+        let [waiting, scheduled, running, failed, depends] =
+            super::core::ready(self.core.queue_counts(&self.server))?;
         Ok(QueueCounts {
-            waiting: count(&parts[0]),
-            scheduled: count(&parts[1]),
-            running: count(&parts[2]),
-            failed: count(&parts[3]),
-            depends: count(&parts[4]),
+            waiting,
+            scheduled,
+            running,
+            failed,
+            depends,
         })
     }
 

@@ -11,23 +11,26 @@
 //! server restart does not find the dead connection by losing its own
 //! outcome.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};
 
 use ::redis::{Connection, Value};
 use parking_lot::Mutex;
 
+use super::core::Transport;
 use super::encoding::seconds;
 use crate::error::{Error, Result};
 
 /// How long a connection may take to open.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a call may wait for the server (a long `unfail` is the
 /// slowest script; a busy server answers `BUSY` rather than hanging).
-const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The script: shared parts first, then the commands, then the entry.
-const SOURCE: &str = concat!(
+pub(super) const SOURCE: &str = concat!(
     include_str!("lua/base.lua"),
     include_str!("lua/jobs.lua"),
     include_str!("lua/qless.lua"),
@@ -56,7 +59,7 @@ pub(crate) fn backend(e: &::redis::RedisError) -> Error {
 }
 
 /// The error of a call that did not run: no connection could be made.
-fn not_run(e: &::redis::RedisError) -> Error {
+pub(super) fn not_run(e: &::redis::RedisError) -> Error {
     if let Some(error) = auth_error(e) {
         return error;
     }
@@ -68,7 +71,7 @@ fn not_run(e: &::redis::RedisError) -> Error {
 
 /// The error of a call that was sent and got no answer (the same variant
 /// as PostgreSQL's, so a caller matches one error on every backend).
-fn outcome_unknown(e: &::redis::RedisError) -> Error {
+pub(super) fn outcome_unknown(e: &::redis::RedisError) -> Error {
     Error::OutcomeUnknown {
         backend: "Redis",
         reason: e.to_string(),
@@ -77,7 +80,7 @@ fn outcome_unknown(e: &::redis::RedisError) -> Error {
 
 /// What a server that wants a password, or refused one, said, as an
 /// error that says what to do.
-fn auth_error(e: &::redis::RedisError) -> Option<Error> {
+pub(super) fn auth_error(e: &::redis::RedisError) -> Option<Error> {
     let said = e.to_string();
     let reason = if e.code() == Some("NOAUTH") || said.contains("NOAUTH") {
         format!(
@@ -109,12 +112,12 @@ fn auth_error(e: &::redis::RedisError) -> Option<Error> {
 
 /// Whether `e` means the connection is no good (as opposed to the server
 /// refusing the command on a working connection).
-fn connection_failed(e: &::redis::RedisError) -> bool {
+pub(super) fn connection_failed(e: &::redis::RedisError) -> bool {
     e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()
 }
 
 /// What a script call refused, by the code its error starts with.
-fn refusal(e: &::redis::RedisError) -> Option<Error> {
+pub(super) fn refusal(e: &::redis::RedisError) -> Option<Error> {
     let id = e.detail().unwrap_or("").to_owned();
     match e.code()? {
         "DQUE-NOJOB" => Some(Error::NoSuchJob { id }),
@@ -305,5 +308,37 @@ impl Server {
                      call did not run)"
                 .into(),
         })
+    }
+}
+
+/// The blocking transport: each call is done when its future is made.
+impl Transport for Server {
+    fn script(
+        &self,
+        command: &str,
+        now: SystemTime,
+        args: &[&[u8]],
+    ) -> impl Future<Output = Result<Value>> + Send {
+        std::future::ready(self.call(command, now, args))
+    }
+
+    fn keys(&self, pattern: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
+        std::future::ready(self.with(|connection| {
+            let keys: ::redis::Iter<'_, String> = ::redis::cmd("SCAN")
+                .cursor_arg(0)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .clone()
+                .iter(connection)?;
+            keys.collect()
+        }))
+    }
+
+    fn hash(&self, key: &str) -> impl Future<Output = Result<HashMap<String, String>>> + Send {
+        std::future::ready(
+            self.with(|connection| ::redis::cmd("HGETALL").arg(key).query(connection)),
+        )
     }
 }
