@@ -67,7 +67,8 @@ pub struct Segment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ahead {
     /// No fsync follows each call (Turbo, Periodic): the mapping's next
-    /// pages are faulted in by a background thread (see `mapping`).
+    /// pages are faulted in, and the written ones handed to writeback, by a
+    /// background thread (see `mapping`).
     FaultIn,
     /// An fsync follows each call (Safe): the next blocks are written with
     /// zeros, so that those fsyncs write data only (see `zeroing`). Faulting
@@ -486,7 +487,10 @@ impl Segment {
             _ if through_file => {}
             // Nothing for a full segment: only markers follow, and its seal.
             Ahead::FaultIn if self.is_full() => {}
-            Ahead::FaultIn => self.map.fault_in_ahead(range.end, self.record_limit()),
+            Ahead::FaultIn => {
+                self.map.fault_in_ahead(range.end, self.record_limit());
+                self.map.write_back_behind(range.end);
+            }
             // Not into pages faulted in ahead (a Turbo writer's, before a
             // switch to Safe): those are cached in large folios already.
             Ahead::WriteZeros => self.zeroed.after_write(
