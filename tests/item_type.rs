@@ -161,3 +161,45 @@ fn crc32(bytes: &[u8]) -> u32 {
     }
     !crc
 }
+
+// Issue 24: a byte string's frame (prefix and CRC) is now built before the
+// queue's lock is taken, apart from the path of typed items: both must
+// write the same bytes, limits and all.
+#[test]
+fn bytes_enqueued_as_a_slice_or_an_item_are_the_same_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = dque::Options::new().max_item_bytes(64);
+    let payloads: Vec<Vec<u8>> = (0..40usize).map(|n| vec![n as u8; n]).collect();
+    let mut segments = Vec::new();
+    for (name, as_slice) in [("slices", true), ("items", false)] {
+        let queue = dque::RawQueue::create_with(dir.path().join(name), &options).unwrap();
+        for payload in &payloads {
+            if as_slice {
+                queue.enqueue_bytes(payload).unwrap();
+            } else {
+                queue.enqueue(payload).unwrap();
+            }
+        }
+        let too_large = vec![1u8; 65];
+        let refused = if as_slice {
+            queue.enqueue_bytes(&too_large)
+        } else {
+            queue.enqueue(&too_large)
+        };
+        assert!(
+            matches!(
+                refused,
+                Err(dque::Error::ItemTooLarge { size: 65, max: 64 })
+            ),
+            "{refused:?}"
+        );
+        assert_eq!(queue.len(), payloads.len());
+        queue.close().unwrap();
+        segments.push(std::fs::read(dir.path().join(name).join(format!("{:020}.seg", 1))).unwrap());
+    }
+    assert!(segments[0] == segments[1], "the segments differ");
+    let queue = dque::RawQueue::open(dir.path().join("slices")).unwrap();
+    for payload in &payloads {
+        assert_eq!(queue.dequeue().unwrap().as_ref(), Some(payload));
+    }
+}

@@ -593,7 +593,7 @@ mod tests {
         let (dir, _file, mut mapping) = mapping(3 * WRITE_BACK);
         // tmpfs has no writeback: its pages stay dirty.
         let statfs = rustix::fs::statfs(dir.path()).unwrap();
-        let on_tmpfs = statfs.f_type as i64 == libc::TMPFS_MAGIC as i64;
+        let on_tmpfs = i128::from(statfs.f_type) == i128::from(libc::TMPFS_MAGIC);
         let written = WRITE_BACK + WRITE_BACK / 2 + 10;
         mapping[..written].fill(7);
         assert!(
