@@ -204,9 +204,10 @@ impl Segment {
         let mut map = map(&file, &path, gate)?;
         let header = check_header(&path, &map, number)?;
         let replayed = match published {
-            Some(published) => {
-                replay_published(&map[..published.min(map.len())], header.max_records)
-            }
+            Some(published) => replay_published(
+                &map[..published.clamp(SEGMENT_HEADER_LEN, map.len())],
+                header.max_records,
+            ),
             None => replay(&map, header.max_records),
         };
         if let Some(expected) = sealed_records {
