@@ -432,19 +432,6 @@ pub fn record_prefix(payload: &[u8]) -> [u8; RECORD_OVERHEAD] {
     prefix
 }
 
-/// Appends to `out` the whole frame of a record holding `payload`: prefix
-/// (length and CRC), payload, zero padding. A payload longer than any
-/// record may be gets no prefix (the caller refuses it as too large).
-pub fn push_record(out: &mut Vec<u8>, payload: &[u8]) {
-    let start = out.len();
-    out.extend_from_slice(&[0; RECORD_OVERHEAD]);
-    out.extend_from_slice(payload);
-    if payload.len() <= MAX_RECORD_PAYLOAD as usize {
-        out[start..start + RECORD_OVERHEAD].copy_from_slice(&record_prefix(payload));
-    }
-    out.resize(start + record_frame_len(payload.len()), 0);
-}
-
 /// The bytes of a marker frame; never all zero.
 pub fn marker(kind: MarkerType, index: u32) -> [u8; MARKER_LEN] {
     debug_assert!(index <= MARKER_INDEX_MASK);
@@ -487,22 +474,6 @@ mod tests {
             bad[bit / 8] ^= 1 << (bit % 8);
             assert_ne!(read_frame(&bad), Ok(Frame::Record { len: 5 }), "bit {bit}");
         }
-    }
-
-    #[test]
-    fn a_record_pushed_after_other_bytes_reads_back_whole() {
-        let mut out = vec![9u8; 3];
-        for len in 0..=9 {
-            let payload: Vec<u8> = (0..len as u8).map(|b| b + 1).collect();
-            let start = out.len();
-            push_record(&mut out, &payload);
-            let frame = &out[start..];
-            assert_eq!(frame.len(), record_frame_len(len));
-            assert_eq!(frame[..RECORD_OVERHEAD], record_prefix(&payload));
-            assert_eq!(&frame[RECORD_OVERHEAD..RECORD_OVERHEAD + len], &payload[..]);
-            assert_eq!(read_frame(frame), Ok(Frame::Record { len }));
-        }
-        assert_eq!(out[..3], [9, 9, 9], "bytes before it are left alone");
     }
 
     #[test]

@@ -68,9 +68,6 @@ pub struct DQue<T, C: Codec<T> = Bincode> {
 /// A queue of byte strings stored as they are; see [`Raw`].
 pub type RawQueue = DQue<Vec<u8>, Raw>;
 
-/// A thread keeps its frame buffer between enqueues up to this size.
-const FRAME_KEPT: usize = 1 << 20;
-
 impl<T, C: Codec<T>> std::fmt::Debug for DQue<T, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DQue")
@@ -662,22 +659,12 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// Appends `bytes`, already encoded with the queue's codec, as one
     /// item; returns its id.
     pub(crate) fn enqueue_encoded(&self, bytes: &[u8]) -> Result<u64> {
-        // The frame, CRC included, is built before the queue's lock is
-        // taken: only the copy into the segment happens under it (in shared
-        // mode, under the mutex every process waits for).
-        thread_local! {
-            static FRAME: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-        }
-        let mut frame = FRAME.take();
-        frame.clear();
-        crate::log::format::push_record(&mut frame, bytes);
-        let result = self
-            .shared
-            .write_item(|engine| engine.append_framed(&frame, bytes.len()));
-        if frame.capacity() <= FRAME_KEPT {
-            FRAME.set(frame);
-        }
-        result
+        self.shared.write_item(|engine| {
+            engine.append_with(|out| {
+                out.extend_from_slice(bytes);
+                Ok(())
+            })
+        })
     }
 
     /// Whether item `id` is in the queue, pending or leased. A read.

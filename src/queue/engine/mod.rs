@@ -216,32 +216,6 @@ impl Engine {
         result
     }
 
-    /// Appends one record whose whole frame (`log::format::push_record`)
-    /// the caller built before taking the queue's lock; returns its id.
-    /// The same checks as [`append_with`](Self::append_with), before any
-    /// byte is written.
-    pub fn append_framed(&mut self, frame: &[u8], payload_len: usize) -> Result<u64> {
-        self.check_writable()?;
-        if let Some(max) = self.max_items {
-            self.expire_leases()?;
-            if self.len + 1 > max {
-                return Err(Error::Full {
-                    len: self.len,
-                    adding: 1,
-                    max,
-                });
-            }
-        }
-        if payload_len > self.max_item_bytes as usize {
-            return Err(Error::ItemTooLarge {
-                size: payload_len,
-                max: self.max_item_bytes,
-            });
-        }
-        debug_assert_eq!(frame.len(), record_frame_len(payload_len));
-        self.append_frames(frame, &[(0, payload_len)])
-    }
-
     /// Writes encoded frames (`spans`: each one's start in `frames` and
     /// payload length) into the tail, as many at once as the tail takes,
     /// rolling over between; returns the last one's id.
