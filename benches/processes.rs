@@ -13,7 +13,11 @@
 //! DQUE_BENCH_ITEMS=100000 DQUE_BENCH_SAFE_ITEMS=1000 cargo bench --bench processes  # quick
 //! ```
 //!
-//! `DQUE_BENCH_DIR` picks the disk (default: the system temp dir). The
+//! `DQUE_BENCH_DIR` picks the disk (default: the system temp dir);
+//! `DQUE_BENCH_ONLY` (comma-separated: `per-call`, `producers`, `wake-up`)
+//! runs only those parts, and `DQUE_BENCH_ROUNDS` (1) repeats the producer
+//! rows, alternating 1 and 4 processes, so their ratio comes from the same
+//! minutes. The
 //! processes are this binary started again with `DQUE_BENCH_CHILD` set.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -60,10 +64,25 @@ fn producer_child(path: &str, durability: &str, n: usize) {
     out.flush().unwrap();
     let mut go = [0u8; 1];
     std::io::stdin().read_exact(&mut go).unwrap();
+    let cpu = cpu_seconds();
     for _ in 0..n {
         queue.enqueue_bytes(&item).unwrap();
     }
+    writeln!(out, "cpu {}", cpu_seconds() - cpu).unwrap();
+    out.flush().unwrap();
     queue.close().unwrap();
+}
+
+/// CPU time (user + system) this process has used so far, every thread.
+fn cpu_seconds() -> f64 {
+    // SAFETY: `getrusage` fills the zeroed struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 fn spawn(args: &[&str]) -> Child {
@@ -83,8 +102,10 @@ fn wait_for_line(child: &mut Child) -> String {
     line.trim().to_string()
 }
 
-/// Items per second of `processes` producer processes enqueueing `n` each.
-fn producers(durability: &str, processes: usize, n: usize) -> f64 {
+/// Items per second of `processes` producer processes enqueueing `n` each,
+/// and the CPU time their enqueue loops used per item, all processes
+/// together (on a shared machine, the steadier of the two).
+fn producers(durability: &str, processes: usize, n: usize) -> (f64, Duration) {
     let dir = tempdir();
     let path = dir.path().join("q");
     let queue = RawQueue::create_with(&path, &options(Durability::Turbo, true)).unwrap();
@@ -99,12 +120,22 @@ fn producers(durability: &str, processes: usize, n: usize) -> f64 {
     for child in &mut children {
         child.stdin.as_mut().unwrap().write_all(b"g").unwrap();
     }
+    let mut cpu = 0.0;
+    for child in &mut children {
+        let line = wait_for_line(child);
+        let seconds = line.strip_prefix("cpu ").expect("the child's CPU time");
+        cpu += seconds.parse::<f64>().unwrap();
+    }
     for child in &mut children {
         assert!(child.wait().unwrap().success());
     }
     let elapsed = start.elapsed();
     assert_eq!(queue.len(), processes * n);
-    (processes * n) as f64 / elapsed.as_secs_f64()
+    let items = processes * n;
+    (
+        items as f64 / elapsed.as_secs_f64(),
+        Duration::from_secs_f64(cpu / items as f64),
+    )
 }
 
 fn unix_nanos() -> u128 {
@@ -165,13 +196,20 @@ fn main() {
     }
     let items = env_usize("DQUE_BENCH_ITEMS", 1_000_000);
     let safe_items = env_usize("DQUE_BENCH_SAFE_ITEMS", 5_000);
+    let only = std::env::var("DQUE_BENCH_ONLY").unwrap_or_default();
+    let wants = |part: &str| only.is_empty() || only.split(',').any(|w| w.trim() == part);
+    let per_call_cases = if wants("per-call") {
+        vec![
+            ("Turbo", Durability::Turbo, items),
+            ("Safe", Durability::Safe, safe_items),
+        ]
+    } else {
+        vec![]
+    };
     println!("shared mode against exclusive mode, {PAYLOAD}-byte items, one run\n");
     println!("| case | exclusive | shared | shared / exclusive |");
     println!("|---|---|---|---|");
-    for (name, durability, n) in [
-        ("Turbo", Durability::Turbo, items),
-        ("Safe", Durability::Safe, safe_items),
-    ] {
+    for (name, durability, n) in per_call_cases {
         let (ex_enq, ex_deq) = per_call(durability, false, n);
         let (sh_enq, sh_deq) = per_call(durability, true, n);
         println!(
@@ -183,15 +221,28 @@ fn main() {
             sh_deq / ex_deq
         );
     }
-    println!("\n| producers (shared) | 1 process | 4 processes | 4 / 1 |");
-    println!("|---|---|---|---|");
-    for (name, n) in [("turbo", items / 4), ("safe", safe_items / 4)] {
-        let one = producers(name, 1, n * 4);
-        let four = producers(name, 4, n);
-        println!(
-            "| {name} enqueue | {one:.0}/s | {four:.0}/s | {:.2}x |",
-            four / one
-        );
+    println!(
+        "\n| producers (shared) | 1 process | 4 processes | 4 / 1 | CPU per item, 1 | CPU per item, 4 |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let rounds = env_usize("DQUE_BENCH_ROUNDS", 1).max(1);
+    let producer_cases = if wants("producers") {
+        vec![("turbo", items / 4), ("safe", safe_items / 4)]
+    } else {
+        vec![]
+    };
+    for (name, n) in producer_cases {
+        for _ in 0..rounds {
+            let (one, one_cpu) = producers(name, 1, n * 4);
+            let (four, four_cpu) = producers(name, 4, n);
+            println!(
+                "| {name} enqueue | {one:.0}/s | {four:.0}/s | {:.2}x | {one_cpu:.2?} | {four_cpu:.2?} |",
+                four / one
+            );
+        }
+    }
+    if !wants("wake-up") {
+        return;
     }
     let wakes = env_usize("DQUE_BENCH_WAKES", 500);
     let latencies = wake_ups(wakes);

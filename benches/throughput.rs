@@ -25,7 +25,7 @@
 //! | `DQUE_BENCH_SAFE_SECS` | `3` | ...but each of those phases stops after this many seconds (a slow disk) |
 //! | `DQUE_BENCH_ROUNDS` | `4` | the fsync-bound cases run interleaved in this many rounds |
 //! | `DQUE_BENCH_PRODUCERS` | `8` | threads of the multi-producer Safe case (which gets 4x the Safe items) |
-//! | `DQUE_BENCH_ONLY` | (all) | run only cases whose name contains one of these comma-separated words |
+//! | `DQUE_BENCH_ONLY` | (all) | run only cases whose name contains one of these comma-separated words (`=name`: only the case named exactly so) |
 //!
 //! The typed API (`DQue<T>`, bincode) is measured beside raw bytes with
 //! three items made from the payload: a struct with a plain `Vec<u8>` field
@@ -571,7 +571,11 @@ impl Results {
 
 impl Bench {
     fn wants(&self, name: &str) -> bool {
-        self.only.is_empty() || self.only.iter().any(|w| name.contains(w.as_str()))
+        self.only.is_empty()
+            || self.only.iter().any(|w| match w.strip_prefix('=') {
+                Some(exact) => name == exact,
+                None => name.contains(w.as_str()),
+            })
     }
 
     /// A fresh directory for one case, after the page cache of earlier cases

@@ -267,3 +267,46 @@ fn a_handle_catching_up_over_a_segment_consumed_meanwhile_counts_right() {
     a.close().unwrap();
     b.close().unwrap();
 }
+
+// Issue 24 (the raw queue's shared producers): a view that attached a tail
+// another handle had made read every whole frame in it, not only those
+// published with it, so the frame of a process that died before publishing
+// it (whole, but never acknowledged) was counted and delivered by the
+// views that attached the tail afterwards, and not by the others. (It also
+// checked every frame's CRC again: a quarter of four producers' CPU.)
+#[test]
+fn a_view_attaching_a_new_tail_reads_only_the_published_frames() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let a: DQue<u32> = shared().segment_items(2).open_or_create(&path).unwrap();
+    let b: DQue<u32> = shared().open(&path).unwrap();
+    assert_eq!(b.len(), 0, "b looks once, before the tail moves on");
+    // 0 and 1 fill segment 1; 2 is the first record of segment 2.
+    a.enqueue_batch([0, 1, 2]).unwrap();
+    // A process that died holding the mutex left a whole frame after the
+    // published end of segment 2: a copy of record 2's frame.
+    let second = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path.join(format!("{:020}.seg", 2)))
+        .unwrap();
+    let header_len = 40;
+    let mut word = [0u8; 4];
+    second.read_exact_at(&mut word, header_len).unwrap();
+    let payload_len = (u32::from_le_bytes(word) & ((1 << 30) - 1)) as usize;
+    let frame_len = (8 + payload_len).next_multiple_of(4);
+    let mut frame = vec![0u8; frame_len];
+    second.read_exact_at(&mut frame, header_len).unwrap();
+    second
+        .write_all_at(&frame, header_len + frame_len as u64)
+        .unwrap();
+    assert_eq!(b.len(), 3, "b counted a frame nobody published");
+    assert_eq!(b.dequeue_batch(10).unwrap(), vec![0, 1, 2]);
+    // The next write goes where the published frames end.
+    a.enqueue(&3).unwrap();
+    assert_eq!(b.dequeue_batch(10).unwrap(), vec![3]);
+    assert_eq!((a.len(), b.len()), (0, 0));
+    a.close().unwrap();
+    b.close().unwrap();
+}

@@ -11,6 +11,15 @@
 //! writable (and dirty, so writeback may store zeros in blocks the writer
 //! has not reached, which recovery reads as the zero-filled tail it is).
 //!
+//! The same thread also hands the written pages behind the writer to
+//! writeback (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, [`WRITE_BACK`] bytes
+//! at a time), so that the fsync that seals a full segment (every mode
+//! seals with one) finds most of its pages written: at 4 KiB records a seal
+//! wrote 64 MiB while the writer waited (145-155 ms of fsync per 60,000
+//! records; 53 ms with this). It promises nothing durable and changes no
+//! byte; it runs under the same rules as a fault-in (below), and is done
+//! for Turbo and Periodic writers only.
+//!
 //! # The invariant: no fault-in while the file is synced
 //!
 //! A fault-in is a second writer to the mapping, in another thread, at a
@@ -59,6 +68,9 @@ use crate::faults::{self, Durable, FaultOp};
 
 /// How far ahead of the writer pages are faulted in, in one request.
 const AHEAD: usize = 512 * 1024;
+
+/// How many bytes behind the writer are handed to writeback at a time.
+const WRITE_BACK: usize = 4 << 20;
 
 const PAGE: usize = 4096;
 
@@ -206,6 +218,8 @@ pub struct Mapping {
     map: MmapMut,
     /// Up to where pages were asked for.
     requested: usize,
+    /// Up to where writeback was asked for.
+    written_back: usize,
     /// The file's gate, shared with its other mappings and its syncs.
     gate: Arc<FileGate>,
     /// `true` while the mapping is alive: the background thread advises it
@@ -221,6 +235,7 @@ impl Mapping {
         Mapping {
             map,
             requested: 0,
+            written_back: 0,
             gate,
             alive: Arc::new(RwLock::new(true)),
             pid: std::process::id(),
@@ -254,8 +269,27 @@ impl Mapping {
                 alive: Arc::clone(&self.alive),
                 address,
                 len: end - start,
+                kind: toucher::Kind::Populate,
             });
         }
+    }
+
+    /// Asks for the whole pages before `written` to be handed to writeback
+    /// (without waiting for it), [`WRITE_BACK`] bytes at a time, so that the
+    /// fsync that seals the file finds most of them written already.
+    pub fn write_back_behind(&mut self, written: usize) {
+        let end = written / PAGE * PAGE;
+        if end < self.written_back + WRITE_BACK || self.gate.is_sealed() {
+            return;
+        }
+        toucher::request(toucher::Request {
+            gate: Arc::clone(&self.gate),
+            alive: Arc::clone(&self.alive),
+            address: self.written_back,
+            len: end - self.written_back,
+            kind: toucher::Kind::WriteBack,
+        });
+        self.written_back = end;
     }
 }
 
@@ -303,12 +337,21 @@ mod toucher {
     use super::*;
 
     /// One fault-in: `len` bytes from `address`, in a mapping of the file
-    /// of `gate` while `alive`.
+    /// of `gate` while `alive`; or a writeback of `len` bytes of the file
+    /// from offset `address`.
     pub struct Request {
         pub gate: Arc<FileGate>,
         pub alive: Arc<RwLock<bool>>,
         pub address: usize,
         pub len: usize,
+        pub kind: Kind,
+    }
+
+    /// What a request asks for.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub enum Kind {
+        Populate,
+        WriteBack,
     }
 
     /// The thread's queue, and the process that started it (a child made
@@ -356,8 +399,9 @@ mod toucher {
         if request.gate.is_sealed() {
             return;
         }
-        let alive = request.alive.read();
-        if !*alive {
+        // A writeback does not need the mapping: the pages are the file's.
+        let alive = (request.kind == Kind::Populate).then(|| request.alive.read());
+        if alive.as_ref().is_some_and(|alive| !**alive) {
             return;
         }
         // Syncs of the file in other processes hold a shared `flock`: if
@@ -372,12 +416,31 @@ mod toucher {
             // No `flock` on this file system: see `SyncFlock::take`.
             Err(_) => false,
         };
-        {
-            let _seen = faults::touching(&request.gate.path);
-            populate(request.address, request.len);
+        match request.kind {
+            Kind::Populate => {
+                let _seen = faults::touching(&request.gate.path);
+                populate(request.address, request.len);
+            }
+            Kind::WriteBack => write_back(file, request.address, request.len),
         }
         if locked {
             let _ = rustix::fs::flock(&**file, rustix::fs::FlockOperation::Unlock);
+        }
+    }
+
+    /// Starts writing the dirty pages of `len` bytes of `file` from
+    /// `offset`, without waiting: no byte changes, nothing is promised
+    /// durable (the seal's fsync still is what makes them so).
+    fn write_back(file: &File, offset: usize, len: usize) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a system call on a descriptor the gate keeps open.
+        unsafe {
+            libc::sync_file_range(
+                file.as_raw_fd(),
+                offset as libc::off64_t,
+                len as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
         }
     }
 
@@ -402,6 +465,13 @@ mod toucher {
         pub alive: Arc<RwLock<bool>>,
         pub address: usize,
         pub len: usize,
+        pub kind: Kind,
+    }
+
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub enum Kind {
+        Populate,
+        WriteBack,
     }
 
     pub fn in_forked_child() -> bool {
@@ -490,6 +560,81 @@ mod tests {
         let (_dir, _file, mut mapping) = self::mapping(8 * PAGE);
         mapping.fault_in_ahead(0, 2 * PAGE + 10);
         assert_eq!(mapping.requested, 2 * PAGE + 10, "nothing past the limit");
+    }
+
+    /// Kilobytes of the mapping's pages that are dirty (`/proc/self/smaps`).
+    fn dirty_kb(mapping: &Mapping) -> usize {
+        let start = format!("{:x}-", mapping.as_ptr() as usize);
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&start));
+        lines.next().expect("the mapping is listed");
+        lines
+            .take_while(|l| {
+                // Up to the next mapping's line: `start-end perms ...`.
+                let first = l.split_whitespace().next().unwrap_or("");
+                !(first.contains('-') && first.chars().all(|c| c == '-' || c.is_ascii_hexdigit()))
+            })
+            .filter(|l| l.starts_with("Shared_Dirty:") || l.starts_with("Private_Dirty:"))
+            .map(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .unwrap()
+                    .parse::<usize>()
+                    .unwrap()
+            })
+            .sum()
+    }
+
+    // Issue 24: the fsync sealing a Turbo segment wrote all of it (64 MiB
+    // at 4 KiB records) while the writer waited. The written pages behind
+    // the writer are handed to writeback as it goes, whole pages only.
+    #[test]
+    fn written_pages_behind_the_writer_are_handed_to_writeback() {
+        let (dir, _file, mut mapping) = mapping(3 * WRITE_BACK);
+        // tmpfs has no writeback: its pages stay dirty.
+        let statfs = rustix::fs::statfs(dir.path()).unwrap();
+        let on_tmpfs = i128::from(statfs.f_type) == i128::from(libc::TMPFS_MAGIC);
+        let written = WRITE_BACK + WRITE_BACK / 2 + 10;
+        mapping[..written].fill(7);
+        assert!(
+            dirty_kb(&mapping) * 1024 >= written - PAGE,
+            "written pages are dirty"
+        );
+        mapping.write_back_behind(WRITE_BACK - 1);
+        assert_eq!(
+            mapping.written_back, 0,
+            "less than a stretch behind: nothing asked"
+        );
+        mapping.write_back_behind(written);
+        assert_eq!(
+            mapping.written_back,
+            written / PAGE * PAGE,
+            "whole pages only"
+        );
+        mapping.write_back_behind(written + PAGE);
+        assert_eq!(
+            mapping.written_back,
+            written / PAGE * PAGE,
+            "a stretch at a time"
+        );
+        if !on_tmpfs {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while dirty_kb(&mapping) * 1024 > PAGE && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert!(
+                dirty_kb(&mapping) * 1024 <= PAGE,
+                "only the writer's page stays dirty"
+            );
+        }
+        assert!(
+            mapping[..written].iter().all(|&b| b == 7),
+            "no byte changed"
+        );
+        // Nothing is asked once the file is sealed.
+        mapping.gate().seal();
+        mapping.write_back_behind(3 * WRITE_BACK);
+        assert_eq!(mapping.written_back, written / PAGE * PAGE);
     }
 
     #[test]

@@ -114,6 +114,17 @@ pub fn replay(segment: &[u8], max_records: u32) -> Replay {
     replay
 }
 
+/// Reads the frames of `published` (header included in the slice), which
+/// other processes wrote whole and published, without checking their CRCs.
+pub fn replay_published(published: &[u8], max_records: u32) -> Replay {
+    let mut replay = Replay {
+        end: SEGMENT_HEADER_LEN,
+        ..Replay::default()
+    };
+    replay.resume_published(published, max_records);
+    replay
+}
+
 impl Replay {
     /// Reads on from `end`: the frames written since this replay stopped
     /// (by another process, in shared mode), up to the first one that is not

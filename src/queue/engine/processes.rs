@@ -189,10 +189,15 @@ impl Engine {
             state.fresh.load(Relaxed),
         );
         if tail > self.tail().header.number {
-            let new_tail = Segment::attach(&self.dir, tail, None)?;
+            // Its frames up to `tail_end` were published with it.
+            let new_tail = Segment::attach_published(&self.dir, tail, tail_end)?;
             // Sealed by another process: its frames are whole to the end.
             self.tail_mut().sealed_elsewhere();
-            self.tail_mut().catch_up()?;
+            if self.tail.is_none() {
+                // It stays mapped, the last of the front run: read to its
+                // end. (One that is let go below is not read first.)
+                self.tail_mut().catch_up()?;
+            }
             // Outside the front run it is a middle segment now, unmapped
             // (the front run below maps it again if deliveries reached it).
             drop(self.tail.replace(new_tail));
