@@ -23,7 +23,12 @@ use crate::queue::asynchronous::offload::run;
 /// reaches (in shared mode also other processes' writes, through one
 /// watcher thread per handle), or on a timer for the next scheduled job.
 /// In Safe mode every call that writes runs on tokio's blocking pool (it
-/// waits for fsyncs); in Turbo and Periodic mode it runs inline.
+/// waits for fsyncs); in Turbo and Periodic mode it runs inline, but for
+/// the calls that move a job (`nack`, `set_priority`, `requeue_dead`: the
+/// job's new record is fsynced before its old one ends, in every mode),
+/// which run on the pool too. One fsync stays inline in Turbo and
+/// Periodic: a lease or enqueue that settles the moves of jobs fallen due
+/// syncs their lanes first (at most every 100 ms; FORMAT.md, "Moves").
 #[derive(Debug, Clone)]
 pub struct AsyncEmbeddedJobs {
     jobs: Arc<EmbeddedJobs>,
@@ -52,6 +57,16 @@ impl AsyncEmbeddedJobs {
     ) -> Result<R> {
         let jobs = Arc::clone(&self.jobs);
         run(self.jobs.safe, move || work(&jobs)).await
+    }
+
+    /// Runs `work`, which may move a job (and so fsync its new record
+    /// before ending the old one, in every mode), on the blocking pool.
+    async fn call_moving<R: Send + 'static>(
+        &self,
+        work: impl FnOnce(&EmbeddedJobs) -> Result<R> + Send + 'static,
+    ) -> Result<R> {
+        let jobs = Arc::clone(&self.jobs);
+        run(true, move || work(&jobs)).await
     }
 
     /// One try to lease, cancel-safe: on the blocking pool, a job taken
@@ -198,7 +213,7 @@ impl AsyncJobQueue for AsyncEmbeddedJobs {
         reason: &'a str,
     ) -> BoxFuture<'a, Result<Nacked>> {
         let reason = reason.to_owned();
-        Box::pin(self.call(move |jobs| jobs.nack(lease, retry, &reason)))
+        Box::pin(self.call_moving(move |jobs| jobs.nack(lease, retry, &reason)))
     }
 
     fn release(&self, lease: JobLease) -> BoxFuture<'_, Result<()>> {
@@ -217,7 +232,7 @@ impl AsyncJobQueue for AsyncEmbeddedJobs {
 
     fn set_priority<'a>(&'a self, id: &'a str, priority: i32) -> BoxFuture<'a, Result<()>> {
         let id = id.to_owned();
-        Box::pin(self.call(move |jobs| jobs.set_priority(&id, priority)))
+        Box::pin(self.call_moving(move |jobs| jobs.set_priority(&id, priority)))
     }
 
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
@@ -236,7 +251,7 @@ impl AsyncJobQueue for AsyncEmbeddedJobs {
 
     fn requeue_dead<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         let id = id.to_owned();
-        Box::pin(self.call(move |jobs| jobs.requeue_dead(&id)))
+        Box::pin(self.call_moving(move |jobs| jobs.requeue_dead(&id)))
     }
 
     fn stats(&self) -> BoxFuture<'_, Result<QueueStats>> {

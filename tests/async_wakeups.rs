@@ -12,7 +12,7 @@ use dque::{AsyncQueue, DQue, Options};
 // a deadline and no lease held has no timer either, so it waits until the
 // next write.
 #[test]
-fn review_a_task_waiting_right_after_new_wakes_on_another_handles_enqueue() {
+fn a_task_waiting_right_after_new_wakes_on_another_handles_enqueue() {
     let trials: usize = std::env::var("REVIEW_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -51,8 +51,7 @@ fn review_a_task_waiting_right_after_new_wakes_on_another_handles_enqueue() {
 // task's thread: a current-thread runtime stops for the fsync. A slow
 // disk shows it: a ticker task gets no turn while the nack waits.
 #[test]
-#[ignore = "review finding, not fixed: inline fsync in AsyncEmbeddedJobs (Turbo)"]
-fn review_an_async_turbo_nack_with_a_delay_does_not_fsync_on_the_task() {
+fn an_async_turbo_nack_with_a_delay_does_not_fsync_on_the_task() {
     use dque::faults::FaultPlan;
     use dque::jobs::{AsyncEmbeddedJobs, AsyncJobQueue, JobOptions, NewJob, Retry};
     use dque::Durability;

@@ -26,7 +26,7 @@ impl Job for PanicsInDecode {
 // counted, the watchdog touches the job's lease for ever (no one retries
 // it), and `until_empty` never sees the thread idle, so `run` never ends.
 #[test]
-fn review_a_panic_in_decode_is_a_failed_attempt_and_the_worker_goes_on() {
+fn a_panic_in_decode_is_a_failed_attempt_and_the_worker_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let queue = Arc::new(EmbeddedJobs::create(dir.path().join("q")).unwrap());
     queue.enqueue_job(&PanicsInDecode).unwrap();
