@@ -76,8 +76,10 @@ impl GroupCommit {
             drop(state);
             let result = batch().and_then(|batch| {
                 for (file, path) in &batch.files {
-                    // With the file's fault-ins held off (see `mapping`).
-                    crate::log::mapping::sync_data(file, path).map_err(|e| Error::io(path, e))?;
+                    // With the file's fault-ins held off (see `mapping`);
+                    // exclusive mode: no other process maps the file.
+                    crate::log::mapping::sync_data_alone(file, path)
+                        .map_err(|e| Error::io(path, e))?;
                 }
                 Ok(batch.ticket)
             });

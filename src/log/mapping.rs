@@ -135,7 +135,9 @@ impl FileGate {
     /// The gate of `file` (at `path`) if a mapping of it in this process
     /// has one.
     fn existing(file: &File, path: &Path) -> std::io::Result<Option<Arc<FileGate>>> {
-        if toucher::in_forked_child() {
+        // No fault-in thread in this process (a Safe writer): no gate,
+        // and no `statx` per fsync to look for one.
+        if toucher::in_forked_child() || GATES.lock().is_empty() {
             return Ok(None);
         }
         let id = file_id(file, path)?;
@@ -171,9 +173,21 @@ impl FileGate {
 /// fault-in of this process running on a mapping of it meanwhile (see the
 /// module's doc): every fsync of a segment file goes through here.
 pub fn sync_data(file: &File, path: &Path) -> std::io::Result<()> {
+    sync_data_holding_off(file, path, true)
+}
+
+/// As [`sync_data`], for a file no other process maps (a queue opened in
+/// exclusive mode): no `flock` to hold off other processes' fault-ins,
+/// two system calls an fsync fewer for a Safe writer.
+pub fn sync_data_alone(file: &File, path: &Path) -> std::io::Result<()> {
+    sync_data_holding_off(file, path, false)
+}
+
+fn sync_data_holding_off(file: &File, path: &Path, others: bool) -> std::io::Result<()> {
     let gate = FileGate::existing(file, path)?;
     let _quiet = gate.as_deref().and_then(FileGate::hold_off);
-    let _others_quiet = SyncFlock::take(file);
+    // After the gate, as the fault-ins take them (see `SyncFlock`).
+    let _others_quiet = others.then(|| SyncFlock::take(file));
     let _seen = faults::syncing(path);
     faults::check(FaultOp::Sync, path)?;
     file.sync_data()?;
