@@ -21,7 +21,7 @@ fn s(path: &Path) -> &str {
 // (`Options::visibility_timeout`, stored), so a command that runs longer
 // than that loses its lease and a second thread runs the job again.
 #[test]
-#[ignore = "review finding, not fixed: dque work ignores the stored lease time"]
+
 fn work_touches_within_the_queues_stored_lease_time() {
     let root = tempfile::tempdir().unwrap();
     let q = root.path().join("q");

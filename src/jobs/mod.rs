@@ -267,4 +267,23 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     ///
     /// The error of a last write or sync.
     fn close(&self) -> Result<()>;
+
+    /// How long a lease of this handle lasts unless touched, if the
+    /// backend says (the embedded queue's stored visibility timeout, a
+    /// server backend's `lease_time` option): what a worker touching its
+    /// leases goes by.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// use dque::jobs::{JobOptions, JobQueue};
+    /// use std::time::Duration;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let options = dque::Options::new().visibility_timeout(Duration::from_secs(5));
+    /// let q = JobOptions::new().queue(options).create(dir.path().join("q"))?;
+    /// assert_eq!(q.lease_time(), Some(Duration::from_secs(5)));
+    /// # Ok(()) }
+    /// ```
+    fn lease_time(&self) -> Option<Duration> {
+        None
+    }
 }

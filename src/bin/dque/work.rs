@@ -173,6 +173,10 @@ impl Crew<'_> {
                 self.in_trouble(&e);
                 Ok(())
             }
+            // The lease ran out while the command ran (a worker that
+            // stalled): the job went back to the queue, and runs again;
+            // as the worker runtime does, the work goes on.
+            Err(dque::Error::LeaseLost { .. }) => Ok(()),
             Err(e) => Err(self.args.address.failure(e)),
             Ok(()) => Ok(()),
         }
@@ -333,8 +337,10 @@ impl Crew<'_> {
                 terminate(group, &exit)?;
                 return Ok(None);
             }
-            // The queue is opened with the default lease time.
-            if touched.elapsed() >= touch_interval(DEFAULT_LEASE_TIME) {
+            // By the queue's own lease time (an embedded queue keeps the
+            // one it was made with).
+            let lease_time = self.queue.lease_time().unwrap_or(DEFAULT_LEASE_TIME);
+            if touched.elapsed() >= touch_interval(lease_time) {
                 // A lease lost meanwhile is found by the settle that follows.
                 let _ = self.queue.touch(lease);
                 touched = Instant::now();

@@ -914,6 +914,10 @@ impl EmbeddedJobs {
 }
 
 impl JobQueue for EmbeddedJobs {
+    fn lease_time(&self) -> Option<Duration> {
+        Some(self.lease_time)
+    }
+
     fn name(&self) -> &str {
         &self.name
     }

@@ -1095,6 +1095,10 @@ fn json_array<'a>(parts: impl Iterator<Item = &'a str>) -> String {
 }
 
 impl JobQueue for PgJobs {
+    fn lease_time(&self) -> Option<Duration> {
+        Some(self.lease_time)
+    }
+
     fn name(&self) -> &str {
         &self.queue
     }

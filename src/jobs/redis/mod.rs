@@ -322,6 +322,10 @@ fn timing_of(fields: &HashMap<String, String>) -> Timing {
 }
 
 impl JobQueue for RedisJobs {
+    fn lease_time(&self) -> Option<Duration> {
+        Some(self.core.lease_time)
+    }
+
     fn name(&self) -> &str {
         &self.core.queue
     }
