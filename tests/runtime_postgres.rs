@@ -68,3 +68,11 @@ mod suite {
     use super::*;
     runtime_suite!(run = on_the_server);
 }
+
+#[test]
+fn a_worker_runs_from_a_postgres_address() {
+    if let Some(server) = PgServer::get() {
+        let queue = format!("{}-address", Postgres::new().prefix);
+        runtime_api::a_worker_runs_from_an_address(&server.address(&queue));
+    }
+}

@@ -68,3 +68,11 @@ mod suite {
     use super::*;
     runtime_suite!(run = on_the_server);
 }
+
+#[test]
+fn a_worker_runs_from_a_redis_address() {
+    if let Some(server) = RedisServer::get() {
+        let db = Redis::new().db;
+        runtime_api::a_worker_runs_from_an_address(&server.address(db, "rt-address"));
+    }
+}

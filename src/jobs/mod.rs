@@ -60,6 +60,7 @@
 //! that breaks it, so a queue that one backend holds can move to another.
 //! An embedded queue's name is its directory's name.
 
+mod address;
 #[cfg(feature = "tokio")]
 mod async_contract;
 mod backoff;
@@ -76,6 +77,7 @@ mod stats;
 
 use std::time::Duration;
 
+pub use address::{open_address, Address, AddressOptions};
 #[cfg(feature = "tokio")]
 pub use async_contract::{AsyncJobQueue, BoxFuture};
 pub use backoff::Backoff;
@@ -103,7 +105,7 @@ pub use stats::{
 use crate::error::Result;
 
 /// One job queue, whatever holds it. Object safe: workers and the `dque`
-/// command hold a `Box<dyn JobQueue>` made from an address.
+/// command hold a `Box<dyn JobQueue>` made from an address ([`open_address`]).
 ///
 /// See the [module documentation](self) for the contract and an example.
 pub trait JobQueue: Send + Sync + std::fmt::Debug {

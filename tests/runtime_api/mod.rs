@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dque::jobs::{JobQueue, NewJob, WaitState};
+use dque::jobs::{AddressOptions, JobQueue, NewJob, WaitState};
 use dque::runtime::{
     testing, Context, EnqueueJob, Job, JobError, KindOptions, Outcome, StopReason, UnknownKind,
     Worker, KIND_HEADER,
@@ -515,4 +515,33 @@ pub fn typed_enqueue_is_seen_by_the_test_helpers(backend: &dyn Backend) {
     assert_eq!(lease.header(KIND_HEADER), Some("echo"));
     assert_eq!(lease.header("owner"), Some("ops"));
     assert_eq!(lease.body, br#"{"n":2}"#);
+}
+
+/// A worker opened from an ADDRESS (`Worker::open`) runs the jobs another
+/// handle enqueued there: the one parser and opener of the library (and of
+/// the `dque` command) reaches this backend.
+pub fn a_worker_runs_from_an_address(address: &str) {
+    let producer = AddressOptions::new()
+        .create(true)
+        .open_str(address)
+        .expect("open the address");
+    for n in 1..=3 {
+        producer.enqueue_job(&Echo { n }).unwrap();
+    }
+    let log = Arc::new(Log::default());
+    let summary = Worker::open(address)
+        .expect("a worker from the address")
+        .handle_signals(false)
+        .until_empty(true)
+        .state(Arc::clone(&log))
+        .register::<Echo>()
+        .run()
+        .expect("run");
+    assert_eq!(summary.succeeded, 3, "{summary:?}");
+    assert_eq!(
+        log.lines(),
+        ["echo 1 attempt 1", "echo 2 attempt 1", "echo 3 attempt 1"]
+    );
+    assert_eq!(producer.counts().unwrap(), Default::default());
+    producer.close().unwrap();
 }
