@@ -57,8 +57,11 @@ struct Hooks {
 pub struct Summary {
     /// Attempts that succeeded (acked).
     pub succeeded: u64,
-    /// Failed attempts whose jobs run again (snoozes included).
+    /// Failed attempts whose jobs run again.
     pub retried: u64,
+    /// Attempts the handler snoozed ([`JobError::Snooze`](super::JobError::Snooze)):
+    /// given back uncounted, to run later.
+    pub snoozed: u64,
     /// Jobs made dead letters.
     pub dead: u64,
     /// Jobs given back without counting the attempt (the worker stopped).
@@ -81,6 +84,7 @@ pub struct Summary {
 struct Tally {
     succeeded: AtomicU64,
     retried: AtomicU64,
+    snoozed: AtomicU64,
     dead: AtomicU64,
     released: AtomicU64,
     lost: AtomicU64,
@@ -99,6 +103,7 @@ impl Tally {
         Summary {
             succeeded: get(&self.succeeded),
             retried: get(&self.retried),
+            snoozed: get(&self.snoozed),
             dead: get(&self.dead),
             released: get(&self.released),
             lost: get(&self.lost),
@@ -845,6 +850,10 @@ impl Shared {
             Outcome::Dead { reason } => {
                 Tally::add(&tally.dead);
                 tracing::error!(kind, id, attempt, reason, "job failed; now a dead letter");
+            }
+            Outcome::Snoozed { .. } => {
+                Tally::add(&tally.snoozed);
+                tracing::debug!(kind, id, attempt, "job snoozed; it runs again later");
             }
             Outcome::Released => {
                 Tally::add(&tally.released);

@@ -1,9 +1,11 @@
 //! ADDRESS: where the jobs commands find a queue. A queue directory, or
 //! `postgres://…#QUEUE` / `postgresql://…#QUEUE` for PostgreSQL and
 //! `redis://HOST:PORT[/DB]#QUEUE` / `redis+unix:///SOCKET[?db=N]#QUEUE` for
-//! Redis (the queue's name after `#`). Every jobs command
-//! opens its queue here, as a `dyn JobQueue`, so each works on every
-//! backend this build has.
+//! Redis (the queue's name after `#`). The library parses and opens it
+//! (`dque::jobs::Address`, `AddressOptions`): this module adds what the
+//! command needs around that (waiting on a locked directory, its item
+//! cap, its exit codes), so every jobs command opens its queue the way a
+//! program's `Worker::open` does, on every backend.
 
 use std::path::Path;
 use std::sync::Arc;

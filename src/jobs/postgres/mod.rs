@@ -1229,6 +1229,27 @@ impl JobQueue for PgJobs {
         Ok(())
     }
 
+    fn release_after(&self, lease: JobLease, delay: Duration) -> Result<SystemTime> {
+        let now = self.now();
+        if delay.is_zero() {
+            self.release(lease)?;
+            return Ok(now);
+        }
+        let at = super::job::due_after(now, delay);
+        let mut client = self.client()?;
+        // As a delayed nack (ready then, after the jobs scheduled for that
+        // time before it), with the lease's attempt taken back.
+        let set = format!(
+            "attempts = attempts - 1, lease_until = NULL, lease_token = NULL, ready_at = $4, \
+             seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))",
+            jobs = self.tables.jobs
+        );
+        self.on_lease(&mut *client, &lease, &set, &[&ms(at)], None)?;
+        self.settled(&lease);
+        let _ = self.notify(&mut *client);
+        Ok(at)
+    }
+
     fn touch(&self, lease: &JobLease) -> Result<()> {
         let mut client = self.client()?;
         let until = Self::real_now_ms().saturating_add(duration_ms(self.lease_time));

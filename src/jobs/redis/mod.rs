@@ -699,6 +699,18 @@ impl JobQueue for RedisJobs {
         self.settle("release", &lease, &[]).map(drop)
     }
 
+    fn release_after(&self, lease: JobLease, delay: Duration) -> Result<SystemTime> {
+        let now = self.now();
+        if delay.is_zero() {
+            self.release(lease)?;
+            return Ok(now);
+        }
+        let at = super::job::due_after(now, delay);
+        let delay = at.duration_since(now).unwrap_or_default();
+        self.settle("snooze", &lease, &[duration_seconds(delay).as_bytes()])?;
+        Ok(at)
+    }
+
     fn touch(&self, lease: &JobLease) -> Result<()> {
         self.settle(
             "heartbeat",
