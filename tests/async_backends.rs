@@ -94,6 +94,13 @@ impl JobQueue for Blocking {
     fn release(&self, lease: JobLease) -> Result<()> {
         self.wait(self.queue.release(lease))
     }
+    fn release_after(
+        &self,
+        lease: JobLease,
+        delay: std::time::Duration,
+    ) -> Result<std::time::SystemTime> {
+        self.wait(self.queue.release_after(lease, delay))
+    }
     fn touch(&self, lease: &JobLease) -> Result<()> {
         self.wait(self.queue.touch(lease))
     }

@@ -179,3 +179,9 @@ fn an_inline_run_sees_the_state_and_the_attempt() {
         Err(JobError::fail("(\"db\", 1)"))
     );
 }
+
+#[test]
+fn a_worker_runs_from_a_directory_address() {
+    let dir = tempfile::tempdir().unwrap();
+    runtime_api::a_worker_runs_from_an_address(&dir.path().join("q").display().to_string());
+}

@@ -116,6 +116,20 @@ pub trait AsyncJobQueue: Send + Sync + std::fmt::Debug {
     /// As the blocking call.
     fn release(&self, lease: JobLease) -> BoxFuture<'_, Result<()>>;
 
+    /// Gives the job back to run after `delay`, its attempt uncounted
+    /// ([`JobQueue::release_after`](super::JobQueue::release_after)).
+    /// Not cancel-safe once polled: dropped, the job may be given back
+    /// or still be leased until its lease time ends.
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn release_after(
+        &self,
+        lease: JobLease,
+        delay: std::time::Duration,
+    ) -> BoxFuture<'_, Result<std::time::SystemTime>>;
+
     /// Extends the lease ([`JobQueue::touch`](super::JobQueue::touch)).
     ///
     /// # Errors

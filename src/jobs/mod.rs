@@ -48,7 +48,8 @@
 //! - `ack` ends a job; `nack` retries it after a back-off (or a given
 //!   delay) until its attempts ([`Options::max_attempts`](crate::Options::max_attempts))
 //!   are used up, then it is a dead letter; `release` gives it back without
-//!   counting the attempt; `fail` makes it a dead letter at once.
+//!   counting the attempt (`release_after`: scheduled for later, a snooze);
+//!   `fail` makes it a dead letter at once.
 //! - Enqueueing a caller-chosen id that is ready, scheduled or leased adds
 //!   nothing and says so ([`Enqueued::AlreadyQueued`]): not an error, so a
 //!   producer may retry after a crash.
@@ -60,6 +61,7 @@
 //! that breaks it, so a queue that one backend holds can move to another.
 //! An embedded queue's name is its directory's name.
 
+mod address;
 #[cfg(feature = "tokio")]
 mod async_contract;
 mod backoff;
@@ -76,6 +78,7 @@ mod stats;
 
 use std::time::Duration;
 
+pub use address::{open_address, Address, AddressOptions};
 #[cfg(feature = "tokio")]
 pub use async_contract::{AsyncJobQueue, BoxFuture};
 pub use backoff::Backoff;
@@ -107,7 +110,7 @@ pub use stats::{
 use crate::error::Result;
 
 /// One job queue, whatever holds it. Object safe: workers and the `dque`
-/// command hold a `Box<dyn JobQueue>` made from an address.
+/// command hold a `Box<dyn JobQueue>` made from an address ([`open_address`]).
 ///
 /// See the [module documentation](self) for the contract and an example.
 pub trait JobQueue: Send + Sync + std::fmt::Debug {
@@ -192,6 +195,31 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     ///
     /// As [`ack`](Self::ack).
     fn release(&self, lease: JobLease) -> Result<()>;
+
+    /// Gives the job back without counting the attempt, to run again after
+    /// `delay`: a snooze (a job waiting on a rate limit or another job, not
+    /// failing). It is scheduled until then, its attempts as they were
+    /// before this lease, so snoozing never makes it a dead letter; a zero
+    /// `delay` is [`release`](Self::release). Returns when it is ready again.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("jobs"))?;
+    /// queue.enqueue(NewJob::new("call the API"))?;
+    /// let lease = queue.lease()?.expect("a job");
+    /// queue.release_after(lease, Duration::from_secs(60))?; // rate limited
+    /// assert_eq!(queue.counts()?.scheduled, 1);
+    /// assert_eq!(queue.waiting(1)?[0].job.attempt, 0, "not counted");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`ack`](Self::ack).
+    fn release_after(&self, lease: JobLease, delay: Duration) -> Result<std::time::SystemTime>;
 
     /// Extends the lease by the lease time, from now.
     ///

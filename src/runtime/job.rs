@@ -67,7 +67,7 @@ pub trait Job: Serialize + DeserializeOwned + Send + 'static {
     ///
     /// [`JobError::Retry`] to run it again (after a back-off or a given
     /// delay) until its attempts are used up; [`JobError::Fail`] to make it
-    /// a dead letter now; [`JobError::Snooze`] to run it later;
+    /// a dead letter now; [`JobError::Snooze`] to run it later, uncounted;
     /// [`JobError::Interrupted`] when it stops early because the worker stops.
     fn run(self, cx: &Context) -> std::result::Result<(), JobError>;
 
@@ -128,11 +128,13 @@ pub enum JobError {
     },
     /// The job cannot succeed: a dead letter now, with this reason.
     Fail(String),
-    /// Run the job again after this delay. The Jobs API has no call that
-    /// gives a job back later without counting the attempt, so a snooze is
-    /// a nack with this delay: **the attempt is counted** (reason
-    /// `snoozed`), and a job that snoozes more often than its attempts
-    /// allow becomes a dead letter. Give a kind that snoozes enough attempts.
+    /// Run the job again after this delay, **without counting the
+    /// attempt** (a job waiting on a rate limit or on other work, not
+    /// failing): the worker gives it back with
+    /// [`JobQueue::release_after`](crate::jobs::JobQueue::release_after),
+    /// on every backend. Its next run sees the same [`Context::attempt`],
+    /// and snoozing never makes it a dead letter: a handler that may snooze
+    /// forever should bound it itself (by a time in its arguments, say).
     Snooze(Duration),
     /// The handler stopped early because the worker is stopping
     /// ([`Context::should_stop`]): the job is given back without counting
@@ -163,7 +165,7 @@ impl JobError {
         JobError::Fail(reason.to_string())
     }
 
-    /// Run again after `delay` (the attempt counted: see [`JobError::Snooze`]).
+    /// Run again after `delay`, the attempt not counted (see [`JobError::Snooze`]).
     pub fn snooze(delay: Duration) -> Self {
         JobError::Snooze(delay)
     }

@@ -45,9 +45,16 @@ pub enum UnknownKind {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Settle {
     Ack,
-    Nack { retry: Retry, reason: String },
-    Fail { reason: String },
+    Nack {
+        retry: Retry,
+        reason: String,
+    },
+    Fail {
+        reason: String,
+    },
     Release,
+    /// Given back uncounted, to run after this delay.
+    Snooze(Duration),
 }
 
 /// The reason of an attempt that timed out.
@@ -80,7 +87,7 @@ pub(crate) fn settle(
         Ended::Ok => Settle::Ack,
         Ended::Job(JobError::Retry { reason, after }) => retry(reason, after),
         Ended::Job(JobError::Fail(reason)) => Settle::Fail { reason },
-        Ended::Job(JobError::Snooze(delay)) => retry("snoozed".to_owned(), Some(delay)),
+        Ended::Job(JobError::Snooze(delay)) => Settle::Snooze(delay),
         Ended::Job(JobError::Interrupted) if stopping => Settle::Release,
         Ended::Job(JobError::Interrupted) => retry("interrupted".to_owned(), None),
         Ended::Panicked(message) => retry(message, None),
@@ -128,6 +135,12 @@ pub enum Outcome {
     },
     /// It was given back without counting the attempt (the worker stopped).
     Released,
+    /// The handler snoozed it ([`JobError::Snooze`]): given back without
+    /// counting the attempt, it runs again at `at`.
+    Snoozed {
+        /// When it is ready again.
+        at: SystemTime,
+    },
     /// Its lease was lost before it could be settled (it ran past its
     /// lease, or the server failed): it runs again, the attempt counted.
     Lost {
@@ -137,13 +150,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// `ok`, `retry`, `dead`, `released` or `lost`.
+    /// `ok`, `retry`, `dead`, `released`, `snoozed` or `lost`.
     pub fn word(&self) -> &'static str {
         match self {
             Outcome::Succeeded => "ok",
             Outcome::Retrying { .. } => "retry",
             Outcome::Dead { .. } => "dead",
             Outcome::Released => "released",
+            Outcome::Snoozed { .. } => "snoozed",
             Outcome::Lost { .. } => "lost",
         }
     }
@@ -153,7 +167,7 @@ impl Outcome {
         match self {
             Outcome::Retrying { reason, .. } | Outcome::Dead { reason } => Some(reason),
             Outcome::Lost { error } => Some(error),
-            Outcome::Succeeded | Outcome::Released => None,
+            Outcome::Succeeded | Outcome::Released | Outcome::Snoozed { .. } => None,
         }
     }
 }
@@ -165,6 +179,9 @@ pub(crate) fn apply(queue: &dyn JobQueue, lease: JobLease, settle: Settle) -> Re
     let done = match settle {
         Settle::Ack => queue.ack(lease).map(|()| Outcome::Succeeded),
         Settle::Release => queue.release(lease).map(|()| Outcome::Released),
+        Settle::Snooze(delay) => queue
+            .release_after(lease, delay)
+            .map(|at| Outcome::Snoozed { at }),
         Settle::Fail { reason } => queue
             .fail(lease, &reason)
             .map(|()| Outcome::Dead { reason }),
@@ -278,6 +295,27 @@ mod tests {
                 reason: "interrupted".into()
             }
         );
+    }
+
+    /// Pins the counted snooze: a snooze was a nack with its delay, so a
+    /// kind of 1 attempt that snoozed became a dead letter. It must be a
+    /// snooze whatever the attempt, never a failure.
+    #[test]
+    fn a_snooze_is_never_a_failure_whatever_the_attempt() {
+        let one = KindOptions::new().max_attempts(1);
+        for attempt in [1, 2, 100] {
+            let delay = Duration::from_secs(60);
+            assert_eq!(
+                settle(
+                    Ended::Job(JobError::snooze(delay)),
+                    attempt,
+                    Some(&one),
+                    false,
+                    UnknownKind::Retry
+                ),
+                Settle::Snooze(delay)
+            );
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::rules::{
     UnknownKind, DEFAULT_LEASE_TIME,
 };
 use super::shutdown::{StopHandle, StopReason, DEFAULT_GRACE};
-use crate::jobs::{JobLease, JobQueue, Order, QueueSet};
+use crate::jobs::{AddressOptions, JobLease, JobQueue, Order, QueueSet};
 use crate::{Error, Result};
 
 /// How long a lease waits for a job before its thread looks at the stop flag.
@@ -57,8 +57,11 @@ struct Hooks {
 pub struct Summary {
     /// Attempts that succeeded (acked).
     pub succeeded: u64,
-    /// Failed attempts whose jobs run again (snoozes included).
+    /// Failed attempts whose jobs run again.
     pub retried: u64,
+    /// Attempts the handler snoozed ([`JobError::Snooze`](super::JobError::Snooze)):
+    /// given back uncounted, to run later.
+    pub snoozed: u64,
     /// Jobs made dead letters.
     pub dead: u64,
     /// Jobs given back without counting the attempt (the worker stopped).
@@ -81,6 +84,7 @@ pub struct Summary {
 struct Tally {
     succeeded: AtomicU64,
     retried: AtomicU64,
+    snoozed: AtomicU64,
     dead: AtomicU64,
     released: AtomicU64,
     lost: AtomicU64,
@@ -99,6 +103,7 @@ impl Tally {
         Summary {
             succeeded: get(&self.succeeded),
             retried: get(&self.retried),
+            snoozed: get(&self.snoozed),
             dead: get(&self.dead),
             released: get(&self.released),
             lost: get(&self.lost),
@@ -187,6 +192,8 @@ pub struct Worker {
     state: StateMap,
     hooks: Hooks,
     stop: StopHandle,
+    /// The worker opened its queue (from an address): `run` closes it.
+    owns_queue: bool,
 }
 
 impl std::fmt::Debug for Worker {
@@ -213,6 +220,62 @@ impl Worker {
         Worker::new(Arc::from(queue))
     }
 
+    /// A worker on the queue at `address` (a queue directory,
+    /// `postgres://…#QUEUE`, `redis://…#QUEUE`: see
+    /// [`open_address`](crate::jobs::open_address)), opened with default
+    /// [`AddressOptions`]. The worker owns the queue: [`run`](Self::run)
+    /// closes it before it returns.
+    ///
+    /// ```
+    /// use dque::jobs::{AddressOptions, JobQueue};
+    /// use dque::runtime::{Context, EnqueueJob, Job, JobError, Worker};
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Serialize, Deserialize)]
+    /// # struct Greet { name: String }
+    /// # impl Job for Greet {
+    /// #     const KIND: &'static str = "greet";
+    /// #     fn run(self, _: &Context) -> Result<(), JobError> { Ok(()) }
+    /// # }
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let address = dir.path().join("jobs").display().to_string();
+    /// let queue = AddressOptions::new().create(true).open_str(&address)?;
+    /// queue.enqueue_job(&Greet { name: "ada".into() })?;
+    /// queue.close()?;
+    ///
+    /// let summary = Worker::open(&address)?
+    ///     .register::<Greet>()
+    ///     .handle_signals(false)
+    ///     .until_empty(true)
+    ///     .run()?;
+    /// assert_eq!(summary.succeeded, 1);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`open_address`](crate::jobs::open_address): an ADDRESS that
+    /// does not parse or names a backend this build lacks, or the
+    /// backend's errors of opening.
+    pub fn open(address: &str) -> Result<Self> {
+        Worker::open_with(address, &AddressOptions::new())
+    }
+
+    /// [`open`](Self::open) with `options`; their lease time, if set, is
+    /// also the worker's ([`lease_time`](Self::lease_time)).
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    pub fn open_with(address: &str, options: &AddressOptions) -> Result<Self> {
+        let mut worker = Worker::from_box(options.open_str(address)?);
+        worker.owns_queue = true;
+        if let Some(lease_time) = options.lease_time_value() {
+            worker.lease_time = lease_time;
+        }
+        Ok(worker)
+    }
+
     /// A worker leasing from several queues, in the set's order.
     pub fn from_set(set: QueueSet) -> Self {
         Worker {
@@ -227,6 +290,7 @@ impl Worker {
             state: StateMap::default(),
             hooks: Hooks::default(),
             stop: StopHandle::new(),
+            owns_queue: false,
         }
     }
 
@@ -329,7 +393,8 @@ impl Worker {
         self.kinds.names()
     }
 
-    /// Runs until stopped, then returns what it did.
+    /// Runs until stopped, then returns what it did. A worker that opened
+    /// its queue ([`open`](Self::open)) closes it first.
     ///
     /// # Errors
     ///
@@ -337,7 +402,7 @@ impl Worker {
     /// cannot be installed; an error of the queue that is not a server's
     /// passing trouble (`Closed`, `Corrupted`, `WritesRefused`...): the
     /// worker then stops as for a signal (running jobs get the grace
-    /// period) and returns it.
+    /// period) and returns it; the error of closing a queue it opened.
     pub fn run(self) -> Result<Summary> {
         if self.kinds.names().is_empty() {
             return Err(Error::InvalidOption {
@@ -356,6 +421,7 @@ impl Worker {
         };
         let grace = self.grace;
         let concurrency = self.concurrency;
+        let owns_queue = self.owns_queue;
         let shared = Arc::new(Shared::new(self));
         for _ in 0..concurrency {
             Shared::spawn_thread(&shared);
@@ -379,9 +445,18 @@ impl Worker {
         let _ = watchdog.join();
         let summary = shared.tally.summary(shared.stop.reason());
         let fatal = shared.fatal.lock().take();
-        match fatal {
-            Some(error) => Err(error),
-            None => Ok(summary),
+        // Every job is settled: what it wrote is made durable by the close.
+        let closed = match owns_queue {
+            true => shared
+                .set
+                .queues()
+                .iter()
+                .try_for_each(|queue| queue.close()),
+            false => Ok(()),
+        };
+        match (fatal, closed) {
+            (Some(error), _) | (None, Err(error)) => Err(error),
+            (None, Ok(())) => Ok(summary),
         }
     }
 
@@ -775,6 +850,10 @@ impl Shared {
             Outcome::Dead { reason } => {
                 Tally::add(&tally.dead);
                 tracing::error!(kind, id, attempt, reason, "job failed; now a dead letter");
+            }
+            Outcome::Snoozed { .. } => {
+                Tally::add(&tally.snoozed);
+                tracing::debug!(kind, id, attempt, "job snoozed; it runs again later");
             }
             Outcome::Released => {
                 Tally::add(&tally.released);

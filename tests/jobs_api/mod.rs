@@ -64,6 +64,7 @@ macro_rules! jobs_api_suite {
             a_failure_counts_under_the_reasons_group_however_the_job_died,
             nack_without_delay_retries_in_place,
             release_does_not_count_an_attempt,
+            release_after_schedules_the_job_without_counting_the_attempt,
             fail_dead_letters_at_once_and_requeue_starts_over,
             priority_of_a_waiting_job_can_change,
             cancel_removes_a_waiting_job_only,
@@ -371,6 +372,70 @@ pub fn release_does_not_count_an_attempt(backend: &dyn Backend) {
         q.release(leased).unwrap();
     }
     assert_eq!(drain(q.as_ref()), ["a"]);
+}
+
+/// `release_after` (a snooze: the runtime's `JobError::Snooze`) keeps
+/// the job scheduled for the delay with its attempts as they were before
+/// the lease: snoozed more often than its attempts allow it is never a
+/// dead letter, and counted failures go on from where they were. Its
+/// caller id stays taken while it waits; a lease of another queue is
+/// refused there and changes nothing.
+pub fn release_after_schedules_the_job_without_counting_the_attempt(backend: &dyn Backend) {
+    let (q, s) = new_queue(backend, "release_after");
+    let snooze = Duration::from_secs(30);
+    put(q.as_ref(), NewJob::new("a").id("snoozer"));
+    put(q.as_ref(), NewJob::new("b"));
+    // More snoozes than the queue's 3 attempts.
+    for round in 0..5 {
+        let a = lease(q.as_ref());
+        assert_eq!((body(&a).as_str(), a.attempt), ("a", 1), "round {round}");
+        let at = q.release_after(a, snooze).unwrap();
+        assert_eq!(at, s.clock.now_time() + snooze);
+        let waiting = q.waiting(10).unwrap();
+        let snoozed = waiting.iter().find(|w| w.job.id == "snoozer").unwrap();
+        assert_eq!(
+            (snoozed.state, snoozed.job.attempt),
+            (WaitState::Scheduled(at), 0),
+            "round {round}"
+        );
+        let again = q.enqueue(NewJob::new("a2").id("snoozer")).unwrap();
+        assert_eq!(again, Enqueued::AlreadyQueued("snoozer".into()));
+        if round == 0 {
+            assert_eq!(drain(q.as_ref()), ["b"], "a waits, b goes first");
+        }
+        assert!(q.lease().unwrap().is_none(), "not due yet");
+        assert_eq!(q.counts().unwrap().scheduled, 1);
+        s.clock.advance(snooze);
+    }
+    // A counted failure, then snoozes (delayed and not) keep its count.
+    let a = lease(q.as_ref());
+    q.nack(a, Retry::Backoff, "boom").unwrap();
+    s.clock.advance(Duration::from_secs(10));
+    let a = lease(q.as_ref());
+    assert_eq!(a.attempt, 2);
+    assert_eq!(
+        q.release_after(a, Duration::ZERO).unwrap(),
+        s.clock.now_time()
+    );
+    let a = lease(q.as_ref());
+    assert_eq!(a.attempt, 2, "a zero delay is a release");
+    q.release_after(a, snooze).unwrap();
+    s.clock.advance(snooze);
+    let a = lease(q.as_ref());
+    assert_eq!(a.attempt, 2);
+    q.nack(a, Retry::Backoff, "boom").unwrap();
+    s.clock.advance(Duration::from_secs(20));
+    let a = lease(q.as_ref());
+    assert_eq!(a.attempt, 3);
+    assert_eq!(q.nack(a, Retry::Backoff, "boom").unwrap(), Nacked::Dead);
+    // Through another queue: refused, the job stays leased where it is.
+    let other = backend.make("release_after_other", &s);
+    put(q.as_ref(), NewJob::new("c"));
+    let c = lease(q.as_ref());
+    let wrong = other.release_after(c, snooze);
+    assert!(wrong.is_err(), "snoozed through another queue: {wrong:?}");
+    let counts = q.counts().unwrap();
+    assert_eq!((counts.leased, counts.scheduled), (1, 0), "{counts:?}");
 }
 
 pub fn fail_dead_letters_at_once_and_requeue_starts_over(backend: &dyn Backend) {

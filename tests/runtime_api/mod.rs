@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dque::jobs::{JobQueue, NewJob, WaitState};
+use dque::jobs::{AddressOptions, JobQueue, NewJob, WaitState};
 use dque::runtime::{
     testing, Context, EnqueueJob, Job, JobError, KindOptions, Outcome, StopReason, UnknownKind,
     Worker, KIND_HEADER,
@@ -143,18 +143,28 @@ impl Job for Cooperative {
     }
 }
 
+/// Snoozes its first two runs, then succeeds; one attempt only, so a
+/// counted snooze would make it a dead letter.
 #[derive(Serialize, Deserialize)]
 pub struct Snoozes {}
 
 impl Job for Snoozes {
     const KIND: &'static str = "snoozes";
     fn run(self, cx: &Context) -> Result<(), JobError> {
-        cx.state::<Arc<Log>>()
-            .push(format!("snoozes attempt {}", cx.attempt()));
-        match cx.attempt() {
-            1 => Err(JobError::snooze(Duration::from_secs(60))),
+        let log = cx.state::<Arc<Log>>();
+        let runs = log
+            .lines()
+            .iter()
+            .filter(|line| line.starts_with("snoozes"))
+            .count();
+        log.push(format!("snoozes attempt {}", cx.attempt()));
+        match runs {
+            0 | 1 => Err(JobError::snooze(Duration::from_secs(60))),
             _ => Ok(()),
         }
+    }
+    fn options() -> KindOptions {
+        KindOptions::new().max_attempts(1)
     }
 }
 
@@ -296,30 +306,50 @@ pub fn a_timeout_fails_the_attempt_and_a_new_thread_goes_on(backend: &dyn Backen
     assert_eq!(queue.counts().unwrap().ready, 0);
 }
 
+/// Pins the counted snooze: a snooze was a nack with its delay (the
+/// attempt counted, the kind's attempts used up by snoozing: this kind's
+/// one attempt made it a dead letter at its first snooze). A snoozed job
+/// must wait scheduled, its attempts as before, and run again uncounted.
 pub fn a_snooze_runs_the_job_again_once_due(backend: &dyn Backend) {
     let (queue, settings) = new_queue(backend, "rt-snooze");
     queue.enqueue_job(&Snoozes {}).unwrap();
     let log = Arc::new(Log::default());
-    let summary = worker(&queue, &log)
-        .register::<Snoozes>()
-        .run()
-        .expect("run");
-    assert_eq!((summary.retried, summary.succeeded), (1, 0), "{summary:?}");
-    let waiting = queue.waiting(10).unwrap();
-    assert_eq!(waiting.len(), 1);
-    assert!(
-        matches!(waiting[0].state, WaitState::Scheduled(_)),
-        "snoozed: scheduled, {:?}",
-        waiting[0].state
-    );
-    settings.clock.advance(Duration::from_secs(61));
-    let summary = worker(&queue, &log)
-        .register::<Snoozes>()
-        .run()
-        .expect("run");
-    assert_eq!(summary.succeeded, 1, "{summary:?}");
-    // The snooze counted the attempt (the Jobs API has no uncounted delay).
-    assert_eq!(log.lines(), ["snoozes attempt 1", "snoozes attempt 2"]);
+    let failures = Arc::new(Log::default());
+    for run in 1..=3 {
+        let seen = Arc::clone(&failures);
+        let summary = worker(&queue, &log)
+            .register::<Snoozes>()
+            .on_failure(move |f| seen.push(f.outcome.word().to_owned()))
+            .run()
+            .expect("run");
+        let snoozed = u64::from(run < 3);
+        assert_eq!(
+            (
+                summary.snoozed,
+                summary.succeeded,
+                summary.retried,
+                summary.dead
+            ),
+            (snoozed, 1 - snoozed, 0, 0),
+            "run {run}: {summary:?}"
+        );
+        let waiting = queue.waiting(10).unwrap();
+        if run < 3 {
+            assert_eq!(waiting.len(), 1);
+            assert!(
+                matches!(waiting[0].state, WaitState::Scheduled(_)),
+                "snoozed: scheduled, {:?}",
+                waiting[0].state
+            );
+            assert_eq!(waiting[0].job.attempt, 0, "uncounted: {:?}", waiting[0]);
+            settings.clock.advance(Duration::from_secs(61));
+        } else {
+            assert!(waiting.is_empty(), "{waiting:?}");
+        }
+    }
+    assert_eq!(log.lines(), ["snoozes attempt 1"; 3]);
+    assert!(failures.lines().is_empty(), "a snooze is no failure");
+    assert!(dead(queue.as_ref()).is_empty());
 }
 
 pub fn heartbeats_keep_a_long_job_past_its_lease_time(backend: &dyn Backend) {
@@ -484,10 +514,19 @@ pub fn drain_with_a_manual_clock_runs_retries_without_sleeping(backend: &dyn Bac
         Some(&settings.clock),
     )
     .expect("drain");
-    assert_eq!((summary.retried, summary.succeeded), (1, 2), "{summary:?}");
+    assert_eq!(
+        (summary.snoozed, summary.retried, summary.succeeded),
+        (2, 0, 2),
+        "{summary:?}"
+    );
     assert_eq!(
         log.lines(),
-        ["snoozes attempt 1", "snoozes attempt 2", "echo 3 attempt 1"]
+        [
+            "snoozes attempt 1",
+            "snoozes attempt 1",
+            "snoozes attempt 1",
+            "echo 3 attempt 1"
+        ]
     );
     assert_eq!(outcomes.lines(), ["snoozes", "echo"]);
     assert_eq!(queue.counts().unwrap().scheduled, 0);
@@ -515,4 +554,33 @@ pub fn typed_enqueue_is_seen_by_the_test_helpers(backend: &dyn Backend) {
     assert_eq!(lease.header(KIND_HEADER), Some("echo"));
     assert_eq!(lease.header("owner"), Some("ops"));
     assert_eq!(lease.body, br#"{"n":2}"#);
+}
+
+/// A worker opened from an ADDRESS (`Worker::open`) runs the jobs another
+/// handle enqueued there: the one parser and opener of the library (and of
+/// the `dque` command) reaches this backend.
+pub fn a_worker_runs_from_an_address(address: &str) {
+    let producer = AddressOptions::new()
+        .create(true)
+        .open_str(address)
+        .expect("open the address");
+    for n in 1..=3 {
+        producer.enqueue_job(&Echo { n }).unwrap();
+    }
+    let log = Arc::new(Log::default());
+    let summary = Worker::open(address)
+        .expect("a worker from the address")
+        .handle_signals(false)
+        .until_empty(true)
+        .state(Arc::clone(&log))
+        .register::<Echo>()
+        .run()
+        .expect("run");
+    assert_eq!(summary.succeeded, 3, "{summary:?}");
+    assert_eq!(
+        log.lines(),
+        ["echo 1 attempt 1", "echo 2 attempt 1", "echo 3 attempt 1"]
+    );
+    assert_eq!(producer.counts().unwrap(), Default::default());
+    producer.close().unwrap();
 }

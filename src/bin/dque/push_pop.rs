@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use dque::jobs::{JobLease, JobQueue, NewJob};
 use dque::{Options, RawQueue};
 
-use crate::address::{Address, Make};
+use crate::address::{Address, AddressExt, Make};
 use crate::fail::{Failure, EMPTY};
 
 /// Options of `dque push`.
@@ -24,7 +24,7 @@ use crate::fail::{Failure, EMPTY};
   dque push q --kind greet '{\"name\":\"ada\"}'   a typed job for the worker runtime")]
 pub struct PushArgs {
     /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
-    #[arg(value_name = "ADDRESS")]
+    #[arg(value_name = "ADDRESS", value_parser = crate::address::parse)]
     pub address: Address,
     /// Items to add, one job per argument; without any (and without
     /// --file), stdin is read.
@@ -77,7 +77,7 @@ pub struct PushArgs {
   dque pop q --wait 30                 wait up to 30 s for an item")]
 pub struct PopArgs {
     /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
-    #[arg(value_name = "ADDRESS")]
+    #[arg(value_name = "ADDRESS", value_parser = crate::address::parse)]
     pub address: Address,
     /// Take up to N items, writing a newline after each; by default one
     /// item is taken and its bytes are written exactly.

@@ -8,14 +8,14 @@ use std::process::ExitCode;
 use dque::jobs::{job_from_record, StoredJob, WaitState, JOB_CODEC_ID};
 use dque::{JobPart, QueueFiles, StoredRecord};
 
-use crate::address::{Address, Make};
+use crate::address::{Address, AddressExt, Make};
 use crate::fail::{Failure, EMPTY};
 
 /// Options of `dque peek`.
 #[derive(Debug, clap::Args)]
 pub struct PeekArgs {
     /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
-    #[arg(value_name = "ADDRESS")]
+    #[arg(value_name = "ADDRESS", value_parser = crate::address::parse)]
     pub address: Address,
     /// How many records to show, from the head.
     #[arg(short = 'n', long, default_value_t = 10,
@@ -46,7 +46,7 @@ pub struct DumpArgs {
 pub struct DeadArgs {
     /// The queue: a directory (its dead letters are in DIR/dead), or
     /// postgres://…#QUEUE, redis://…#QUEUE.
-    #[arg(value_name = "ADDRESS")]
+    #[arg(value_name = "ADDRESS", value_parser = crate::address::parse)]
     pub address: Address,
     #[command(flatten)]
     pub format: Format,

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use crate::address::{Address, Make};
+use crate::address::{Address, AddressExt, Make};
 use crate::fail::Failure;
 use crate::push_pop::{joining, open_raw, patiently};
 
@@ -15,7 +15,7 @@ priority), its attempts starting over."
 )]
 pub struct RequeueArgs {
     /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
-    #[arg(value_name = "ADDRESS")]
+    #[arg(value_name = "ADDRESS", value_parser = crate::address::parse)]
     pub address: Address,
     /// Dead letters to put back, by their dead-letter id (a job's id in a
     /// jobs queue).

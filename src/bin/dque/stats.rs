@@ -7,14 +7,14 @@ use std::process::ExitCode;
 use dque::jobs::{DayStats, Histogram, QueueStats, Timing, JOB_CODEC_ID};
 use dque::{QueueFiles, Stats};
 
-use crate::address::{Address, Make};
+use crate::address::{Address, AddressExt, Make};
 use crate::fail::{codec_name, Failure};
 
 /// Options of `dque stats`.
 #[derive(Debug, clap::Args)]
 pub struct StatsArgs {
     /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
-    #[arg(value_name = "ADDRESS")]
+    #[arg(value_name = "ADDRESS", value_parser = crate::address::parse)]
     pub address: Address,
     /// Print one JSON object instead of text, for scripts.
     #[arg(long)]

@@ -26,7 +26,7 @@ use dque::runtime::{
     is_server_trouble, touch_interval, trouble_pause, StopHandle, DEFAULT_GRACE, DEFAULT_LEASE_TIME,
 };
 
-use crate::address::{Address, Make, Tuning};
+use crate::address::{Address, AddressExt, Make, Tuning};
 use crate::fail::Failure;
 
 /// Options of `dque work`.
@@ -40,7 +40,7 @@ The command gets the body on stdin and DQUE_JOB_ID, DQUE_ATTEMPT (1 for the
 first), DQUE_PRIORITY, DQUE_QUEUE and DQUE_HEADER_<NAME> for each header.")]
 pub struct WorkArgs {
     /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
-    #[arg(value_name = "ADDRESS")]
+    #[arg(value_name = "ADDRESS", value_parser = crate::address::parse)]
     pub address: Address,
     /// How many jobs run at once.
     #[arg(long, short = 'j', value_name = "N", default_value_t = 1,

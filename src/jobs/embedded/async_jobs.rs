@@ -216,6 +216,14 @@ impl AsyncJobQueue for AsyncEmbeddedJobs {
         Box::pin(self.call_moving(move |jobs| jobs.nack(lease, retry, &reason)))
     }
 
+    fn release_after(
+        &self,
+        lease: JobLease,
+        delay: Duration,
+    ) -> BoxFuture<'_, Result<std::time::SystemTime>> {
+        Box::pin(self.call_moving(move |jobs| jobs.release_after(lease, delay)))
+    }
+
     fn release(&self, lease: JobLease) -> BoxFuture<'_, Result<()>> {
         Box::pin(self.call(move |jobs| jobs.release(lease)))
     }

@@ -911,6 +911,59 @@ impl EmbeddedJobs {
             .map(|envelope| Enqueued::Added(envelope.job.id))
             .collect())
     }
+    /// Moves leased `lease` (of lane `priority`) to the schedule, due
+    /// after `delay` from `now`, with `attempts_before` attempts counted:
+    /// a delayed nack counts the one just made, a snooze does not.
+    fn reschedule(
+        &self,
+        lease: JobLease,
+        priority: i32,
+        lane: &RawQueue,
+        now: SystemTime,
+        delay: Duration,
+        attempts_before: u32,
+    ) -> Result<SystemTime> {
+        let lessor = lane.lessor();
+        let (record, attempt) = (lease.token.record, Self::lane_attempt(&lease));
+        // Still held (else another worker may have it): then moved to the
+        // schedule before its record here is ended.
+        lessor.touch(record, attempt)?;
+        let at = super::job::due_after(now, delay);
+        let envelope = Envelope {
+            attempts_before,
+            due_ms: unix_ms(at).max(1),
+            job: lease.job,
+        };
+        // A job with a caller id moves under the ids' lock, held until the
+        // old record is ended: no one decides about the id in between.
+        let mut locked = self.ids_lock_if(envelope.job.caller_id)?;
+        let source = Location::Lane(priority, record);
+        if self.prepare_move(locked.as_mut(), &envelope.job, source)? {
+            // A leftover of a move cut by a crash: the job waits
+            // elsewhere already, this copy only ends.
+            lessor.ack(record, attempt)?;
+            return Ok(at);
+        }
+        let location = self.place(&envelope)?;
+        self.note(locked.as_mut(), &envelope.job, location);
+        let moved = self
+            .durable_before_moving_on(location)
+            .and_then(|()| lessor.ack(record, attempt));
+        if let Err(e) = moved {
+            // The job stays where it was, leased: its copy in the schedule
+            // goes (no one leases a record there before it is due), so the
+            // error means what it says: no effect.
+            if let Some(queue) = self.part(location)? {
+                if queue.cancel(location.record()).is_ok() {
+                    self.unnote(locked.as_mut(), &envelope.job, location);
+                }
+            }
+            return Err(e);
+        }
+        drop(locked);
+        self.signal.notify();
+        Ok(at)
+    }
 }
 
 impl JobQueue for EmbeddedJobs {
@@ -1005,53 +1058,17 @@ impl JobQueue for EmbeddedJobs {
             Retry::After(delay) => delay,
         };
         let now = self.now();
-        let lessor = lane.lessor();
-        let (record, attempt) = (lease.token.record, Self::lane_attempt(&lease));
         if delay.is_zero() || self.is_plain() {
             // Back at its place in its lane, this attempt counted.
-            lessor.nack(record, attempt)?;
+            lane.lessor()
+                .nack(lease.token.record, Self::lane_attempt(&lease))?;
             self.record_stats(unix_ms(now), |day| day.retries += 1);
             self.signal.notify();
             return Ok(Nacked::Retrying { at: now });
         }
-        // Still held (else another worker may have it): then moved to the
-        // schedule before its record here is ended.
-        lessor.touch(record, attempt)?;
-        let at = super::job::due_after(now, delay);
-        let envelope = Envelope {
-            attempts_before: lease.job.attempt,
-            due_ms: unix_ms(at).max(1),
-            job: lease.job,
-        };
-        // A job with a caller id moves under the ids' lock, held until the
-        // old record is ended: no one decides about the id in between.
-        let mut locked = self.ids_lock_if(envelope.job.caller_id)?;
-        let source = Location::Lane(priority, record);
-        if self.prepare_move(locked.as_mut(), &envelope.job, source)? {
-            // A leftover of a move cut by a crash: the job waits
-            // elsewhere already, this copy only ends.
-            lessor.ack(record, attempt)?;
-            return Ok(Nacked::Retrying { at });
-        }
-        let location = self.place(&envelope)?;
-        self.note(locked.as_mut(), &envelope.job, location);
-        let moved = self
-            .durable_before_moving_on(location)
-            .and_then(|()| lessor.ack(record, attempt));
-        if let Err(e) = moved {
-            // The job stays where it was, leased: its copy in the schedule
-            // goes (no one leases a record there before it is due), so the
-            // error means what it says: no effect.
-            if let Some(queue) = self.part(location)? {
-                if queue.cancel(location.record()).is_ok() {
-                    self.unnote(locked.as_mut(), &envelope.job, location);
-                }
-            }
-            return Err(e);
-        }
-        drop(locked);
+        let attempts_before = lease.job.attempt;
+        let at = self.reschedule(lease, priority, &lane, now, delay, attempts_before)?;
         self.record_stats(unix_ms(now), |day| day.retries += 1);
-        self.signal.notify();
         Ok(Nacked::Retrying { at })
     }
 
@@ -1061,6 +1078,20 @@ impl JobQueue for EmbeddedJobs {
             .release(lease.token.record, Self::lane_attempt(&lease))?;
         self.signal.notify();
         Ok(())
+    }
+
+    fn release_after(&self, lease: JobLease, delay: Duration) -> Result<SystemTime> {
+        let now = self.now();
+        if delay.is_zero() || self.is_plain() {
+            // A plain queue has no schedule: back at its place, as a nack
+            // with a delay goes there.
+            self.release(lease)?;
+            return Ok(now);
+        }
+        let (priority, lane) = self.lane_of(&lease)?;
+        // The attempts before this lease: this one is taken back.
+        let attempts_before = lease.job.attempt.saturating_sub(1);
+        self.reschedule(lease, priority, &lane, now, delay, attempts_before)
     }
 
     fn touch(&self, lease: &JobLease) -> Result<()> {

@@ -18,8 +18,9 @@ use super::async_link::{self, Link};
 use super::errors::{db, sent};
 use super::statements::{self, Statements};
 use super::{
-    answers, check_new, day_of, duration_ms, ms, rows, schema, stats_log, sums, taken_in_order,
-    Hot, InsertArgs, NewArgs, PgJobs, PgOptions, Tables, CHANNEL, HANDLES, LEASE_POLL, STATS_EVERY,
+    answers, check_new, day_of, duration_ms, ms, rows, schema, snooze_set, stats_log, sums,
+    taken_in_order, Hot, InsertArgs, NewArgs, PgJobs, PgOptions, Tables, CHANNEL, HANDLES,
+    LEASE_POLL, STATS_EVERY,
 };
 use crate::error::{Error, Result};
 use crate::jobs::async_contract::{AsyncJobQueue, BoxFuture};
@@ -504,6 +505,21 @@ impl Inner {
         Ok(())
     }
 
+    async fn release_after(&self, lease: JobLease, delay: Duration) -> Result<SystemTime> {
+        let now = self.now();
+        if delay.is_zero() {
+            self.release(lease).await?;
+            return Ok(now);
+        }
+        let at = crate::jobs::job::due_after(now, delay);
+        let link = self.link().await?;
+        let set = snooze_set(&self.tables);
+        self.on_lease(&link, &lease, &set, &[&ms(at)], None).await?;
+        self.settled(&lease);
+        let _ = self.notify(&link).await;
+        Ok(at)
+    }
+
     /// As [`PgJobs`]' `on_lease`.
     async fn on_lease(
         &self,
@@ -819,6 +835,10 @@ impl AsyncJobQueue for AsyncPgJobs {
 
     fn release(&self, lease: JobLease) -> BoxFuture<'_, Result<()>> {
         Box::pin(self.inner.release(lease))
+    }
+
+    fn release_after(&self, lease: JobLease, delay: Duration) -> BoxFuture<'_, Result<SystemTime>> {
+        Box::pin(self.inner.release_after(lease, delay))
     }
 
     fn touch<'a>(&'a self, lease: &'a JobLease) -> BoxFuture<'a, Result<()>> {

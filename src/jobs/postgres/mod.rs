@@ -482,6 +482,17 @@ fn job_of(row: &Row) -> Job {
     }
 }
 
+/// What a snooze sets in a leased job's row (`$4`: when it is ready):
+/// as a delayed nack (ready then, after the jobs scheduled for that time
+/// before it), with the lease's attempt taken back.
+fn snooze_set(tables: &Tables) -> String {
+    format!(
+        "attempts = attempts - 1, lease_until = NULL, lease_token = NULL, ready_at = $4, \
+         seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))",
+        jobs = tables.jobs
+    )
+}
+
 fn ms(time: SystemTime) -> i64 {
     i64::try_from(unix_ms(time)).unwrap_or(i64::MAX)
 }
@@ -1216,6 +1227,21 @@ impl JobQueue for PgJobs {
         self.settled(&lease);
         let _ = self.notify(&mut *client);
         Ok(())
+    }
+
+    fn release_after(&self, lease: JobLease, delay: Duration) -> Result<SystemTime> {
+        let now = self.now();
+        if delay.is_zero() {
+            self.release(lease)?;
+            return Ok(now);
+        }
+        let at = super::job::due_after(now, delay);
+        let mut client = self.client()?;
+        let set = snooze_set(&self.tables);
+        self.on_lease(&mut *client, &lease, &set, &[&ms(at)], None)?;
+        self.settled(&lease);
+        let _ = self.notify(&mut *client);
+        Ok(at)
     }
 
     fn touch(&self, lease: &JobLease) -> Result<()> {

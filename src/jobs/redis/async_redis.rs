@@ -353,6 +353,14 @@ impl AsyncJobQueue for AsyncRedisJobs {
         Box::pin(self.core.release(&*self.server, lease))
     }
 
+    fn release_after(
+        &self,
+        lease: JobLease,
+        delay: std::time::Duration,
+    ) -> BoxFuture<'_, Result<std::time::SystemTime>> {
+        Box::pin(self.core.release_after(&*self.server, lease, delay))
+    }
+
     fn touch<'a>(&'a self, lease: &'a JobLease) -> BoxFuture<'a, Result<()>> {
         Box::pin(self.core.touch(&*self.server, lease))
     }

@@ -494,6 +494,25 @@ impl Core {
         self.settle(t, "release", &lease, &[]).await.map(drop)
     }
 
+    /// The job back, due after `delay`, its attempt uncounted (a snooze).
+    pub(crate) async fn release_after(
+        &self,
+        t: &impl Transport,
+        lease: JobLease,
+        delay: std::time::Duration,
+    ) -> Result<SystemTime> {
+        let now = self.now();
+        if delay.is_zero() {
+            self.release(t, lease).await?;
+            return Ok(now);
+        }
+        let at = crate::jobs::job::due_after(now, delay);
+        let delay = at.duration_since(now).unwrap_or_default();
+        self.settle(t, "snooze", &lease, &[duration_seconds(delay).as_bytes()])
+            .await?;
+        Ok(at)
+    }
+
     pub(crate) async fn touch(&self, t: &impl Transport, lease: &JobLease) -> Result<()> {
         self.settle(
             t,

@@ -26,7 +26,7 @@ mod script;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use ::redis::Value;
 use parking_lot::Mutex;
@@ -373,6 +373,10 @@ impl JobQueue for RedisJobs {
 
     fn release(&self, lease: JobLease) -> Result<()> {
         ready(self.core.release(&self.server, lease))
+    }
+
+    fn release_after(&self, lease: JobLease, delay: Duration) -> Result<SystemTime> {
+        ready(self.core.release_after(&self.server, lease, delay))
     }
 
     fn touch(&self, lease: &JobLease) -> Result<()> {

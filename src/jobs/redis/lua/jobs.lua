@@ -240,6 +240,18 @@ commands.release = on_lease(function(now, real, job)
   return 'waiting'
 end)
 
+-- snooze ... DELAY: hands a held job back uncounted (its `remaining`
+-- retries unchanged), scheduled to run after DELAY seconds.
+commands.snooze = on_lease(function(now, real, job, own)
+  local delay = tonumber(own[1])
+  if not delay or delay < 0 then return ERR.invalid('a snooze needs a delay in seconds') end
+  end_lease(job)
+  redis.call('hset', job_key(job.jid), 'state', 'scheduled', 'worker', '', 'expires', 0,
+    'time', time_text(now))
+  add_scheduled(job.queue, job.jid, now + delay)
+  return 'scheduled'
+end)
+
 -- abandon: ends a held lease as if it expired now (the attempt counted):
 -- what a closing handle does with its leases.
 commands.abandon = on_lease(function(now, real, job)

@@ -1,0 +1,78 @@
+//! The worker runtime's checks (`tests/runtime_api/`) against Redis, on a
+//! real throwaway `redis-server` (`tests/redis_server/`). Without
+//! `redis-server` installed the tests say so and pass, except under
+//! `CI=true`, where they fail.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use dque::jobs::{JobQueue, RedisOptions};
+
+#[macro_use]
+mod jobs_api;
+#[macro_use]
+mod runtime_api;
+mod redis_server;
+mod skip;
+use jobs_api::{Backend, Settings};
+use redis_server::RedisServer;
+
+/// Queues on the test binary's server, each check in a database of its
+/// own: qless's job ids are global to a database, and the suite's clock,
+/// years ahead, would expire other checks' completed jobs.
+struct Redis {
+    db: u32,
+}
+
+impl Redis {
+    fn new() -> Self {
+        static MADE: AtomicUsize = AtomicUsize::new(0);
+        let made = MADE.fetch_add(1, Ordering::Relaxed);
+        Redis {
+            db: (made % 64) as u32,
+        }
+    }
+
+    fn open(&self, name: &str, settings: &Settings) -> Arc<dyn JobQueue> {
+        let server = RedisServer::get().expect("checked by the test");
+        let queue = RedisOptions::new()
+            .lease_time(settings.lease_time)
+            .max_attempts(settings.max_attempts)
+            .backoff(settings.backoff)
+            .clock(Arc::new(settings.clock.clone()))
+            .connect(&server.url(self.db), name)
+            .expect("connect");
+        Arc::new(queue)
+    }
+}
+
+impl Backend for Redis {
+    fn make(&self, name: &str, settings: &Settings) -> Arc<dyn JobQueue> {
+        self.open(name, settings)
+    }
+
+    fn reopen(&self, name: &str, settings: &Settings) -> Arc<dyn JobQueue> {
+        self.open(name, settings)
+    }
+}
+
+/// Runs a check of the suite on the server, if there is one (else the
+/// skip line was printed).
+fn on_the_server(check: fn(&dyn Backend)) {
+    if RedisServer::get().is_some() {
+        check(&Redis::new());
+    }
+}
+
+mod suite {
+    use super::*;
+    runtime_suite!(run = on_the_server);
+}
+
+#[test]
+fn a_worker_runs_from_a_redis_address() {
+    if let Some(server) = RedisServer::get() {
+        let db = Redis::new().db;
+        runtime_api::a_worker_runs_from_an_address(&server.address(db, "rt-address"));
+    }
+}
