@@ -18,9 +18,8 @@ use super::async_link::{self, Link};
 use super::errors::{db, sent};
 use super::statements::{self, Statements};
 use super::{
-    answers, check_new, day_of, duration_ms, ms, rows, schema, snooze_set, stats_log, sums,
-    taken_in_order, Hot, InsertArgs, NewArgs, PgJobs, PgOptions, Tables, CHANNEL, HANDLES,
-    LEASE_POLL, STATS_EVERY,
+    answers, check_new, day_of, duration_ms, ms, rows, schema, stats_log, sums, taken_in_order,
+    Hot, InsertArgs, NewArgs, PgJobs, PgOptions, Tables, CHANNEL, HANDLES, LEASE_POLL, STATS_EVERY,
 };
 use crate::error::{Error, Result};
 use crate::jobs::async_contract::{AsyncJobQueue, BoxFuture};
@@ -513,8 +512,8 @@ impl Inner {
         }
         let at = crate::jobs::job::due_after(now, delay);
         let link = self.link().await?;
-        let set = snooze_set(&self.tables);
-        self.on_lease(&link, &lease, &set, &[&ms(at)], None).await?;
+        self.on_lease(&link, &lease, &self.sql.snooze, &[&ms(at)], None)
+            .await?;
         self.settled(&lease);
         let _ = self.notify(&link).await;
         Ok(at)

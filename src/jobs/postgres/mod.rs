@@ -482,17 +482,6 @@ fn job_of(row: &Row) -> Job {
     }
 }
 
-/// What a snooze sets in a leased job's row (`$4`: when it is ready):
-/// as a delayed nack (ready then, after the jobs scheduled for that time
-/// before it), with the lease's attempt taken back.
-fn snooze_set(tables: &Tables) -> String {
-    format!(
-        "attempts = attempts - 1, lease_until = NULL, lease_token = NULL, ready_at = $4, \
-         seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))",
-        jobs = tables.jobs
-    )
-}
-
 fn ms(time: SystemTime) -> i64 {
     i64::try_from(unix_ms(time)).unwrap_or(i64::MAX)
 }
@@ -1237,8 +1226,7 @@ impl JobQueue for PgJobs {
         }
         let at = super::job::due_after(now, delay);
         let mut client = self.client()?;
-        let set = snooze_set(&self.tables);
-        self.on_lease(&mut *client, &lease, &set, &[&ms(at)], None)?;
+        self.on_lease(&mut *client, &lease, &self.sql.snooze, &[&ms(at)], None)?;
         self.settled(&lease);
         let _ = self.notify(&mut *client);
         Ok(at)

@@ -23,6 +23,10 @@ pub struct Statements {
     pub touch: String,
     /// Gives a leased job back uncounted: `$1`, `$2`, `$3` as `touch`.
     pub release: String,
+    /// Gives a leased job back uncounted, ready at `$4` (ms), after the
+    /// jobs scheduled for that time before it (a snooze): `$1`, `$2`, `$3`
+    /// as `touch`.
+    pub snooze: String,
     /// A nack retrying at once, in place: `$1`, `$2`, `$3` as `touch`,
     /// `$4` the queue's name, `$5` the day; one row: the count changed.
     pub nack_now: String,
@@ -137,6 +141,14 @@ impl Statements {
             release: on_lease(
                 tables,
                 "attempts = attempts - 1, lease_until = NULL, lease_token = NULL",
+                None,
+            ),
+            snooze: on_lease(
+                tables,
+                &format!(
+                    "attempts = attempts - 1, lease_until = NULL, lease_token = NULL, \
+                     ready_at = $4, seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))"
+                ),
                 None,
             ),
             nack_now: on_lease(tables, "lease_until = NULL, lease_token = NULL", Some((4, 5))),
