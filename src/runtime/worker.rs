@@ -465,7 +465,9 @@ impl Worker {
     /// [`testing::drain`](super::testing::drain) does.
     pub(crate) fn drain(self, clock: Option<&crate::jobs::ManualClock>) -> Result<Summary> {
         let shared = Shared::new(self);
-        let cell = Cell::default();
+        // Listed as a thread's is: a job starts only in a listed cell.
+        let cell = Arc::new(Cell::default());
+        shared.cells.lock().push(Arc::clone(&cell));
         let mut scratch = Scratch::default();
         let mut attempts = 0u64;
         loop {
@@ -489,7 +491,9 @@ impl Worker {
                 });
             }
             if let Some((running, kind)) = shared.start(queue, lease) {
-                let ended = shared.run_handler(&cell, running, kind.as_ref(), &mut scratch);
+                let ended = shared
+                    .run_handler(&cell, running, kind.as_ref(), &mut scratch)
+                    .expect("the drain's cell stays listed");
                 let running = cell.running.lock().take().expect("no watchdog takes it");
                 shared.finish(running, ended);
             }
@@ -695,7 +699,10 @@ impl Shared {
             let Some((running, kind)) = self.start(queue, lease) else {
                 continue;
             };
-            let ended = self.run_handler(cell, running, kind.as_ref(), &mut scratch);
+            let Some(ended) = self.run_handler(cell, running, kind.as_ref(), &mut scratch) else {
+                // Given back by the end of the grace period: not run.
+                return;
+            };
             // The watchdog may have taken the job (timeout, stop): then this
             // thread was abandoned, and another runs in its place.
             let Some(running) = cell.running.lock().take() else {
@@ -747,7 +754,7 @@ impl Shared {
         running: Running,
         kind: &dyn Kind,
         scratch: &mut Scratch,
-    ) -> Ended {
+    ) -> Option<Ended> {
         // The handler's view of the job is a copy (into buffers the thread
         // reuses): the lease itself is the watchdog's to settle if the
         // handler outlives its timeout.
@@ -756,7 +763,18 @@ impl Shared {
         let kind_name = running.kind_name.unwrap_or("");
         let queue = self.set.queue(running.queue);
         cell.cancel.store(false, Ordering::SeqCst);
-        *cell.running.lock() = Some(running);
+        {
+            // Installed under the cells' lock: once the grace period gave
+            // back what ran (and let the cells go), a job leased just
+            // before is given back too, not run after `run` returned.
+            let cells = self.cells.lock();
+            if !cells.iter().any(|c| std::ptr::eq(Arc::as_ptr(c), cell)) {
+                drop(cells);
+                self.settle_running(running, Settle::Release);
+                return None;
+            }
+            *cell.running.lock() = Some(running);
+        }
         let span = tracing::info_span!(
             "job",
             kind = kind_name,
@@ -777,7 +795,7 @@ impl Shared {
             stop: &cell.cancel,
             worker_stop: self.stop.flag(),
         };
-        kind.run(&scratch.body, &cx)
+        Some(kind.run(&scratch.body, &cx))
     }
 
     /// Settles `running` as `ended` says, counts it, calls the hooks.
