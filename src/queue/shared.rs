@@ -86,7 +86,8 @@ impl Shared {
         op: impl FnOnce(&mut Engine) -> Result<Option<R>>,
     ) -> Result<Tried<R>> {
         let shared_mode = self.waker.is_some();
-        let (tried, more) = entered(&mut self.state.lock(), writes, |engine| {
+        let (tried, more, shrank) = entered(&mut self.state.lock(), writes, |engine| {
+            let before = engine.len();
             let tried = match op(engine)? {
                 Some(found) => Tried::Found(found, engine.ticket_to_wait().filter(|_| writes)),
                 None if shared_mode => {
@@ -94,9 +95,13 @@ impl Shared {
                 }
                 None => Tried::Wait(engine.next_expiry()),
             };
-            Ok((tried, engine.len() > 0))
+            Ok((tried, engine.len() > 0, engine.len() < before))
         })?;
-        if writes {
+        // Room only if the look took something or settled some (a lease
+        // run out on its last attempt): a look that found nothing waking
+        // the sealed waiters, whose looks woke it again, spun every task of
+        // a drain until a lease ran out.
+        if writes && (shrank || matches!(tried, Tried::Found(..))) {
             self.signal_room();
         }
         if matches!(tried, Tried::Found(..)) && more {
