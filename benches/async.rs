@@ -11,13 +11,51 @@
 //! Environment: `DQUE_BENCH_DIR` (where the queues go), `DQUE_BENCH_ITEMS`
 //! (items of the Turbo cases, default 200,000), `DQUE_BENCH_SAFE_ITEMS`
 //! (items of the Safe cases, default 500), `DQUE_BENCH_ROUNDS` (each case
-//! runs this many times interleaved, the best kept; default 3).
+//! runs this many times interleaved, the best kept; default 3),
+//! `DQUE_BENCH_WAKES` (wake-ups measured per blocked-tasks case, default
+//! 300), `DQUE_BENCH_ONLY_WAKES=1` (only the blocked-tasks cases).
+//!
+//! The last case wakes the tasks by enqueues from another process: the
+//! bench runs its own binary again as that producer
+//! ([`CHILD`] in its environment), which enqueues one item per line it
+//! reads on stdin, stamped with the monotonic clock both processes share.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dque::{AsyncQueue, Durability, Options, RawQueue};
 use futures::StreamExt;
+
+/// Set in the producer child's environment, to the queue's path.
+const CHILD: &str = "DQUE_BENCH_ASYNC_CHILD";
+
+/// CLOCK_MONOTONIC in nanoseconds: one clock for every process of the
+/// machine (`Instant` is the same clock, but opaque).
+fn monotonic_nanos() -> u128 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec to write into.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    assert_eq!(rc, 0);
+    now.tv_sec as u128 * 1_000_000_000 + now.tv_nsec as u128
+}
+
+/// The producer child: one enqueue, stamped just before, per line read.
+fn producer_child(path: &std::ffi::OsStr) {
+    use std::io::BufRead;
+    let q: RawQueue = Options::new()
+        .durability(Durability::Turbo)
+        .shared(true)
+        .open(path)
+        .unwrap();
+    for line in std::io::stdin().lock().lines() {
+        line.unwrap();
+        q.enqueue(&monotonic_nanos().to_le_bytes().to_vec())
+            .unwrap();
+    }
+}
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -162,10 +200,11 @@ fn blocked_tasks(
     wakes: usize,
 ) -> (usize, usize, Vec<Duration>) {
     const TASKS: usize = 1000;
+    let path = dir.path().join(format!("blocked-{shared}"));
     let q: RawQueue = Options::new()
         .durability(Durability::Turbo)
         .shared(shared)
-        .create(dir.path().join(format!("blocked-{shared}")))
+        .create(&path)
         .unwrap();
     let runtime = runtime();
     let before = threads();
@@ -210,9 +249,71 @@ fn blocked_tasks(
     })
 }
 
+/// 1,000 tasks blocked on an empty shared-mode queue, woken by enqueues
+/// from another process (this binary run again as [`producer_child`]):
+/// the threads while they wait, and the latency from the child's stamp,
+/// taken just before its enqueue, to the task holding the item.
+fn blocked_tasks_other_process(dir: &tempfile::TempDir, wakes: usize) -> (usize, Vec<Duration>) {
+    use std::io::Write;
+    const TASKS: usize = 1000;
+    let path = dir.path().join("blocked-other-process");
+    let q: RawQueue = Options::new()
+        .durability(Durability::Turbo)
+        .shared(true)
+        .create(&path)
+        .unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .env(CHILD, &path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut go = child.stdin.take().unwrap();
+    let runtime = runtime();
+    let q = AsyncQueue::new(q);
+    let result = runtime.block_on(async {
+        let (sent, mut woken) = tokio::sync::mpsc::unbounded_channel();
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let (q, sent) = (q.clone(), sent.clone());
+                tokio::spawn(async move {
+                    while let Some(job) = q.lease().await.unwrap() {
+                        let at = monotonic_nanos();
+                        let stamp = u128::from_le_bytes(job.item()[..16].try_into().unwrap());
+                        job.ack().await.unwrap();
+                        let _ = sent.send(at.saturating_sub(stamp));
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let waiting = threads();
+        let mut latencies = Vec::new();
+        for _ in 0..wakes {
+            // Every task is blocked again before the next enqueue.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            go.write_all(b"go\n").unwrap();
+            go.flush().unwrap();
+            let nanos = woken.recv().await.unwrap();
+            latencies.push(Duration::from_nanos(nanos as u64));
+        }
+        drop(go); // the child's stdin ends: it exits
+        q.seal();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        latencies.sort_unstable();
+        (waiting, latencies)
+    });
+    assert!(child.wait().unwrap().success(), "the producer child failed");
+    result
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list" || a == "--test") {
         return; // `cargo test --benches` runs nothing here
+    }
+    if let Some(path) = std::env::var_os(CHILD) {
+        return producer_child(&path);
     }
     let dir = match std::env::var_os("DQUE_BENCH_DIR") {
         Some(d) => tempfile::tempdir_in(d).unwrap(),
@@ -221,13 +322,43 @@ fn main() {
     let n = env("DQUE_BENCH_ITEMS", 200_000);
     let safe_n = env("DQUE_BENCH_SAFE_ITEMS", 500);
     let rounds = env("DQUE_BENCH_ROUNDS", 3);
+    let wakes = env("DQUE_BENCH_WAKES", 300);
+    if std::env::var_os("DQUE_BENCH_ONLY_WAKES").is_none() {
+        throughput_cases(&dir, n, safe_n, rounds);
+    }
+    println!("| 1,000 tasks blocked on an empty queue | threads before | threads while waiting | wake p50 | wake p99 |");
+    println!("|---|---:|---:|---:|---:|");
+    let pick = |lat: &[Duration], q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
+    for shared in [false, true] {
+        let (before, waiting, lat) = blocked_tasks(&dir, shared, wakes);
+        println!(
+            "| {} | {before} | {waiting} | {:?} | {:?} |",
+            if shared {
+                "shared mode (enqueue from another thread of this process)"
+            } else {
+                "exclusive mode (enqueue from another thread)"
+            },
+            pick(&lat, 0.5),
+            pick(&lat, 0.99)
+        );
+    }
+    let before = threads();
+    let (waiting, lat) = blocked_tasks_other_process(&dir, wakes);
+    println!(
+        "| shared mode (enqueue from another process) | {before} | {waiting} | {:?} | {:?} |",
+        pick(&lat, 0.5),
+        pick(&lat, 0.99)
+    );
+}
+
+fn throughput_cases(dir: &tempfile::TempDir, n: usize, safe_n: usize, rounds: usize) {
     let mut best = [(0f64, 0f64); 4];
     for round in 0..rounds {
         let got = [
-            enqueue_case(&dir, n, Durability::Turbo, round),
-            lease_ack_case(&dir, n, round),
-            batch_case(&dir, n, round),
-            enqueue_case(&dir, safe_n, Durability::Safe, round),
+            enqueue_case(dir, n, Durability::Turbo, round),
+            lease_ack_case(dir, n, round),
+            batch_case(dir, n, round),
+            enqueue_case(dir, safe_n, Durability::Safe, round),
         ];
         for (b, g) in best.iter_mut().zip(got) {
             *b = (b.0.max(g.0), b.1.max(g.1));
@@ -272,20 +403,4 @@ fn main() {
         );
     }
     println!();
-    println!("| 1,000 tasks blocked on an empty queue | threads before | threads while waiting | wake p50 | wake p99 |");
-    println!("|---|---:|---:|---:|---:|");
-    for shared in [false, true] {
-        let (before, waiting, lat) = blocked_tasks(&dir, shared, 200);
-        let pick = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
-        println!(
-            "| {} | {before} | {waiting} | {:?} | {:?} |",
-            if shared {
-                "shared mode (enqueue from another thread of this process)"
-            } else {
-                "exclusive mode (enqueue from another thread)"
-            },
-            pick(0.5),
-            pick(0.99)
-        );
-    }
 }

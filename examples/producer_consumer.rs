@@ -1,12 +1,13 @@
 //! Producers and consumers on one queue, shared with `Arc`, using the
-//! blocking dequeue; `close` wakes the consumers when the work is done.
+//! blocking calls; `seal` tells the consumers no more is coming: they
+//! drain what is left and stop.
 //!
 //! Run with `cargo run --example producer_consumer`.
 
 use std::sync::Arc;
 use std::thread;
 
-use dque::{DQue, Durability, Error, Options};
+use dque::{DQue, Durability, Options};
 
 const PRODUCERS: u64 = 4;
 const CONSUMERS: usize = 3;
@@ -26,16 +27,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let queue = Arc::clone(&queue);
             thread::spawn(move || {
                 let (mut count, mut sum) = (0u64, 0u64);
-                loop {
-                    match queue.dequeue_block() {
-                        Ok(n) => {
-                            count += 1;
-                            sum += n;
-                        }
-                        Err(Error::Closed) => return (count, sum),
-                        Err(e) => panic!("dequeue failed: {e}"),
-                    }
+                // Waits for each item; ends once the queue is sealed and empty.
+                for n in queue.items() {
+                    count += 1;
+                    sum += n.expect("dequeue");
                 }
+                (count, sum)
             })
         })
         .collect();
@@ -53,11 +50,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for producer in producers {
         producer.join().expect("producer panicked");
     }
-    // Wait for the consumers to drain what was produced, then stop them.
-    while !queue.is_empty() {
-        thread::sleep(std::time::Duration::from_millis(5));
-    }
-    queue.close()?;
+    // No more items: the consumers drain what was produced, then stop.
+    queue.seal();
 
     let (mut count, mut sum) = (0, 0);
     for (i, consumer) in consumers.into_iter().enumerate() {
@@ -72,5 +66,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         n * (n - 1) / 2
     );
     assert_eq!((count, sum), (n, n * (n - 1) / 2));
+    assert!(queue.is_empty());
+    queue.close()?;
     Ok(())
 }

@@ -143,7 +143,9 @@ pub enum Error {
         /// is the operating system's error, errno included).
         cause: Arc<Error>,
     },
-    /// The queue was closed (by [`close`](crate::DQue::close) or drop).
+    /// The queue was closed (by [`close`](crate::DQue::close) or drop),
+    /// or an enqueue came after [`seal`](crate::DQue::seal), or a
+    /// blocking consumer found the sealed queue drained.
     Closed,
     /// A lease expired (or was ended) before this call: the item may be
     /// with another consumer now, so it was left alone.
@@ -374,7 +376,11 @@ impl fmt::Display for Error {
                 "the queue refuses writes after an earlier failure ({cause}); \
                  fix the disk, then reopen the queue"
             ),
-            Error::Closed => write!(f, "the queue is closed; open it again to use it"),
+            Error::Closed => write!(
+                f,
+                "the queue is closed (or sealed: no more enqueues, and consumers stop once it \
+                 is empty); open it again to use it"
+            ),
             Error::LeaseLost { id, attempt } => write!(
                 f,
                 "the lease of item {id} (attempt {attempt}) expired or ended; the item was left \

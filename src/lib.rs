@@ -55,6 +55,7 @@ pub use options::{Durability, Options};
 pub use queue::asynchronous::{handle::AsyncQueue, lease::AsyncLeased, stream::QueueStream};
 pub use queue::dead::DeadLetter;
 pub use queue::dque::{DQue, RawQueue};
+pub use queue::drain::Drain;
 pub use queue::iter::{Iter, Pending};
 pub use queue::lease::Leased;
 pub use queue::retry::Retry;

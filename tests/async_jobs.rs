@@ -164,3 +164,101 @@ fn the_async_worker_example_prints_done_1000() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(stdout.lines().last(), Some("done 1000"));
 }
+
+/// The path of an example `cargo test` built beside the tests' directory.
+fn example_binary(name: &str) -> std::path::PathBuf {
+    let example = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("examples")
+        .join(name);
+    assert!(
+        example.exists(),
+        "{} not built: run cargo test",
+        example.display()
+    );
+    example
+}
+
+/// One HTTP/1.1 request over a real TCP connection: the status and body.
+fn http_post(addr: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{headers}\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn the_axum_example_enqueues_posted_jobs_and_stops_after_n_requests() {
+    use dque::jobs::JobQueue;
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("made/by/the/server");
+    let mut server = std::process::Command::new(example_binary("axum_enqueue"))
+        .arg(&target)
+        .args(["--requests", "4"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let addr = first
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("first line: {first:?}"))
+        .to_string();
+
+    let (status, id) = http_post(&addr, "/jobs", "", "resize photo 42");
+    assert_eq!(status, 202, "{id}");
+    let id = id.trim().to_string();
+    assert!(!id.is_empty());
+    // A retried request with the same key adds nothing.
+    let key = "Idempotency-Key: order-7\r\n";
+    let (status, keyed) = http_post(&addr, "/jobs", key, "ship order 7");
+    assert_eq!((status, keyed.trim()), (202, "order-7"));
+    let (status, again) = http_post(&addr, "/jobs", key, "ship order 7");
+    assert_eq!((status, again.trim()), (200, "order-7"));
+    let (status, empty) = http_post(&addr, "/jobs", "", "");
+    assert_eq!(status, 400, "{empty}");
+
+    assert!(server.wait().unwrap().success(), "exits after 4 requests");
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert_eq!(rest.last().map(String::as_str), Some("served 4"));
+
+    // The jobs are in the queue on disk, once each.
+    let queue = JobOptions::new().open(&target).unwrap();
+    let mut got = BTreeMap::new();
+    while let Some(lease) = queue.lease().unwrap() {
+        got.insert(lease.job.id.clone(), lease.job.body.clone());
+        queue.ack(lease).unwrap();
+    }
+    assert_eq!(
+        got,
+        BTreeMap::from([
+            (id, b"resize photo 42".to_vec()),
+            ("order-7".to_string(), b"ship order 7".to_vec()),
+        ])
+    );
+}

@@ -313,3 +313,44 @@ fn a_waiting_task_wakes_on_an_enqueue_from_another_process() {
         assert_eq!(got, (0..20).collect::<Vec<_>>());
     });
 }
+
+// The seal is the handle's, one state for both APIs: a seal through
+// either side ends the other side's waiting consumers and refuses its
+// enqueues (the blocking DQue had no seal before; AsyncQueue kept its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seal_through_either_api_ends_the_other_sides_consumers() {
+    for seal_blocking in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let q = queue(&dir, Durability::Turbo);
+        let blocking = Arc::clone(q.queue());
+        let thread_consumer = std::thread::spawn({
+            let blocking = Arc::clone(&blocking);
+            move || blocking.items().map(Result::unwrap).collect::<Vec<u32>>()
+        });
+        let task_consumer = tokio::spawn({
+            let q = q.clone();
+            async move { q.items().map(Result::unwrap).collect::<Vec<u32>>().await }
+        });
+        q.enqueue_batch(0..50).await.unwrap();
+        if seal_blocking {
+            blocking.seal();
+        } else {
+            q.seal();
+        }
+        assert!(q.is_sealed() && blocking.is_sealed());
+        assert!(matches!(q.enqueue(&50).await, Err(Error::Closed)));
+        assert!(matches!(blocking.enqueue(&51), Err(Error::Closed)));
+        let mut got = task_consumer.await.unwrap();
+        got.extend(
+            tokio::task::spawn_blocking(move || thread_consumer.join().unwrap())
+                .await
+                .unwrap(),
+        );
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            (0..50).collect::<Vec<_>>(),
+            "sealed blocking: {seal_blocking}"
+        );
+    }
+}

@@ -17,6 +17,7 @@ use crate::log::verify::VerifyReport;
 use crate::options::{Durability, Options};
 use crate::queue::dead::DeadLetter;
 use crate::queue::deadline::deadline_after;
+use crate::queue::drain::Drain;
 use crate::queue::engine::{ById, Engine, OpenMode, PendingRecord, Unleased};
 use crate::queue::flusher::Flusher;
 use crate::queue::iter::{Iter, Pending};
@@ -393,30 +394,34 @@ impl<T, C: Codec<T>> DQue<T, C> {
     }
 
     /// Like [`dequeue`](Self::dequeue), but waits for an item; fails with
-    /// [`Error::Closed`] if the queue is closed while waiting.
+    /// [`Error::Closed`] if the queue is closed while waiting, or once the
+    /// handle is [`seal`](Self::seal)ed and the queue empty.
     ///
     /// # Errors
     ///
-    /// As [`dequeue`](Self::dequeue), and `Closed` if the queue is closed while waiting.
+    /// As [`dequeue`](Self::dequeue), and `Closed` if the queue is closed
+    /// while waiting, or sealed and drained.
     pub fn dequeue_block(&self) -> Result<T> {
         self.shared
             .wait_for(None, true, |engine| {
                 engine.pop_with(|id, b| self.decode(id, b))
-            })
-            .map(|item| item.expect("waits without a deadline until an item comes"))
+            })?
+            // Without a deadline only a drain ends the wait empty.
+            .ok_or(Error::Closed)
     }
 
     /// Like [`peek`](Self::peek), but waits for an item.
     ///
     /// # Errors
     ///
-    /// As [`peek`](Self::peek), and `Closed` if the queue is closed while waiting.
+    /// As [`peek`](Self::peek), and `Closed` if the queue is closed while
+    /// waiting, or sealed and drained.
     pub fn peek_block(&self) -> Result<T> {
         self.shared
             .wait_for(None, false, |engine| {
                 engine.peek_with(|id, b| self.decode(id, b))
-            })
-            .map(|item| item.expect("waits without a deadline until an item comes"))
+            })?
+            .ok_or(Error::Closed)
     }
 
     /// Like [`dequeue_block`](Self::dequeue_block), but gives up after
@@ -490,18 +495,22 @@ impl<T, C: Codec<T>> DQue<T, C> {
     }
 
     /// Like [`lease`](Self::lease), but waits for an item (new, handed
-    /// back, or whose lease expired); fails with `Closed` if closed meanwhile.
+    /// back, or whose lease expired); fails with `Closed` if closed
+    /// meanwhile, or once the handle is [`seal`](Self::seal)ed and the
+    /// queue holds no item (leased ones included).
     ///
     /// # Errors
     ///
-    /// As [`lease`](Self::lease).
+    /// As [`lease`](Self::lease); `Closed` when closed, or sealed and drained.
     pub fn lease_block(&self) -> Result<Leased<T>> {
-        self.lease_until(None)
-            .map(|leased| leased.expect("waits without a deadline until an item comes"))
+        // Without a deadline only a drain ends the wait empty.
+        self.lease_until(None)?.ok_or(Error::Closed)
     }
 
     /// Like [`lease_block`](Self::lease_block), giving up after `timeout`
-    /// (any `Duration`: `Duration::MAX` waits for ever).
+    /// (any `Duration`: `Duration::MAX` waits for ever). Once the handle is
+    /// [`seal`](Self::seal)ed and the queue holds no item it returns `None`
+    /// at once: a `while let Some(job) = q.lease_timeout(t)?` loop ends.
     ///
     /// # Errors
     ///
@@ -1153,6 +1162,67 @@ impl<T, C: Codec<T>> DQue<T, C> {
         self.shared
             .read(|engine| engine.set_durability(durability))?;
         self.run_flusher_for(durability)
+    }
+
+    /// Says "no more items through this handle": producers are done.
+    /// Later enqueues through it (and [`requeue_dead`](Self::requeue_dead))
+    /// fail with `Closed`, having written nothing; consumers go on until
+    /// the queue holds no item, leased ones included, so a nacked item or
+    /// an expired lease still comes back to them first. Then the blocking
+    /// calls end: `*_block` fail with `Closed`, `*_timeout` return `None`
+    /// (or empty) at once, and [`leases`](Self::leases) and
+    /// [`items`](Self::items) end. The queue stays open (reads, acks,
+    /// [`close`](Self::close)); in shared mode other processes may still
+    /// enqueue, and this handle's consumers stop only once they find the
+    /// queue empty. An [`AsyncQueue`](crate::AsyncQueue) over the same
+    /// handle shares the seal. It cannot be undone: open the queue again.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), dque::Error> {
+    /// use std::sync::Arc;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let q = Arc::new(dque::DQue::<u32>::create(dir.path().join("q"))?);
+    /// let consumer = std::thread::spawn({
+    ///     let q = Arc::clone(&q);
+    ///     move || {
+    ///         let mut sum = 0;
+    ///         for job in q.leases() {
+    ///             let job = job?;
+    ///             sum += *job;
+    ///             job.ack()?;
+    ///         }
+    ///         Ok::<u32, dque::Error>(sum)
+    ///     }
+    /// });
+    /// q.enqueue_batch([1, 2, 3])?;
+    /// q.seal(); // no more: the consumer ends once the queue is empty
+    /// assert!(matches!(q.enqueue(&4), Err(dque::Error::Closed)));
+    /// assert_eq!(consumer.join().unwrap()?, 6);
+    /// # Ok(()) }
+    /// ```
+    pub fn seal(&self) {
+        self.shared.seal();
+    }
+
+    /// Whether [`seal`](Self::seal) was called on this handle.
+    pub fn is_sealed(&self) -> bool {
+        self.shared.is_sealed()
+    }
+
+    /// The leases of a consumer, one [`lease_block`](Self::lease_block)
+    /// after another, until the handle is [`seal`](Self::seal)ed and the
+    /// queue holds no item, or the queue closes. Another error is yielded
+    /// and the iterator goes on. Ack (or nack) each before the next: a
+    /// guard held keeps the drain from ending.
+    pub fn leases(&self) -> Drain<'_, Leased<T>> {
+        Drain::new(move || self.lease_block())
+    }
+
+    /// The items of a consumer, one [`dequeue_block`](Self::dequeue_block)
+    /// after another (removed: no lease), ending as [`leases`](Self::leases)
+    /// does. Not [`iter`](Self::iter), which reads without removing.
+    pub fn items(&self) -> Drain<'_, T> {
+        Drain::new(move || self.dequeue_block())
     }
 
     /// Makes every call so far durable (fdatasync of head and tail), in any mode.

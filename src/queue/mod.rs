@@ -8,6 +8,7 @@ pub(crate) mod dead;
 pub(crate) mod deadline;
 pub(crate) mod delivery;
 pub(crate) mod dque;
+pub(crate) mod drain;
 pub(crate) mod engine;
 pub(crate) mod flusher;
 pub(crate) mod iter;

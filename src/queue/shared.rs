@@ -1,6 +1,7 @@
 //! What the callers of one queue share: the engine behind a mutex, the
 //! wake-ups of blocked callers, and group commit.
 
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
@@ -30,6 +31,10 @@ pub struct Shared {
     /// condvars are, so tasks wait without a thread each.
     #[cfg(feature = "tokio")]
     wakeups: std::sync::Arc<crate::queue::asynchronous::wakeups::Wakeups>,
+    /// No more items through this handle ([`seal`](Self::seal)): set under
+    /// the state mutex, and read there by every append, so an append
+    /// either came before the seal or was refused.
+    sealed: AtomicBool,
 }
 
 /// One look of [`Shared::try_once`].
@@ -53,7 +58,43 @@ impl Shared {
             commit: GroupCommit::default(),
             #[cfg(feature = "tokio")]
             wakeups: Default::default(),
+            sealed: AtomicBool::new(false),
         }
+    }
+
+    /// No more items through this handle: later appends fail with
+    /// `Closed`, and waiting consumers stop once the queue holds no item.
+    pub fn seal(&self) {
+        {
+            let _state = self.state.lock();
+            self.sealed.store(true, SeqCst);
+        }
+        self.changed.notify_all();
+        self.room.notify_all();
+        #[cfg(feature = "tokio")]
+        self.wakeups.wake_all();
+        if let Some(waker) = &self.waker {
+            // This process's sleepers on the futex word look again.
+            waker.wake_all();
+        }
+    }
+
+    /// Whether [`seal`](Self::seal) was called.
+    pub fn is_sealed(&self) -> bool {
+        self.sealed.load(SeqCst)
+    }
+
+    /// `Closed` once sealed; called under the state mutex by every append.
+    fn refuse_if_sealed(&self) -> Result<()> {
+        if self.is_sealed() {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// Sealed and nothing left, leased items included: a waiting consumer stops.
+    fn drained(&self, engine: &Engine) -> bool {
+        self.is_sealed() && engine.len_now() == 0
     }
 
     /// Wakes one blocked consumer (and one async waiter): an item came.
@@ -66,6 +107,10 @@ impl Shared {
     /// Wakes every producer blocked on a full queue: a write may have made room.
     fn signal_room(&self) {
         self.room.notify_all();
+        if self.is_sealed() {
+            // An item settled: a consumer waiting for the drain's end looks again.
+            self.changed.notify_all();
+        }
         #[cfg(feature = "tokio")]
         self.wakeups.room();
     }
@@ -140,6 +185,7 @@ impl Shared {
         let mut state = self.state.lock();
         let (result, ticket) = loop {
             let engine = state.as_mut().ok_or(Error::Closed)?;
+            self.refuse_if_sealed()?;
             match op(engine) {
                 Err(full @ Error::Full { .. }) => {
                     if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -165,7 +211,10 @@ impl Shared {
 
     /// Like [`write`](Self::write), and wakes one blocked consumer.
     pub fn write_item<R>(&self, op: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
-        let (result, ticket) = self.run_locked(op)?;
+        let (result, ticket) = self.run_locked(|engine| {
+            self.refuse_if_sealed()?;
+            op(engine)
+        })?;
         // Consumers may take the item before it is durable: their own
         // dequeue's fsync covers it, as it syncs every file written so far.
         self.signal_available();
@@ -188,6 +237,7 @@ impl Shared {
             let tried = entered(&mut state, true, |engine| {
                 seen = waker.wake_word();
                 wake = engine.next_expiry();
+                self.refuse_if_sealed()?;
                 let result = op(engine);
                 Ok(result.map(|found| (found, engine.ticket_to_wait())))
             })?;
@@ -220,6 +270,8 @@ impl Shared {
 
     /// Runs `op` until it yields something, waiting for enqueues in
     /// between, up to `deadline`; then makes its writes durable like `write`.
+    /// `None` when the deadline passed, or at once when the handle is
+    /// sealed and the queue holds no item.
     pub fn wait_for<R>(
         &self,
         deadline: Option<Instant>,
@@ -240,6 +292,9 @@ impl Shared {
                     self.signal_available();
                 }
                 break Some((found, ticket(engine)));
+            }
+            if self.drained(engine) {
+                break None;
             }
             // An expiring lease makes an item available with no one to
             // signal it: wake up for it too.
@@ -279,15 +334,20 @@ impl Shared {
             let mut state = self.state.lock();
             let mut seen = 0;
             let mut wake = None;
+            let mut drained = false;
             let found = entered(&mut state, writes, |engine| {
                 // Read before looking, under the mutex: a write after the
                 // look moves the word, and the sleep below returns at once.
                 seen = waker.wake_word();
                 let found = op(engine)?;
                 wake = earliest(engine.next_expiry(), engine.lease_watch());
+                drained = found.is_none() && self.drained(engine);
                 Ok(found.map(|found| (found, engine.ticket_to_wait().filter(|_| writes))))
             })?;
             drop(state);
+            if drained {
+                return Ok(None);
+            }
             if let Some((found, ticket)) = found {
                 self.wait_ticket(ticket)?;
                 return Ok(Some(found));

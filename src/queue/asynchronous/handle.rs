@@ -118,7 +118,7 @@ impl<T: 'static, C: Codec<T>> AsyncQueue<T, C> {
     }
 
     fn refuse_if_sealed(&self) -> Result<()> {
-        if self.queue.shared().wakeups().is_sealed() {
+        if self.queue.shared().is_sealed() {
             return Err(Error::Closed);
         }
         Ok(())
@@ -418,13 +418,14 @@ impl<T: 'static, C: Codec<T>> AsyncQueue<T, C> {
     /// until then: a nacked item comes back to them. The queue stays
     /// open; in shared mode other processes may still enqueue, and this
     /// handle's consumers stop only when they find the queue empty.
+    /// It is [`DQue::seal`]: blocking consumers of the same handle see it too.
     pub fn seal(&self) {
-        self.queue.shared().wakeups().seal();
+        self.queue.shared().seal();
     }
 
     /// Whether [`seal`](Self::seal) was called on this queue handle.
     pub fn is_sealed(&self) -> bool {
-        self.queue.shared().wakeups().is_sealed()
+        self.queue.shared().is_sealed()
     }
 
     /// Closes the queue ([`DQue::close`]): syncs (on the blocking pool),

@@ -37,7 +37,7 @@ pub async fn wait<R>(
     let wakeups = shared.wakeups();
     loop {
         // Registered before the look: a wake-up after it is kept.
-        let sealed = wakeups.is_sealed();
+        let sealed = shared.is_sealed();
         let mut available = pin!(wakeups.notified_available());
         available.as_mut().enable();
         let mut room = pin!(wakeups.notified_room());

@@ -30,9 +30,6 @@ pub struct Wakeups {
     room: Notify,
     /// The queue was closed: waiters fail with `Closed`.
     closed: AtomicBool,
-    /// No more items are coming through this handle: consumers stop once
-    /// the queue holds none.
-    sealed: AtomicBool,
     /// Shared mode: the watcher thread runs (started once).
     watching: Mutex<bool>,
 }
@@ -51,34 +48,25 @@ impl Wakeups {
     /// The queue closed: every waiter looks again (and finds it closed).
     pub fn close(&self) {
         self.closed.store(true, SeqCst);
-        self.wake_everyone();
+        self.wake_all();
     }
 
-    /// No more items come through this handle: waiters look again, and
-    /// consumers that find the queue empty stop.
-    pub fn seal(&self) {
-        self.sealed.store(true, SeqCst);
-        self.wake_everyone();
-    }
-
-    fn wake_everyone(&self) {
+    /// Every waiter looks again (the handle was sealed: consumers that
+    /// find the queue empty stop).
+    pub fn wake_all(&self) {
         self.available.notify_waiters();
         self.room.notify_waiters();
     }
 
-    /// Whether [`seal`](Self::seal) was called.
-    pub fn is_sealed(&self) -> bool {
-        self.sealed.load(SeqCst)
-    }
-
     /// A future that completes on the next [`available`](Self::available)
-    /// (or one stored before it), seal or close. Enable it before looking
+    /// (or one stored before it), [`wake_all`](Self::wake_all) or close. Enable it before looking
     /// for an item: a wake-up between the look and the wait is then kept.
     pub fn notified_available(&self) -> Notified<'_> {
         self.available.notified()
     }
 
-    /// A future that completes on the next [`room`](Self::room), seal or close.
+    /// A future that completes on the next [`room`](Self::room),
+    /// [`wake_all`](Self::wake_all) or close.
     pub fn notified_room(&self) -> Notified<'_> {
         self.room.notified()
     }
