@@ -131,7 +131,8 @@ impl Shared {
         op: impl FnOnce(&mut Engine) -> Result<Option<R>>,
     ) -> Result<Tried<R>> {
         let shared_mode = self.waker.is_some();
-        let (tried, more) = entered(&mut self.state.lock(), writes, |engine| {
+        let (tried, more, freed) = entered(&mut self.state.lock(), writes, |engine| {
+            let before = engine.len();
             let tried = match op(engine)? {
                 Some(found) => Tried::Found(found, engine.ticket_to_wait().filter(|_| writes)),
                 None if shared_mode => {
@@ -139,9 +140,13 @@ impl Shared {
                 }
                 None => Tried::Wait(engine.next_expiry()),
             };
-            Ok((tried, engine.len() > 0))
+            Ok((tried, engine.len() > 0, engine.len() < before))
         })?;
-        if writes {
+        // Only a look that took items out (a dequeue, a lease that
+        // dead-lettered) made room: signalling every look would wake the
+        // waiters of a sealed queue, which listen for room, into waking
+        // each other for ever while one item stays leased.
+        if writes && freed {
             self.signal_room();
         }
         if matches!(tried, Tried::Found(..)) && more {
