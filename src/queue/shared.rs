@@ -131,7 +131,7 @@ impl Shared {
         op: impl FnOnce(&mut Engine) -> Result<Option<R>>,
     ) -> Result<Tried<R>> {
         let shared_mode = self.waker.is_some();
-        let (tried, more, shrank) = entered(&mut self.state.lock(), writes, |engine| {
+        let (tried, more, freed) = entered(&mut self.state.lock(), writes, |engine| {
             let before = engine.len();
             let tried = match op(engine)? {
                 Some(found) => Tried::Found(found, engine.ticket_to_wait().filter(|_| writes)),
@@ -142,11 +142,11 @@ impl Shared {
             };
             Ok((tried, engine.len() > 0, engine.len() < before))
         })?;
-        // Room only if the look took something or settled some (a lease
-        // run out on its last attempt): a look that found nothing waking
-        // the sealed waiters, whose looks woke it again, spun every task of
-        // a drain until a lease ran out.
-        if writes && (shrank || matches!(tried, Tried::Found(..))) {
+        // Only a look that took items out (a dequeue, a lease that
+        // dead-lettered) made room: signalling every look would wake the
+        // waiters of a sealed queue, which listen for room, into waking
+        // each other for ever while one item stays leased.
+        if writes && freed {
             self.signal_room();
         }
         if matches!(tried, Tried::Found(..)) && more {
