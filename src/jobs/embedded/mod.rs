@@ -1330,6 +1330,9 @@ impl JobQueue for EmbeddedJobs {
     fn close(&self) -> Result<()> {
         self.closed.store(true, Ordering::Release);
         self.signal.notify();
+        // No move is in the middle of a step while the moves settle and
+        // the queues close (see `moves`); later steps see `closed`.
+        let _shut = self.moves.shut();
         let settled = self.settle_moves(true);
         let flushed = match &self.stats {
             Some(stats) => stats.lock().flush(),

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Most moves kept waiting for a sync: one fsync of the lanes for this
 /// many jobs falling due.
@@ -27,6 +27,12 @@ pub struct PendingMoves {
     state: Mutex<Waiting>,
     /// How many records wait (read without the lock).
     len: AtomicUsize,
+    /// Held for reading by each step of a move (from taking due records
+    /// to ending them or noting them here), for writing by `close`: a
+    /// close never settles and closes the lanes in the middle of a step,
+    /// whose records would then stay unended (moved again on reopen), and
+    /// a step that starts after it sees the handle closed.
+    gate: RwLock<()>,
 }
 
 /// Schedule records whose jobs are written to their lanes, not yet synced.
@@ -50,6 +56,18 @@ impl PendingMoves {
         state.lanes.extend(lanes.iter().copied());
         state.since.get_or_insert_with(Instant::now);
         self.len.store(state.records.len(), Ordering::Relaxed);
+    }
+
+    /// Held by one step of a move: checks the handle is still open once
+    /// it has the gate.
+    pub fn step(&self) -> RwLockReadGuard<'_, ()> {
+        self.gate.read()
+    }
+
+    /// Held by `close` while it settles the moves and closes the queues:
+    /// waits for the steps under way.
+    pub fn shut(&self) -> RwLockWriteGuard<'_, ()> {
+        self.gate.write()
     }
 
     /// How many records wait.

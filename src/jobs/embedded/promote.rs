@@ -65,6 +65,12 @@ impl EmbeddedJobs {
         };
         let mut moved = false;
         let result = loop {
+            // A close waits for this step, or this step sees it: a step is
+            // done (records ended or waiting in `moves`) or not begun.
+            let step = self.moves.step();
+            if let Err(e) = self.check_open() {
+                break Err(e);
+            }
             let taken = schedule.take_due(now_ms, retry_ms, batch, |record| {
                 self.moves.contains(record)
             });
@@ -76,6 +82,7 @@ impl EmbeddedJobs {
             let records: Vec<u64> = taken.iter().map(|due| due.record).collect();
             let result = self.move_due(schedule, taken);
             schedule.done_moving(&records);
+            drop(step);
             match result {
                 Ok(any) => moved |= any,
                 Err(e) => break Err(e),
