@@ -292,13 +292,16 @@ impl Schedule {
 
     /// Indexes the records added since the last look (by any process).
     pub fn catch_up(&self) -> Result<()> {
+        let mut index = self.index.state.lock();
         // Alone (exclusive mode), every record after the first reading was
         // added through this handle, which noted it.
-        if !self.shared && self.index.state.lock().read {
+        if !self.shared && index.read {
             return Ok(());
         }
+        // The end is read under the lock: a record added before it is
+        // visited here, one added after it is noted by its writer (whose
+        // `note` waits for this lock, then sees `read`).
         let end = self.queue.end_id()?;
-        let mut index = self.index.state.lock();
         index.read = true;
         let mut from = index.seen_to;
         while from < end {
