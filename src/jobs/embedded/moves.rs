@@ -112,13 +112,21 @@ pub struct MovesGuard<'a> {
 }
 
 impl MovesGuard<'_> {
-    /// Takes the records (the lanes are synced): they are ended next.
+    /// Takes the records (the lanes are synced): they are ended next,
+    /// then [`ended`](Self::ended) or [`put_back`](Self::put_back) is
+    /// called. Until then `len` still counts them, so `contains` takes the
+    /// lock (held here) and waits: a cancel never ends a record whose
+    /// copy is in its lane.
     pub fn take(&mut self) -> Vec<u64> {
         self.state.lanes.clear();
         self.state.since = None;
-        self.len.store(0, Ordering::Relaxed);
         self.state.sorted = true;
         std::mem::take(&mut self.state.records)
+    }
+
+    /// The records taken are ended.
+    pub fn ended(&mut self) {
+        self.len.store(self.state.records.len(), Ordering::Relaxed);
     }
 
     /// Puts back records that could not be ended, to be tried again.

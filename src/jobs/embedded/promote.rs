@@ -270,8 +270,9 @@ impl EmbeddedJobs {
         let records = waiting.take();
         let ended: Vec<(u64, Option<u16>)> = records.iter().map(|&record| (record, None)).collect();
         let (done, result) = schedule.end(&ended);
-        if result.is_err() {
-            waiting.put_back(&records[done..]);
+        match result.is_err() {
+            true => waiting.put_back(&records[done..]),
+            false => waiting.ended(),
         }
         result
     }

@@ -247,14 +247,16 @@ impl Schedule {
             (due, index.horizon.0 > now_ms)
         };
         if !complete {
-            // Past the horizon: the records on disk are counted.
-            let mut count = 0;
-            self.visit(|record, due| {
-                if due <= now_ms && !moved(record) {
-                    count += 1;
+            // Past the horizon: the records on disk are counted (`moved`
+            // asked after the visit, which holds the queue's lock: a
+            // settling of the moves holds theirs while it ends records).
+            let mut due = Vec::new();
+            self.visit(|record, due_ms| {
+                if due_ms <= now_ms {
+                    due.push(record);
                 }
             })?;
-            return Ok(count);
+            return Ok(due.into_iter().filter(|&record| !moved(record)).count() as u64);
         }
         let mut count = 0;
         for record in due {
@@ -290,13 +292,16 @@ impl Schedule {
 
     /// Indexes the records added since the last look (by any process).
     pub fn catch_up(&self) -> Result<()> {
+        let mut index = self.index.state.lock();
         // Alone (exclusive mode), every record after the first reading was
         // added through this handle, which noted it.
-        if !self.shared && self.index.state.lock().read {
+        if !self.shared && index.read {
             return Ok(());
         }
+        // The end is read under the lock: a record added before it is
+        // visited here, one added after it is noted by its writer (whose
+        // `note` waits for this lock, then sees `read`).
         let end = self.queue.end_id()?;
-        let mut index = self.index.state.lock();
         index.read = true;
         let mut from = index.seen_to;
         while from < end {
@@ -325,7 +330,7 @@ impl Schedule {
         // not ended yet: its mover ends it or gives it back.
         let moving: BTreeSet<u64> = index.moving.iter().copied().collect();
         self.visit(|record, due| {
-            if moved(record) || moving.contains(&record) {
+            if moving.contains(&record) {
                 return;
             }
             if earliest.len() <= INDEX_KEEP {
@@ -341,7 +346,14 @@ impl Schedule {
             false => ALL,
         };
         index.due = BTreeSet::new();
-        index.run = earliest.into_sorted_vec().into();
+        // Those `moved` are left out after the visit, which holds the
+        // queue's lock (a settling of the moves holds theirs while it ends
+        // records): every other record below the horizon is kept.
+        index.run = earliest
+            .into_sorted_vec()
+            .into_iter()
+            .filter(|&(_, record)| !moved(record))
+            .collect();
         index.read = true;
         index.seen_to = index.seen_to.max(end);
         Ok(())
