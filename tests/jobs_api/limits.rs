@@ -32,9 +32,15 @@ macro_rules! jobs_api_limits_checks {
     };
 }
 
-fn limit(name: &str, max: u32, running: u32) -> Limit {
+/// Limit `name` of queue `q`: the queue's name and `name` (on Redis a
+/// limit is a throttle of the whole database, as in qless).
+fn n(q: &dyn JobQueue, name: &str) -> String {
+    format!("{}.{name}", q.name())
+}
+
+fn limit(name: String, max: u32, running: u32) -> Limit {
     Limit {
-        name: name.to_owned(),
+        name,
         max,
         running,
     }
@@ -51,14 +57,14 @@ fn lease_all(queue: &dyn JobQueue) -> Vec<dque::jobs::JobLease> {
 
 pub fn a_limit_of_one_runs_its_jobs_one_at_a_time(backend: &dyn Backend) {
     let (q, _s) = new_queue(backend, "lim-serial");
-    q.set_limit("tenant-7", 1).unwrap();
-    q.set_limit("smtp", 2).unwrap();
-    put(q.as_ref(), NewJob::new("a").limit("tenant-7"));
-    put(q.as_ref(), NewJob::new("b").limit("tenant-7").limit("smtp"));
+    q.set_limit(&n(q.as_ref(), "tenant-7"), 1).unwrap();
+    q.set_limit(&n(q.as_ref(), "smtp"), 2).unwrap();
+    put(q.as_ref(), NewJob::new("a").limit(n(q.as_ref(), "tenant-7")));
+    put(q.as_ref(), NewJob::new("b").limit(n(q.as_ref(), "tenant-7")).limit(n(q.as_ref(), "smtp")));
     put(q.as_ref(), NewJob::new("free"));
-    put(q.as_ref(), NewJob::new("s1").limit("smtp"));
-    put(q.as_ref(), NewJob::new("s2").limit("smtp"));
-    put(q.as_ref(), NewJob::new("unset").limit("no-maximum"));
+    put(q.as_ref(), NewJob::new("s1").limit(n(q.as_ref(), "smtp")));
+    put(q.as_ref(), NewJob::new("s2").limit(n(q.as_ref(), "smtp")));
+    put(q.as_ref(), NewJob::new("unset").limit(n(q.as_ref(), "no-maximum")));
     let held = lease_all(q.as_ref());
     let bodies: Vec<String> = held.iter().map(body).collect();
     assert_eq!(
@@ -68,12 +74,12 @@ pub fn a_limit_of_one_runs_its_jobs_one_at_a_time(backend: &dyn Backend) {
     );
     assert_eq!(
         held[0].header(LIMITS_HEADER),
-        Some("tenant-7"),
+        Some(n(q.as_ref(), "tenant-7").as_str()),
         "the header comes back"
     );
     assert_eq!(
         q.limits().unwrap(),
-        [limit("smtp", 2, 2), limit("tenant-7", 1, 1)]
+        [limit(n(q.as_ref(), "smtp"), 2, 2), limit(n(q.as_ref(), "tenant-7"), 1, 1)]
     );
     let mut held = held.into_iter();
     q.ack(held.next().unwrap()).unwrap();
@@ -85,7 +91,7 @@ pub fn a_limit_of_one_runs_its_jobs_one_at_a_time(backend: &dyn Backend) {
     assert_eq!(body(&b), "b");
     assert_eq!(
         q.limits().unwrap(),
-        [limit("smtp", 2, 1), limit("tenant-7", 1, 1)]
+        [limit(n(q.as_ref(), "smtp"), 2, 1), limit(n(q.as_ref(), "tenant-7"), 1, 1)]
     );
     q.ack(b).unwrap();
     assert!(q.lease().unwrap().is_none());
@@ -93,9 +99,9 @@ pub fn a_limit_of_one_runs_its_jobs_one_at_a_time(backend: &dyn Backend) {
 
 pub fn every_way_a_lease_ends_frees_its_limit(backend: &dyn Backend) {
     let (q, _s) = new_queue(backend, "lim-ends");
-    q.set_limit("one", 1).unwrap();
+    q.set_limit(&n(q.as_ref(), "one"), 1).unwrap();
     for name in ["n1", "n2", "r", "ra", "f", "last"] {
-        put(q.as_ref(), NewJob::new(name).limit("one"));
+        put(q.as_ref(), NewJob::new(name).limit(n(q.as_ref(), "one")));
     }
     type End = fn(&dyn JobQueue, dque::jobs::JobLease);
     let ends: [(&str, End); 5] = [
@@ -127,14 +133,14 @@ pub fn every_way_a_lease_ends_frees_its_limit(backend: &dyn Backend) {
     }
     let rest = drain(q.as_ref());
     assert!(!rest.is_empty());
-    assert_eq!(q.limits().unwrap(), [limit("one", 1, 0)]);
+    assert_eq!(q.limits().unwrap(), [limit(n(q.as_ref(), "one"), 1, 0)]);
 }
 
 pub fn a_batch_lease_takes_no_more_than_a_limit_allows(backend: &dyn Backend) {
     let (q, _s) = new_queue(backend, "lim-batch");
-    q.set_limit("pair", 2).unwrap();
-    for n in 0..5 {
-        put(q.as_ref(), NewJob::new(format!("p{n}")).limit("pair"));
+    q.set_limit(&n(q.as_ref(), "pair"), 2).unwrap();
+    for i in 0..5 {
+        put(q.as_ref(), NewJob::new(format!("p{i}")).limit(n(q.as_ref(), "pair")));
     }
     put(q.as_ref(), NewJob::new("free"));
     let batch = q.lease_batch(10).unwrap();
@@ -149,16 +155,16 @@ pub fn a_batch_lease_takes_no_more_than_a_limit_allows(backend: &dyn Backend) {
 pub fn limits_are_set_listed_changed_and_removed(backend: &dyn Backend) {
     let (q, _s) = new_queue(backend, "lim-list");
     assert!(q.limits().unwrap().is_empty());
-    q.set_limit("b", 3).unwrap();
-    q.set_limit("a", 1).unwrap();
-    q.set_limit("b", 5).unwrap();
-    assert_eq!(q.limits().unwrap(), [limit("a", 1, 0), limit("b", 5, 0)]);
-    assert!(q.remove_limit("a").unwrap());
-    assert!(!q.remove_limit("a").unwrap(), "already gone");
-    assert_eq!(q.limits().unwrap(), [limit("b", 5, 0)]);
+    q.set_limit(&n(q.as_ref(), "b"), 3).unwrap();
+    q.set_limit(&n(q.as_ref(), "a"), 1).unwrap();
+    q.set_limit(&n(q.as_ref(), "b"), 5).unwrap();
+    assert_eq!(q.limits().unwrap(), [limit(n(q.as_ref(), "a"), 1, 0), limit(n(q.as_ref(), "b"), 5, 0)]);
+    assert!(q.remove_limit(&n(q.as_ref(), "a")).unwrap());
+    assert!(!q.remove_limit(&n(q.as_ref(), "a")).unwrap(), "already gone");
+    assert_eq!(q.limits().unwrap(), [limit(n(q.as_ref(), "b"), 5, 0)]);
     // A removed limit holds any number again.
-    put(q.as_ref(), NewJob::new("x").limit("a"));
-    put(q.as_ref(), NewJob::new("y").limit("a"));
+    put(q.as_ref(), NewJob::new("x").limit(n(q.as_ref(), "a")));
+    put(q.as_ref(), NewJob::new("y").limit(n(q.as_ref(), "a")));
     assert_eq!(lease_all(q.as_ref()).len(), 2);
 }
 
@@ -214,14 +220,14 @@ pub fn a_paused_queue_leases_nothing_and_its_leases_still_settle(backend: &dyn B
 
 pub fn pause_and_limits_survive_a_restart(backend: &dyn Backend) {
     let (q, s) = new_queue(backend, "lim-restart");
-    q.set_limit("one", 1).unwrap();
-    put(q.as_ref(), NewJob::new("a").limit("one"));
-    put(q.as_ref(), NewJob::new("b").limit("one"));
+    q.set_limit(&n(q.as_ref(), "one"), 1).unwrap();
+    put(q.as_ref(), NewJob::new("a").limit(n(q.as_ref(), "one")));
+    put(q.as_ref(), NewJob::new("b").limit(n(q.as_ref(), "one")));
     q.pause().unwrap();
     q.close().unwrap();
     let q = backend.reopen("lim-restart", &s);
     assert!(q.is_paused().unwrap());
-    assert_eq!(q.limits().unwrap(), [limit("one", 1, 0)]);
+    assert_eq!(q.limits().unwrap(), [limit(n(q.as_ref(), "one"), 1, 0)]);
     assert!(q.lease().unwrap().is_none());
     q.resume().unwrap();
     let a = lease(q.as_ref());
