@@ -95,6 +95,7 @@ pub use job::{
 pub use postgres::AsyncPgJobs;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgJobs, PgOptions, SCHEMA_VERSION};
+pub use embedded::stored_limits;
 pub use limits::{check_limit_name, Limit, LIMITS_HEADER, MAX_LIMIT_NAME_BYTES};
 pub use queue_name::{check_queue_name, MAX_QUEUE_NAME_BYTES};
 #[cfg(all(feature = "redis", feature = "tokio"))]

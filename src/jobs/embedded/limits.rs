@@ -286,6 +286,36 @@ impl Locked<'_> {
     }
 }
 
+/// The pause and the limits' maxima stored in the jobs queue directory
+/// `dir`, read without opening the queue (what `dque stats` shows): not
+/// paused and no limits for a queue that never had them.
+///
+/// ```
+/// use dque::jobs::{stored_limits, EmbeddedJobs, JobQueue};
+/// # fn main() -> Result<(), dque::Error> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+/// queue.pause()?;
+/// queue.set_limit("smtp", 2)?;
+/// let (paused, limits) = stored_limits(&dir.path().join("q"))?;
+/// assert!(paused);
+/// assert_eq!(limits, [("smtp".to_owned(), 2)]);
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// `Io` if the settings file cannot be read; `Corrupted` if it is not one.
+pub fn stored_limits(dir: &Path) -> Result<(bool, Vec<(String, u32)>)> {
+    let path = dir.join("jobs").join("limits").join("settings");
+    let settings = match std::fs::read_to_string(&path) {
+        Ok(text) => Settings::decode(&path, &text)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Settings::default(),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    Ok((settings.paused, settings.limits.into_iter().collect()))
+}
+
 /// The running count of each limit among `holds`.
 pub(super) fn running(holds: &[Hold]) -> BTreeMap<&str, u32> {
     let mut running: BTreeMap<&str, u32> = BTreeMap::new();

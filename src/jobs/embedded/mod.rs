@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 pub use async_jobs::AsyncEmbeddedJobs;
 pub use envelope::{job_from_record, StoredJob, JOB_CODEC_ID};
 pub(crate) use lanes::lane_name;
+pub use limits::stored_limits;
 pub use lanes::MAX_LANES;
 pub(crate) use stats_file::read_days;
 
