@@ -52,7 +52,11 @@ fn limits_and_pause_on(q: &str, tag: &str) {
     let both = dque(&["push", q, "--limit", "x", "--header", "limits=y", "x"]);
     let told = String::from_utf8_lossy(&both.stderr);
     assert!(told.contains("give the limits one way"), "{told}");
-    assert_eq!(dque(&["pop", q]).status.code(), Some(6), "nothing was added");
+    assert_eq!(
+        dque(&["pop", q]).status.code(),
+        Some(6),
+        "nothing was added"
+    );
 }
 
 #[test]

@@ -140,7 +140,11 @@ fn a_limit_of_one_never_has_two_holders_with_kills() {
             }
         }
         let queue = open(&path);
-        assert_eq!(queue.counts().unwrap().leased, 0, "round {round}: leased by the dead");
+        assert_eq!(
+            queue.counts().unwrap().leased,
+            0,
+            "round {round}: leased by the dead"
+        );
         let lease = queue.lease().unwrap().expect("the limit lets a job in");
         assert_eq!(queue.limits().unwrap()[0].running, 1);
         assert!(queue.lease().unwrap().is_none(), "and only one");

@@ -72,7 +72,10 @@ fn a_reqless_throttle_limits_dque_and_a_dque_limit_limits_reqless() {
 
     // Set by dque, honoured by reqless; a dque job's limits are its throttles.
     rust.set_limit("smtp", 1).unwrap();
-    assert_eq!(py.call(json!({"op": "throttle_maximum", "name": "smtp"})), 1);
+    assert_eq!(
+        py.call(json!({"op": "throttle_maximum", "name": "smtp"})),
+        1
+    );
     let ours = rust
         .enqueue(NewJob::new("mail").limit("smtp"))
         .unwrap()
@@ -87,7 +90,10 @@ fn a_reqless_throttle_limits_dque_and_a_dque_limit_limits_reqless() {
     );
     assert!(rust.lease().unwrap().is_none(), "smtp is full");
     py.call(json!({"op": "complete", "jid": ours}));
-    let lease = rust.lease().unwrap().expect("reqless's release let it back");
+    let lease = rust
+        .lease()
+        .unwrap()
+        .expect("reqless's release let it back");
     assert_eq!(lease.id, theirs);
     rust.ack(lease).unwrap();
     assert_eq!(rust.limits().unwrap()[0].running, 0);

@@ -410,7 +410,11 @@ fn reqless_throttle_locks_do_not_leak() {
     let jid = py.put(json!({"queue": "thr", "data": "{}"}));
     let lease = rust.lease().unwrap().unwrap();
     assert_eq!(lease.id, jid);
-    assert_eq!(locks(server), "1", "dque holds the queue's throttle, as reqless");
+    assert_eq!(
+        locks(server),
+        "1",
+        "dque holds the queue's throttle, as reqless"
+    );
     rust.ack(lease).unwrap();
     assert_eq!(locks(server), "0", "and lets it go");
     // A reqless worker takes a lock and lets its lease run out; dque

@@ -104,7 +104,9 @@ pub(crate) fn limits_of(headers: &[(String, String)]) -> Vec<&str> {
 
 /// `InvalidJob` unless every limit a job names follows the rules.
 pub(crate) fn check_job_limits(headers: &[(String, String)]) -> Result<()> {
-    limits_of(headers).into_iter().try_for_each(check_limit_name)
+    limits_of(headers)
+        .into_iter()
+        .try_for_each(check_limit_name)
 }
 
 /// `InvalidJob` for a maximum of 0 (remove the limit instead).

@@ -84,6 +84,7 @@ pub use address::{open_address, Address, AddressOptions};
 pub use async_contract::{AsyncJobQueue, BoxFuture};
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use embedded::stored_limits;
 #[cfg(feature = "tokio")]
 pub use embedded::AsyncEmbeddedJobs;
 pub use embedded::{job_from_record, EmbeddedJobs, JobOptions, StoredJob, JOB_CODEC_ID, MAX_LANES};
@@ -91,12 +92,11 @@ pub use job::{
     DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, WaitState, Waiting,
     MAX_HEADER_NAME_BYTES, MAX_JOB_ID_BYTES,
 };
+pub use limits::{check_limit_name, Limit, LIMITS_HEADER, MAX_LIMIT_NAME_BYTES};
 #[cfg(all(feature = "postgres", feature = "tokio"))]
 pub use postgres::AsyncPgJobs;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgJobs, PgOptions, SCHEMA_VERSION};
-pub use embedded::stored_limits;
-pub use limits::{check_limit_name, Limit, LIMITS_HEADER, MAX_LIMIT_NAME_BYTES};
 pub use queue_name::{check_queue_name, MAX_QUEUE_NAME_BYTES};
 #[cfg(all(feature = "redis", feature = "tokio"))]
 pub use redis::AsyncRedisJobs;

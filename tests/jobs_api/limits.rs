@@ -39,11 +39,7 @@ fn n(q: &dyn JobQueue, name: &str) -> String {
 }
 
 fn limit(name: String, max: u32, running: u32) -> Limit {
-    Limit {
-        name,
-        max,
-        running,
-    }
+    Limit { name, max, running }
 }
 
 /// Leases every ready job it can without settling any: their bodies.
@@ -59,12 +55,23 @@ pub fn a_limit_of_one_runs_its_jobs_one_at_a_time(backend: &dyn Backend) {
     let (q, _s) = new_queue(backend, "lim-serial");
     q.set_limit(&n(q.as_ref(), "tenant-7"), 1).unwrap();
     q.set_limit(&n(q.as_ref(), "smtp"), 2).unwrap();
-    put(q.as_ref(), NewJob::new("a").limit(n(q.as_ref(), "tenant-7")));
-    put(q.as_ref(), NewJob::new("b").limit(n(q.as_ref(), "tenant-7")).limit(n(q.as_ref(), "smtp")));
+    put(
+        q.as_ref(),
+        NewJob::new("a").limit(n(q.as_ref(), "tenant-7")),
+    );
+    put(
+        q.as_ref(),
+        NewJob::new("b")
+            .limit(n(q.as_ref(), "tenant-7"))
+            .limit(n(q.as_ref(), "smtp")),
+    );
     put(q.as_ref(), NewJob::new("free"));
     put(q.as_ref(), NewJob::new("s1").limit(n(q.as_ref(), "smtp")));
     put(q.as_ref(), NewJob::new("s2").limit(n(q.as_ref(), "smtp")));
-    put(q.as_ref(), NewJob::new("unset").limit(n(q.as_ref(), "no-maximum")));
+    put(
+        q.as_ref(),
+        NewJob::new("unset").limit(n(q.as_ref(), "no-maximum")),
+    );
     let held = lease_all(q.as_ref());
     let bodies: Vec<String> = held.iter().map(body).collect();
     assert_eq!(
@@ -79,7 +86,10 @@ pub fn a_limit_of_one_runs_its_jobs_one_at_a_time(backend: &dyn Backend) {
     );
     assert_eq!(
         q.limits().unwrap(),
-        [limit(n(q.as_ref(), "smtp"), 2, 2), limit(n(q.as_ref(), "tenant-7"), 1, 1)]
+        [
+            limit(n(q.as_ref(), "smtp"), 2, 2),
+            limit(n(q.as_ref(), "tenant-7"), 1, 1)
+        ]
     );
     let mut held = held.into_iter();
     q.ack(held.next().unwrap()).unwrap();
@@ -91,7 +101,10 @@ pub fn a_limit_of_one_runs_its_jobs_one_at_a_time(backend: &dyn Backend) {
     assert_eq!(body(&b), "b");
     assert_eq!(
         q.limits().unwrap(),
-        [limit(n(q.as_ref(), "smtp"), 2, 1), limit(n(q.as_ref(), "tenant-7"), 1, 1)]
+        [
+            limit(n(q.as_ref(), "smtp"), 2, 1),
+            limit(n(q.as_ref(), "tenant-7"), 1, 1)
+        ]
     );
     q.ack(b).unwrap();
     assert!(q.lease().unwrap().is_none());
@@ -140,7 +153,10 @@ pub fn a_batch_lease_takes_no_more_than_a_limit_allows(backend: &dyn Backend) {
     let (q, _s) = new_queue(backend, "lim-batch");
     q.set_limit(&n(q.as_ref(), "pair"), 2).unwrap();
     for i in 0..5 {
-        put(q.as_ref(), NewJob::new(format!("p{i}")).limit(n(q.as_ref(), "pair")));
+        put(
+            q.as_ref(),
+            NewJob::new(format!("p{i}")).limit(n(q.as_ref(), "pair")),
+        );
     }
     put(q.as_ref(), NewJob::new("free"));
     let batch = q.lease_batch(10).unwrap();
@@ -158,9 +174,18 @@ pub fn limits_are_set_listed_changed_and_removed(backend: &dyn Backend) {
     q.set_limit(&n(q.as_ref(), "b"), 3).unwrap();
     q.set_limit(&n(q.as_ref(), "a"), 1).unwrap();
     q.set_limit(&n(q.as_ref(), "b"), 5).unwrap();
-    assert_eq!(q.limits().unwrap(), [limit(n(q.as_ref(), "a"), 1, 0), limit(n(q.as_ref(), "b"), 5, 0)]);
+    assert_eq!(
+        q.limits().unwrap(),
+        [
+            limit(n(q.as_ref(), "a"), 1, 0),
+            limit(n(q.as_ref(), "b"), 5, 0)
+        ]
+    );
     assert!(q.remove_limit(&n(q.as_ref(), "a")).unwrap());
-    assert!(!q.remove_limit(&n(q.as_ref(), "a")).unwrap(), "already gone");
+    assert!(
+        !q.remove_limit(&n(q.as_ref(), "a")).unwrap(),
+        "already gone"
+    );
     assert_eq!(q.limits().unwrap(), [limit(n(q.as_ref(), "b"), 5, 0)]);
     // A removed limit holds any number again.
     put(q.as_ref(), NewJob::new("x").limit(n(q.as_ref(), "a")));
@@ -231,7 +256,10 @@ pub fn pause_and_limits_survive_a_restart(backend: &dyn Backend) {
     assert!(q.lease().unwrap().is_none());
     q.resume().unwrap();
     let a = lease(q.as_ref());
-    assert!(q.lease().unwrap().is_none(), "the limit held after a restart");
+    assert!(
+        q.lease().unwrap().is_none(),
+        "the limit held after a restart"
+    );
     q.ack(a).unwrap();
     assert_eq!(drain(q.as_ref()), ["b"]);
 }

@@ -22,7 +22,8 @@ pub struct PauseArgs {
 
 /// Options of `dque limit`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Jobs name the limits they take with `dque push --limit NAME`
+#[command(
+    after_help = "Jobs name the limits they take with `dque push --limit NAME`
 (header `limits`, names separated by commas). A lease skips a job whose
 limit is full and takes it once a holder ends (ack, nack, fail, release,
 or its lease runs out).
@@ -30,7 +31,8 @@ or its lease runs out).
 Examples:
   dque limit q tenant-7 1        tenant-7's jobs run one at a time
   dque limit q smtp 4            at most 4 jobs naming smtp run at once
-  dque limit q smtp --remove     smtp's jobs run with no limit")]
+  dque limit q smtp --remove     smtp's jobs run with no limit"
+)]
 pub struct LimitArgs {
     /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
     #[arg(value_name = "ADDRESS", value_parser = crate::address::parse)]
@@ -95,7 +97,10 @@ pub fn list(args: &LimitsArgs) -> Result<ExitCode, Failure> {
             .iter()
             .map(|l| serde_json::json!({"name": l.name, "max": l.max, "running": l.running}))
             .collect();
-        outln!("{}", serde_json::json!({"paused": paused, "limits": limits}))?;
+        outln!(
+            "{}",
+            serde_json::json!({"paused": paused, "limits": limits})
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     if paused {

@@ -144,7 +144,8 @@ impl Limits {
             .map_err(|e| Error::io(&path, e))?;
         let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
         if len < CONTROL_BYTES {
-            file.set_len(CONTROL_BYTES).map_err(|e| Error::io(&path, e))?;
+            file.set_len(CONTROL_BYTES)
+                .map_err(|e| Error::io(&path, e))?;
         }
         // SAFETY: the file is this queue's own, only ever 16 bytes long
         // (nothing truncates it), and every access goes through atomics.
@@ -493,7 +494,10 @@ mod tests {
     #[test]
     fn a_change_is_seen_by_another_handle_and_survives_a_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let (a, b) = (Limits::open(dir.path()).unwrap(), Limits::open(dir.path()).unwrap());
+        let (a, b) = (
+            Limits::open(dir.path()).unwrap(),
+            Limits::open(dir.path()).unwrap(),
+        );
         assert!(!a.in_use());
         a.lock().unwrap().change(|s| s.paused = true).unwrap();
         assert!(b.is_paused(), "the mapped word is shared");

@@ -24,8 +24,8 @@ use parking_lot::Mutex;
 pub use async_jobs::AsyncEmbeddedJobs;
 pub use envelope::{job_from_record, StoredJob, JOB_CODEC_ID};
 pub(crate) use lanes::lane_name;
-pub use limits::stored_limits;
 pub use lanes::MAX_LANES;
+pub use limits::stored_limits;
 pub(crate) use stats_file::read_days;
 
 use self::envelope::{Envelope, JobRecords};

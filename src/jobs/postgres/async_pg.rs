@@ -1041,9 +1041,12 @@ impl AsyncJobQueue for AsyncPgJobs {
             let inner = &self.inner;
             let max = super::limits::set_args(name, max)?;
             let link = inner.link().await?;
-            link.execute(&super::limits::set(&inner.tables), &[&inner.qno, &name, &max])
-                .await
-                .map_err(sent)?;
+            link.execute(
+                &super::limits::set(&inner.tables),
+                &[&inner.qno, &name, &max],
+            )
+            .await
+            .map_err(sent)?;
             inner.notify(&link).await
         })
     }

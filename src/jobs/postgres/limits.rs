@@ -85,7 +85,10 @@ fn schema(tables: &Tables) -> &str {
 /// One limited lease: `$1` the queue's number, `$2` the clock's now and
 /// `$3` the real now (ms), `$4` the lease time (ms), `$5` the day.
 pub(super) fn lease(tables: &Tables) -> String {
-    format!("SELECT * FROM {}.lease_limited($1, $2, $3, $4, $5)", schema(tables))
+    format!(
+        "SELECT * FROM {}.lease_limited($1, $2, $3, $4, $5)",
+        schema(tables)
+    )
 }
 
 /// Sets the pause (`$1` the queue's number, `$2` paused).
