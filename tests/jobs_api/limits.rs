@@ -99,6 +99,7 @@ pub fn a_limit_of_one_runs_its_jobs_one_at_a_time(backend: &dyn Backend) {
     }
     let b = lease(q.as_ref());
     assert_eq!(body(&b), "b");
+    assert_eq!(b.attempt, 1, "looking past b counted no attempt");
     assert_eq!(
         q.limits().unwrap(),
         [
