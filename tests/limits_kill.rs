@@ -157,3 +157,30 @@ fn a_limit_of_one_never_has_two_holders_with_kills() {
     }
     assert!(leases > 0, "the workers leased nothing in {rounds} rounds");
 }
+
+/// Two handles of a shared queue (as two processes would have): a pause,
+/// a limit and a hold made through one are seen through the other at
+/// once, and a handle closed with a job leased lets its hold go.
+#[test]
+fn pause_limits_and_holds_are_seen_by_every_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let a = options().create(&path).unwrap();
+    let b = open(&path);
+    a.enqueue(NewJob::new("x").limit("one")).unwrap();
+    a.enqueue(NewJob::new("y").limit("one")).unwrap();
+    a.pause().unwrap();
+    assert!(b.is_paused().unwrap());
+    assert!(b.lease().unwrap().is_none(), "paused through a");
+    b.resume().unwrap();
+    b.set_limit("one", 1).unwrap();
+    assert_eq!(a.limits().unwrap()[0].max, 1);
+    let held = a.lease().unwrap().expect("x");
+    assert!(b.lease().unwrap().is_none(), "a holds one");
+    assert_eq!(b.limits().unwrap()[0].running, 1);
+    drop(held);
+    a.close().unwrap(); // its leases are given back
+    let next = b.lease().unwrap().expect("the hold went with the handle");
+    assert_eq!(next.attempt, 2, "x again: its attempt counted");
+    b.ack(next).unwrap();
+}
