@@ -615,7 +615,7 @@ fn back_to_version_4(client: &mut postgres::Client, schema: &str) {
             "DROP FUNCTION {schema}.lease_limited;
              DROP FUNCTION {schema}.job_limits;
              DROP TABLE {schema}.limits;
-             ALTER TABLE {schema}.queues DROP COLUMN paused, DROP COLUMN limited;
+             ALTER TABLE {schema}.queues DROP COLUMN paused;
              UPDATE {schema}.schema_version SET version = 4;"
         ))
         .unwrap();

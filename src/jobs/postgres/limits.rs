@@ -1,7 +1,7 @@
 //! Concurrency limits and pause on PostgreSQL (issue 27).
 //!
-//! `queues.paused` and `queues.limited` (a limit is set) are read by every
-//! lease's statement: while either is set it leases nothing, and the
+//! `queues.paused` and the queue's rows in `limits` are read by every
+//! lease's statement: while it is paused or has a limit it leases nothing, and the
 //! handle calls `lease_limited`, a function that returns nothing for a
 //! paused queue and otherwise, under a transaction-scoped advisory lock
 //! of the queue, leases the first ready job whose limits all have room.
@@ -12,8 +12,8 @@
 //! ends a hold with the lease, and so does a lease that runs out (a
 //! worker that died), with nothing else to mend.
 //!
-//! Costs: a lease of a queue with neither pays one probe of `queues` in
-//! its statement, and a lease that finds nothing one more statement (the
+//! Costs: a lease of a queue with neither pays a probe of `queues` and
+//! one of `limits`' primary key in its statement, and a lease that finds nothing one more statement (the
 //! function, which looks at `queues` and returns). A limited lease reads
 //! the queue's leased jobs with headers once, to count the holders.
 
@@ -24,8 +24,7 @@ use crate::jobs::limits::{check_limit_name, check_max, Limit};
 
 /// Migration 4 → 5 (`{s}`: the schema, quoted).
 pub(super) const MIGRATION: &str = "\
-ALTER TABLE {s}.queues ADD COLUMN paused boolean NOT NULL DEFAULT false,
-    ADD COLUMN limited boolean NOT NULL DEFAULT false;
+ALTER TABLE {s}.queues ADD COLUMN paused boolean NOT NULL DEFAULT false;
 CREATE TABLE {s}.limits (
     qno integer NOT NULL,
     name text NOT NULL,
@@ -40,11 +39,9 @@ $f$;
 CREATE FUNCTION {s}.lease_limited(p_qno integer, p_now bigint, p_real bigint,
                                   p_lease bigint, p_day bigint)
 RETURNS SETOF {s}.jobs LANGUAGE plpgsql AS $f$
-DECLARE
-    flags record;
 BEGIN
-    SELECT paused, limited INTO flags FROM {s}.queues WHERE qno = p_qno;
-    IF NOT FOUND OR flags.paused OR NOT flags.limited THEN
+    IF coalesce((SELECT paused FROM {s}.queues WHERE qno = p_qno), false)
+       OR NOT EXISTS (SELECT 1 FROM {s}.limits WHERE qno = p_qno) THEN
         RETURN;
     END IF;
     PERFORM pg_advisory_xact_lock(hashtext('dque limits'), p_qno);
@@ -80,7 +77,7 @@ END
 $f$;";
 
 /// The schema of `tables`, quoted.
-fn schema(tables: &Tables) -> &str {
+pub(super) fn schema(tables: &Tables) -> &str {
     tables
         .queues
         .strip_suffix(".queues")
@@ -109,14 +106,12 @@ pub(super) fn paused(tables: &Tables) -> String {
     )
 }
 
-/// Sets limit `$2` of queue `$1` to `$3`, the queue marked limited.
+/// Sets limit `$2` of queue `$1` to `$3`.
 pub(super) fn set(tables: &Tables) -> String {
     let s = schema(tables);
     format!(
-        "WITH set AS (INSERT INTO {s}.limits (qno, name, max) VALUES ($1, $2, $3)
-                      ON CONFLICT (qno, name) DO UPDATE SET max = EXCLUDED.max)
-         UPDATE {q} SET limited = true WHERE qno = $1",
-        q = tables.queues
+        "INSERT INTO {s}.limits (qno, name, max) VALUES ($1, $2, $3)
+         ON CONFLICT (qno, name) DO UPDATE SET max = EXCLUDED.max"
     )
 }
 
@@ -124,12 +119,8 @@ pub(super) fn set(tables: &Tables) -> String {
 pub(super) fn remove(tables: &Tables) -> String {
     let s = schema(tables);
     format!(
-        "WITH gone AS (DELETE FROM {s}.limits WHERE qno = $1 AND name = $2 RETURNING 1),
-              flag AS (UPDATE {q} SET limited = EXISTS (
-                           SELECT 1 FROM {s}.limits WHERE qno = $1 AND name <> $2)
-                       WHERE qno = $1)
-         SELECT count(*) > 0 FROM gone",
-        q = tables.queues
+        "WITH gone AS (DELETE FROM {s}.limits WHERE qno = $1 AND name = $2 RETURNING 1)
+         SELECT count(*) > 0 FROM gone"
     )
 }
 

@@ -375,13 +375,15 @@ impl Hot {
                            AND state = 0 AND ready_at <= $2
                            AND (lease_until IS NULL OR lease_until <= $3)
                            AND NOT EXISTS (SELECT 1 FROM {queues} q
-                                           WHERE q.qno = $1 AND (q.paused OR q.limited))
+                                           WHERE q.qno = $1 AND q.paused)
+                           AND NOT EXISTS (SELECT 1 FROM {limits} l WHERE l.qno = $1)
                          ORDER BY priority, ready_at, seq
                          LIMIT $5
                          FOR UPDATE SKIP LOCKED{close}
                      RETURNING {cols}, j.lease_token",
                 tokens = tables.tokens,
                 queues = tables.queues,
+                limits = format!("{}.limits", limits::schema(tables)),
                 cols = JOB_COLUMNS
                     .split(", ")
                     .map(|c| format!("j.{c}"))

@@ -101,10 +101,10 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX jobs_next ON {s}.jobs (qno, priority, ready_at, seq) WHERE state < 2;
     CREATE UNIQUE INDEX jobs_live_ids ON {s}.jobs (qno, id) WHERE state < 2;
     CREATE INDEX jobs_dead ON {s}.jobs (qno, died) WHERE state = 2;",
-    // 4 → 5 (limits, issue 27): a queue's pause and whether it has limits
-    // (read by every lease: one probe of a small table), its limits, and
-    // the limited lease (`postgres/limits.rs`). Columns with constant
-    // defaults: no table rewrite.
+    // 4 → 5 (limits, issue 27): a queue's pause and its limits (read by
+    // every lease: a probe of each small table), and the limited lease
+    // (`postgres/limits.rs`). A column with a constant default: no table
+    // rewrite.
     super::limits::MIGRATION,
 ];
 
