@@ -8,7 +8,6 @@
 //! runs longer.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use dque::jobs::{JobQueue, NewJob, PgOptions, RedisOptions};

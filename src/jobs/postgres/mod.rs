@@ -360,6 +360,7 @@ impl Hot {
         // row carries it; reads count it from the row till then. A job
         // handed back (`release`) keeps the wait of its first lease: one
         // wait a job.
+        let limits_table = format!("{}.limits", limits::schema(tables));
         let lease = |which: &str, close: &str| {
             format!(
                 "UPDATE {jobs} j
@@ -383,7 +384,7 @@ impl Hot {
                      RETURNING {cols}, j.lease_token",
                 tokens = tables.tokens,
                 queues = tables.queues,
-                limits = format!("{}.limits", limits::schema(tables)),
+                limits = limits_table,
                 cols = JOB_COLUMNS
                     .split(", ")
                     .map(|c| format!("j.{c}"))
