@@ -131,6 +131,25 @@ impl JobQueue for Blocking {
     fn close(&self) -> Result<()> {
         self.wait(self.queue.close())
     }
+    // --- limits (issue 27) ---
+    fn pause(&self) -> Result<()> {
+        self.wait(self.queue.pause())
+    }
+    fn resume(&self) -> Result<()> {
+        self.wait(self.queue.resume())
+    }
+    fn is_paused(&self) -> Result<bool> {
+        self.wait(self.queue.is_paused())
+    }
+    fn set_limit(&self, name: &str, max: u32) -> Result<()> {
+        self.wait(self.queue.set_limit(name, max))
+    }
+    fn remove_limit(&self, name: &str) -> Result<bool> {
+        self.wait(self.queue.remove_limit(name))
+    }
+    fn limits(&self) -> Result<Vec<dque::jobs::Limit>> {
+        self.wait(self.queue.limits())
+    }
 }
 
 /// Names unique to a test process and a backend value.

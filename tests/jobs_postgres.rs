@@ -608,7 +608,21 @@ fn a_call_cut_off_after_it_was_sent_says_its_outcome_is_unknown() {
 /// Makes schema `schema` (at version 4, no job leased) what version 3
 /// made: jobs keyed by the queue's name, empty header arrays, no
 /// `queues` table.
+/// Undoes migration 4 → 5 (limits and pause, issue 27).
+fn back_to_version_4(client: &mut postgres::Client, schema: &str) {
+    client
+        .batch_execute(&format!(
+            "DROP FUNCTION {schema}.lease_limited;
+             DROP FUNCTION {schema}.job_limits;
+             DROP TABLE {schema}.limits;
+             ALTER TABLE {schema}.queues DROP COLUMN paused;
+             UPDATE {schema}.schema_version SET version = 4;"
+        ))
+        .unwrap();
+}
+
 fn back_to_version_3(client: &mut postgres::Client, schema: &str) {
+    back_to_version_4(client, schema);
     client
         .batch_execute(&format!(
             "ALTER TABLE {schema}.jobs ADD COLUMN queue text;

@@ -392,8 +392,9 @@ fn a_python_worker_keeps_its_job_through_the_grace_period() {
     }
 }
 
-/// reqless's per-queue throttle: dque takes no lock in it, and releases
-/// the one a reqless worker took when dque settles that worker's job.
+/// reqless's per-queue throttle: dque takes its lock while a job runs,
+/// and releases the one a reqless worker took when dque settles that
+/// worker's job.
 #[test]
 fn reqless_throttle_locks_do_not_leak() {
     let Some((rust, mut py, db)) = setup(Kind::Reqless, "thr", Duration::from_millis(200)) else {
@@ -409,8 +410,13 @@ fn reqless_throttle_locks_do_not_leak() {
     let jid = py.put(json!({"queue": "thr", "data": "{}"}));
     let lease = rust.lease().unwrap().unwrap();
     assert_eq!(lease.id, jid);
-    assert_eq!(locks(server), "0", "dque takes no throttle lock");
+    assert_eq!(
+        locks(server),
+        "1",
+        "dque holds the queue's throttle, as reqless"
+    );
     rust.ack(lease).unwrap();
+    assert_eq!(locks(server), "0", "and lets it go");
     // A reqless worker takes a lock and lets its lease run out; dque
     // reclaims the job and releases the lock.
     py.call(json!({"op": "config", "name": "heartbeat", "value": 1}));
@@ -421,8 +427,9 @@ fn reqless_throttle_locks_do_not_leak() {
     std::thread::sleep(Duration::from_millis(1200));
     let lease = rust.lease().unwrap().expect("reclaimed");
     assert_eq!(lease.id, second);
-    assert_eq!(locks(server), "0");
+    assert_eq!(locks(server), "1", "reqless's lock went; dque's is the one");
     rust.ack(lease).unwrap();
+    assert_eq!(locks(server), "0");
 }
 
 /// Dead letters in the order they died, when a qless client failed a job

@@ -203,4 +203,69 @@ pub trait AsyncJobQueue: Send + Sync + std::fmt::Debug {
     ///
     /// As the blocking call.
     fn close(&self) -> BoxFuture<'_, Result<()>>;
+
+    // --- limits (issue 27) ---
+
+    /// Pauses the queue ([`JobQueue::pause`](super::JobQueue::pause)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn pause(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async { Err(unsupported(self.name(), "pause")) })
+    }
+
+    /// Resumes the queue ([`JobQueue::resume`](super::JobQueue::resume)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn resume(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async { Err(unsupported(self.name(), "resume")) })
+    }
+
+    /// Whether the queue is paused ([`JobQueue::is_paused`](super::JobQueue::is_paused)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn is_paused(&self) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(async { Ok(false) })
+    }
+
+    /// Sets limit `name` to `max` ([`JobQueue::set_limit`](super::JobQueue::set_limit)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn set_limit<'a>(&'a self, name: &'a str, max: u32) -> BoxFuture<'a, Result<()>> {
+        let _ = (name, max);
+        Box::pin(async { Err(unsupported(self.name(), "limits")) })
+    }
+
+    /// Removes limit `name` ([`JobQueue::remove_limit`](super::JobQueue::remove_limit)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn remove_limit<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool>> {
+        let _ = name;
+        Box::pin(async { Err(unsupported(self.name(), "limits")) })
+    }
+
+    /// The limits with their holders ([`JobQueue::limits`](super::JobQueue::limits)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn limits(&self) -> BoxFuture<'_, Result<Vec<super::Limit>>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+}
+
+/// What a backend without pause or limits answers.
+fn unsupported(queue: &str, what: &str) -> crate::Error {
+    crate::Error::InvalidJob {
+        reason: format!("queue {queue:?}: this backend has no {what}; use one that does"),
+    }
 }

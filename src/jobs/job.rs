@@ -129,6 +129,7 @@ impl NewJob {
         for (name, value) in &self.headers {
             check_header(name, value)?;
         }
+        super::limits::check_job_limits(&self.headers)?;
         Ok(())
     }
 }

@@ -68,6 +68,7 @@ mod backoff;
 mod clock;
 pub(crate) mod embedded;
 mod job;
+mod limits;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod queue_name;
@@ -83,6 +84,7 @@ pub use address::{open_address, Address, AddressOptions};
 pub use async_contract::{AsyncJobQueue, BoxFuture};
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use embedded::stored_limits;
 #[cfg(feature = "tokio")]
 pub use embedded::AsyncEmbeddedJobs;
 pub use embedded::{job_from_record, EmbeddedJobs, JobOptions, StoredJob, JOB_CODEC_ID, MAX_LANES};
@@ -90,6 +92,7 @@ pub use job::{
     DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, WaitState, Waiting,
     MAX_HEADER_NAME_BYTES, MAX_JOB_ID_BYTES,
 };
+pub use limits::{check_limit_name, Limit, LIMITS_HEADER, MAX_LIMIT_NAME_BYTES};
 #[cfg(all(feature = "postgres", feature = "tokio"))]
 pub use postgres::AsyncPgJobs;
 #[cfg(feature = "postgres")]
@@ -313,5 +316,105 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// ```
     fn lease_time(&self) -> Option<Duration> {
         None
+    }
+
+    // --- limits (issue 27) ---
+
+    /// Pauses the queue: no new leases (a lease finds nothing) until
+    /// [`resume`](Self::resume); jobs leased before run on and settle as
+    /// usual, and enqueues are kept. Every handle and process on the queue
+    /// sees it, and it outlives a restart. On Redis it is qless's pause.
+    ///
+    /// ```
+    /// use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+    /// queue.enqueue(NewJob::new("a"))?;
+    /// queue.pause()?;
+    /// assert!(queue.is_paused()? && queue.lease()?.is_none());
+    /// queue.resume()?;
+    /// assert!(queue.lease()?.is_some());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Storage errors (nothing changed); `InvalidJob` on a plain FIFO
+    /// queue directory, or from a backend that has neither.
+    fn pause(&self) -> Result<()> {
+        Err(limits_unsupported(self.name(), "pause"))
+    }
+
+    /// Lets leases take jobs again after [`pause`](Self::pause).
+    ///
+    /// # Errors
+    ///
+    /// As [`pause`](Self::pause).
+    fn resume(&self) -> Result<()> {
+        Err(limits_unsupported(self.name(), "resume"))
+    }
+
+    /// Whether the queue is paused. A read.
+    ///
+    /// # Errors
+    ///
+    /// As [`pause`](Self::pause).
+    fn is_paused(&self) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Sets limit `name` to `max` holders at once (made, or changed; a
+    /// maximum below the holders running now lets them finish and leases
+    /// no more until they are under it). Jobs name their limits in the
+    /// [`LIMITS_HEADER`] header ([`NewJob::limit`]). On the embedded
+    /// queue a job counts as a holder if it was leased while the queue
+    /// had a limit or a pause; jobs leased before (or by a handle that had
+    /// not yet seen the first limit set) run on uncounted.
+    ///
+    /// ```
+    /// use dque::jobs::{EmbeddedJobs, JobQueue, Limit};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+    /// queue.set_limit("smtp", 2)?;
+    /// assert_eq!(queue.limits()?, [Limit { name: "smtp".into(), max: 2, running: 0 }]);
+    /// assert!(queue.remove_limit("smtp")?);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `InvalidJob` for a bad name ([`check_limit_name`]) or a maximum of
+    /// 0 (nothing changed); otherwise as [`pause`](Self::pause).
+    fn set_limit(&self, name: &str, max: u32) -> Result<()> {
+        let _ = (name, max);
+        Err(limits_unsupported(self.name(), "limits"))
+    }
+
+    /// Removes limit `name` (its jobs run with no limit); whether it was set.
+    ///
+    /// # Errors
+    ///
+    /// As [`set_limit`](Self::set_limit).
+    fn remove_limit(&self, name: &str) -> Result<bool> {
+        let _ = name;
+        Err(limits_unsupported(self.name(), "limits"))
+    }
+
+    /// The limits set on this queue, by name, with their holders now. A read.
+    ///
+    /// # Errors
+    ///
+    /// As [`pause`](Self::pause).
+    fn limits(&self) -> Result<Vec<Limit>> {
+        Ok(Vec::new())
+    }
+}
+
+/// What a backend without pause or limits answers.
+fn limits_unsupported(queue: &str, what: &str) -> crate::Error {
+    crate::Error::InvalidJob {
+        reason: format!("queue {queue:?}: this backend has no {what}; use one that does"),
     }
 }

@@ -730,6 +730,17 @@ impl<T, C: Codec<T>> DQue<T, C> {
         self.shared.read(|engine| Ok(engine.is_held(id)))
     }
 
+    /// Whether item `id` is leased now in lease attempt `attempt`, dead
+    /// processes' leases given back first (a write only then).
+    pub(crate) fn holds_lease(&self, id: u64, attempt: u16) -> Result<bool> {
+        self.shared.write(|engine| engine.holds_lease(id, attempt))
+    }
+
+    /// The attempt of item `id`'s lease, if it is leased now. A read.
+    pub(crate) fn held_attempt(&self, id: u64) -> Result<Option<u16>> {
+        self.shared.read(|engine| Ok(engine.held_attempt(id)))
+    }
+
     /// The pending records from id `from` to the end of the segment
     /// holding the first of them (see `Engine::pending_chunk`). A read.
     pub(crate) fn pending_chunk(&self, from: u64) -> Result<Vec<PendingRecord>> {

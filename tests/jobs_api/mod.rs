@@ -7,6 +7,8 @@
 //! for a wake-up that must come well inside their time limit.
 #![allow(dead_code)] // each test binary uses the parts it needs
 
+pub mod limits;
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -80,6 +82,7 @@ macro_rules! jobs_api_suite {
             a_huge_delay_is_never_due_not_due_now,
             a_closed_handle_refuses_calls_and_wakes_its_waiters,
         );
+        $crate::jobs_api_limits_checks!($runner);
     };
     (@each $runner:path; $($check:ident),* $(,)?) => {
         $(

@@ -53,7 +53,7 @@ def put(cmd):
     if CLIENT == "qless":
         data = json.loads(data)
     kwargs = {}
-    for name in ("priority", "tags", "delay", "retries", "jid", "depends"):
+    for name in ("priority", "tags", "delay", "retries", "jid", "depends", "throttles"):
         if cmd.get(name) is not None:
             kwargs[name] = cmd[name]
     return queue.put(cmd.get("klass", "py.Job"), data, **kwargs)
@@ -100,6 +100,17 @@ def handle(cmd):
         return True
     if op == "failed":
         return client.jobs.failed(cmd["group"])
+    # Limits and pause (issue 27).
+    if op == "pause":
+        return client.queues[cmd["queue"]].pause()
+    if op == "unpause":
+        return client.queues[cmd["queue"]].unpause()
+    if op == "throttle_set":
+        return client.throttles[cmd["name"]].set_maximum(cmd["maximum"])
+    if op == "throttle_maximum":
+        return client.throttles[cmd["name"]].maximum()
+    if op == "throttle_locks":
+        return client.throttles[cmd["name"]].locks()
     raise ValueError("unknown op " + op)
 
 

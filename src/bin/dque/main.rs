@@ -8,6 +8,7 @@ mod address;
 mod bench;
 mod fail;
 mod holder;
+mod limits;
 mod push_pop;
 mod records;
 mod repair;
@@ -69,6 +70,14 @@ enum Command {
     Workers(workers::WorkersArgs),
     /// Run a command once per job: body on stdin, job in the environment; exit 0 acks.
     Work(work::WorkArgs),
+    /// Stop leases from a queue (running jobs finish, pushes are kept) until `dque resume`.
+    Pause(limits::PauseArgs),
+    /// Let leases take jobs from a paused queue again.
+    Resume(limits::PauseArgs),
+    /// Set (or --remove) a limit: at most N jobs that name it run at once.
+    Limit(limits::LimitArgs),
+    /// List a queue's limits with the jobs holding each now.
+    Limits(limits::LimitsArgs),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +96,10 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args).map_err(Failure::other),
         Command::Workers(args) => workers::run(args),
         Command::Work(args) => work::run(args),
+        Command::Pause(args) => limits::pause(args, true),
+        Command::Resume(args) => limits::pause(args, false),
+        Command::Limit(args) => limits::limit(args),
+        Command::Limits(args) => limits::list(args),
     };
     // What `print!` left in stdout's buffer, its failure reported as any.
     let result = result.and_then(|code| output::flush().map(|()| code));

@@ -21,6 +21,7 @@ use crate::fail::{Failure, EMPTY};
   dque push q --priority -5 urgent     smaller priorities run first (default 0)
   dque push q --delay 60 later         ready in 60 seconds
   dque push q --id order-17 --header owner=ops 'bill order 17'
+  dque push q --limit tenant-7 'run one at a time with the others of tenant-7'
   dque push q --kind greet '{\"name\":\"ada\"}'   a typed job for the worker runtime")]
 pub struct PushArgs {
     /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
@@ -40,7 +41,7 @@ pub struct PushArgs {
     pub create: bool,
     /// Push into a queue of any codec: the items must already be encoded
     /// with it (bytes from `dque pop --encoded` or `dque peek --raw`).
-    #[arg(long, conflicts_with_all = ["create", "priority", "delay", "header", "id", "kind"])]
+    #[arg(long, conflicts_with_all = ["create", "priority", "delay", "header", "id", "kind", "limit"])]
     pub encoded: bool,
     /// With --create: items per segment of a new queue (default 100000).
     #[arg(long, requires = "create", value_name = "N")]
@@ -67,6 +68,10 @@ pub struct PushArgs {
     /// again adds nothing (one item only).
     #[arg(long, value_name = "ID")]
     pub id: Option<String>,
+    /// A limit the jobs take while they run (`dque limit` sets its
+    /// maximum): header `limits`; repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub limit: Vec<String>,
 }
 
 /// Options of `dque pop`.
@@ -265,6 +270,7 @@ fn job_template(args: &PushArgs) -> Result<JobTemplate, Failure> {
         }
         headers.push((dque::runtime::KIND_HEADER.to_owned(), kind.clone()));
     }
+    crate::limits::add_limits(&mut headers, &args.limit)?;
     Ok(JobTemplate {
         priority: args.priority,
         delay,

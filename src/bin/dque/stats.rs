@@ -27,10 +27,13 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode, Failure> {
         // A server's queue: its jobs, as the backend counts them.
         let queue = args.address.open(Make::No)?;
         let jobs = queue.stats().map_err(fail)?;
+        let shown = crate::limits::Shown::of_queue(queue.as_ref()).map_err(fail)?;
         if args.json {
-            outln!("{}", jobs_json(&jobs))?;
+            let mut value = jobs_json(&jobs);
+            shown.add_to(&mut value);
+            outln!("{value}")?;
         } else {
-            out!("{}", jobs_text(&jobs))?;
+            out!("{}{}", jobs_text(&jobs), shown.text())?;
         }
         return Ok(ExitCode::SUCCESS);
     };
@@ -61,9 +64,19 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode, Failure> {
                 value[key] = field;
             }
         }
+        if is_jobs {
+            crate::limits::Shown::of_dir(dir)
+                .map_err(fail)?
+                .add_to(&mut value);
+        }
         outln!("{value}")?;
     } else if is_jobs {
-        out!("{}", jobs_dir_text(dir, &stats, &jobs, &on_disk))?;
+        let shown = crate::limits::Shown::of_dir(dir).map_err(fail)?;
+        out!(
+            "{}{}",
+            jobs_dir_text(dir, &stats, &jobs, &on_disk),
+            shown.text()
+        )?;
     } else {
         out!("{}", text(dir, &stats, &on_disk))?;
     }

@@ -279,4 +279,32 @@ impl AsyncJobQueue for AsyncEmbeddedJobs {
             closed
         })
     }
+
+    // --- limits (issue 27) ---
+
+    fn pause(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.call_moving(|jobs| jobs.set_paused(true)))
+    }
+
+    fn resume(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.call_moving(|jobs| jobs.set_paused(false)))
+    }
+
+    fn is_paused(&self) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(async move { self.jobs.paused() })
+    }
+
+    fn set_limit<'a>(&'a self, name: &'a str, max: u32) -> BoxFuture<'a, Result<()>> {
+        let name = name.to_owned();
+        Box::pin(self.call_moving(move |jobs| jobs.set_limit_to(&name, Some(max)).map(drop)))
+    }
+
+    fn remove_limit<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool>> {
+        let name = name.to_owned();
+        Box::pin(self.call_moving(move |jobs| jobs.set_limit_to(&name, None)))
+    }
+
+    fn limits(&self) -> BoxFuture<'_, Result<Vec<crate::jobs::Limit>>> {
+        Box::pin(self.call(|jobs| jobs.list_limits()))
+    }
 }

@@ -5,6 +5,7 @@ mod async_jobs;
 mod envelope;
 mod ids;
 mod lanes;
+mod limits;
 mod moves;
 mod promote;
 mod schedule;
@@ -24,6 +25,7 @@ pub use async_jobs::AsyncEmbeddedJobs;
 pub use envelope::{job_from_record, StoredJob, JOB_CODEC_ID};
 pub(crate) use lanes::lane_name;
 pub use lanes::MAX_LANES;
+pub use limits::stored_limits;
 pub(crate) use stats_file::read_days;
 
 use self::envelope::{Envelope, JobRecords};
@@ -232,6 +234,8 @@ pub struct EmbeddedJobs {
     /// Set by `close`: every later call fails with `Closed`, and blocked
     /// leases wake to say so.
     closed: AtomicBool,
+    /// Pause and concurrency limits (`None` for a plain FIFO queue).
+    limits: Option<limits::Limits>,
 }
 
 impl EmbeddedJobs {
@@ -312,6 +316,10 @@ impl EmbeddedJobs {
             parts = parts.segment_bytes(PART_SEGMENT_BYTES);
         }
         let jobs = path.join("jobs");
+        let limits = match plain {
+            true => None,
+            false => Some(limits::Limits::open(&jobs)?),
+        };
         let (schedule, ids, stats, lanes_dir) = if plain {
             (None, None, None, None)
         } else {
@@ -364,6 +372,7 @@ impl EmbeddedJobs {
             clock: Arc::clone(&options.clock),
             signal,
             closed: AtomicBool::new(false),
+            limits,
         })
     }
 
@@ -559,6 +568,22 @@ impl EmbeddedJobs {
     /// Leases the first ready job, without waiting.
     fn lease_now(&self) -> Result<Option<JobLease>> {
         self.check_open()?;
+        // A queue that uses neither pause nor limits: one memory read.
+        if let Some(limits) = self.limits.as_ref().filter(|l| l.in_use()) {
+            return self.lease_limited(limits);
+        }
+        self.lease_first(|_, _, _, _| true, &mut Vec::new())
+    }
+
+    /// Leases the first ready job that `accept` takes; the ones it does
+    /// not take stay leased, in `skipped` (lane and lease), for the caller
+    /// to release, at most [`limits::MAX_SKIPPED`] of them.
+    #[inline]
+    fn lease_first(
+        &self,
+        mut accept: impl FnMut(&Job, i32, u64, u16) -> bool,
+        skipped: &mut Vec<(Arc<RawQueue>, u64, u16)>,
+    ) -> Result<Option<JobLease>> {
         let now = self.now();
         let now_ms = unix_ms(now);
         self.promote_due(now)?;
@@ -593,6 +618,13 @@ impl EmbeddedJobs {
                     lessor.fail(record, lane_attempt, &reason)?;
                     self.record_stats(now_ms, |day| day.record_failure(&reason));
                     self.forget(&job, Location::Lane(priority, record));
+                    continue;
+                }
+                if !accept(&job, priority, record, lane_attempt) {
+                    skipped.push((Arc::clone(lane), record, lane_attempt));
+                    if skipped.len() >= limits::MAX_SKIPPED {
+                        return Ok(None);
+                    }
                     continue;
                 }
                 if job.attempt == 1 && !self.is_plain() {
@@ -1341,6 +1373,32 @@ impl JobQueue for EmbeddedJobs {
         let lanes = self.lanes.close();
         let schedule = self.schedule.as_ref().map_or(Ok(()), |s| s.queue.close());
         settled.and(lanes).and(schedule).and(flushed)
+    }
+
+    // --- limits (issue 27) ---
+
+    fn pause(&self) -> Result<()> {
+        self.set_paused(true)
+    }
+
+    fn resume(&self) -> Result<()> {
+        self.set_paused(false)
+    }
+
+    fn is_paused(&self) -> Result<bool> {
+        self.paused()
+    }
+
+    fn set_limit(&self, name: &str, max: u32) -> Result<()> {
+        self.set_limit_to(name, Some(max)).map(drop)
+    }
+
+    fn remove_limit(&self, name: &str) -> Result<bool> {
+        self.set_limit_to(name, None)
+    }
+
+    fn limits(&self) -> Result<Vec<crate::jobs::Limit>> {
+        self.list_limits()
     }
 }
 

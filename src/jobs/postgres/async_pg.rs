@@ -452,6 +452,25 @@ impl Inner {
                 )
                 .await
                 .map_err(sent)?;
+            // Nothing: the queue may be paused or limited (see PgJobs).
+            let (rows, limited) = match rows.is_empty() {
+                false => (rows, false),
+                true => (
+                    link.query(
+                        &super::limits::lease(&self.tables),
+                        &[
+                            &self.qno,
+                            &ms(now),
+                            &real_now,
+                            &duration_ms(self.lease_time),
+                            &day_of(now),
+                        ],
+                    )
+                    .await
+                    .map_err(sent)?,
+                    true,
+                ),
+            };
             if rows.is_empty() {
                 break;
             }
@@ -480,7 +499,7 @@ impl Inner {
                     },
                 });
             }
-            if !buried {
+            if !buried && !limited {
                 break;
             }
         }
@@ -994,6 +1013,72 @@ impl AsyncJobQueue for AsyncPgJobs {
             handed_back
         })
     }
+
+    // --- limits (issue 27) ---
+
+    fn pause(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.inner.set_paused(true))
+    }
+
+    fn resume(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.inner.set_paused(false))
+    }
+
+    fn is_paused(&self) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let link = inner.link().await?;
+            let row = link
+                .query_one(&super::limits::paused(&inner.tables), &[&inner.qno])
+                .await
+                .map_err(sent)?;
+            Ok(row.get(0))
+        })
+    }
+
+    fn set_limit<'a>(&'a self, name: &'a str, max: u32) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let max = super::limits::set_args(name, max)?;
+            let link = inner.link().await?;
+            link.execute(
+                &super::limits::set(&inner.tables),
+                &[&inner.qno, &name, &max],
+            )
+            .await
+            .map_err(sent)?;
+            inner.notify(&link).await
+        })
+    }
+
+    fn remove_limit<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            crate::jobs::check_limit_name(name)?;
+            let link = inner.link().await?;
+            let row = link
+                .query_one(&super::limits::remove(&inner.tables), &[&inner.qno, &name])
+                .await
+                .map_err(sent)?;
+            inner.notify(&link).await?;
+            Ok(row.get(0))
+        })
+    }
+
+    fn limits(&self) -> BoxFuture<'_, Result<Vec<crate::jobs::Limit>>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let link = inner.link().await?;
+            let rows = link
+                .query(
+                    &super::limits::list(&inner.tables),
+                    &[&inner.qno, &PgJobs::real_now_ms()],
+                )
+                .await
+                .map_err(sent)?;
+            Ok(rows.iter().map(super::limits::limit_of).collect())
+        })
+    }
 }
 
 impl Drop for Inner {
@@ -1011,5 +1096,15 @@ impl Drop for Inner {
                 let _ = link.execute(&sql, &[&seqs, &tokens]).await;
             }));
         }
+    }
+}
+
+impl Inner {
+    async fn set_paused(&self, paused: bool) -> Result<()> {
+        let link = self.link().await?;
+        link.execute(&super::limits::pause(&self.tables), &[&self.qno, &paused])
+            .await
+            .map_err(sent)?;
+        self.notify(&link).await
     }
 }

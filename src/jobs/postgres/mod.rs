@@ -10,6 +10,7 @@ mod async_link;
 mod async_pg;
 mod connection;
 mod errors;
+mod limits;
 mod rows;
 mod schema;
 mod statements;
@@ -359,6 +360,7 @@ impl Hot {
         // row carries it; reads count it from the row till then. A job
         // handed back (`release`) keeps the wait of its first lease: one
         // wait a job.
+        let limits_table = format!("{}.limits", limits::schema(tables));
         let lease = |which: &str, close: &str| {
             format!(
                 "UPDATE {jobs} j
@@ -373,11 +375,16 @@ impl Hot {
                          WHERE qno = $1
                            AND state = 0 AND ready_at <= $2
                            AND (lease_until IS NULL OR lease_until <= $3)
+                           AND NOT EXISTS (SELECT 1 FROM {queues} q
+                                           WHERE q.qno = $1 AND q.paused)
+                           AND NOT EXISTS (SELECT 1 FROM {limits} l WHERE l.qno = $1)
                          ORDER BY priority, ready_at, seq
                          LIMIT $5
                          FOR UPDATE SKIP LOCKED{close}
                      RETURNING {cols}, j.lease_token",
                 tokens = tables.tokens,
+                queues = tables.queues,
+                limits = limits_table,
                 cols = JOB_COLUMNS
                     .split(", ")
                     .map(|c| format!("j.{c}"))
@@ -697,6 +704,26 @@ impl PgJobs {
                     ],
                 )
                 .map_err(sent)?;
+            // Nothing: the queue may be paused or limited, whose leases
+            // the lease statement leaves to `lease_limited` (one a call).
+            let (rows, limited) = match rows.is_empty() {
+                false => (rows, false),
+                true => (
+                    client
+                        .query(
+                            &limits::lease(&self.tables),
+                            &[
+                                &self.qno,
+                                &ms(now),
+                                &real_now,
+                                &duration_ms(self.lease_time),
+                                &day_of(now),
+                            ],
+                        )
+                        .map_err(sent)?,
+                    true,
+                ),
+            };
             if rows.is_empty() {
                 break;
             }
@@ -725,7 +752,7 @@ impl PgJobs {
                     },
                 });
             }
-            if !buried {
+            if !buried && !limited {
                 break;
             }
         }
@@ -1346,6 +1373,65 @@ impl JobQueue for PgJobs {
             let _ = self.merge_stats(&mut client);
         }
         handed_back
+    }
+
+    // --- limits (issue 27) ---
+
+    fn pause(&self) -> Result<()> {
+        self.set_paused(true)
+    }
+
+    fn resume(&self) -> Result<()> {
+        self.set_paused(false)
+    }
+
+    fn is_paused(&self) -> Result<bool> {
+        let mut client = self.client()?;
+        let row = client
+            .query_one(&limits::paused(&self.tables), &[&self.qno])
+            .map_err(sent)?;
+        Ok(row.get(0))
+    }
+
+    fn set_limit(&self, name: &str, max: u32) -> Result<()> {
+        let max = limits::set_args(name, max)?;
+        let mut client = self.client()?;
+        client
+            .execute(&limits::set(&self.tables), &[&self.qno, &name, &max])
+            .map_err(sent)?;
+        // A higher maximum may let blocked workers take jobs now.
+        self.notify(&mut *client)
+    }
+
+    fn remove_limit(&self, name: &str) -> Result<bool> {
+        crate::jobs::check_limit_name(name)?;
+        let mut client = self.client()?;
+        let row = client
+            .query_one(&limits::remove(&self.tables), &[&self.qno, &name])
+            .map_err(sent)?;
+        self.notify(&mut *client)?;
+        Ok(row.get(0))
+    }
+
+    fn limits(&self) -> Result<Vec<crate::jobs::Limit>> {
+        let mut client = self.client()?;
+        let rows = client
+            .query(
+                &limits::list(&self.tables),
+                &[&self.qno, &Self::real_now_ms()],
+            )
+            .map_err(sent)?;
+        Ok(rows.iter().map(limits::limit_of).collect())
+    }
+}
+
+impl PgJobs {
+    fn set_paused(&self, paused: bool) -> Result<()> {
+        let mut client = self.client()?;
+        client
+            .execute(&limits::pause(&self.tables), &[&self.qno, &paused])
+            .map_err(sent)?;
+        self.notify(&mut *client)
     }
 }
 

@@ -400,4 +400,30 @@ impl AsyncJobQueue for AsyncRedisJobs {
     fn close(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(self.core.close(&*self.server))
     }
+
+    // --- limits (issue 27) ---
+
+    fn pause(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.core.set_paused(&*self.server, true))
+    }
+
+    fn resume(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.core.set_paused(&*self.server, false))
+    }
+
+    fn is_paused(&self) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(self.core.is_paused(&*self.server))
+    }
+
+    fn set_limit<'a>(&'a self, name: &'a str, max: u32) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.core.set_limit(&*self.server, name, max))
+    }
+
+    fn remove_limit<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.core.remove_limit(&*self.server, name))
+    }
+
+    fn limits(&self) -> BoxFuture<'_, Result<Vec<crate::jobs::Limit>>> {
+        Box::pin(self.core.limits(&*self.server))
+    }
 }

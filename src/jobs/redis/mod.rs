@@ -20,6 +20,7 @@
 mod async_redis;
 mod core;
 mod encoding;
+mod limits;
 mod qless;
 mod script;
 
@@ -417,6 +418,32 @@ impl JobQueue for RedisJobs {
 
     fn close(&self) -> Result<()> {
         ready(self.core.close(&self.server))
+    }
+
+    // --- limits (issue 27) ---
+
+    fn pause(&self) -> Result<()> {
+        ready(self.core.set_paused(&self.server, true))
+    }
+
+    fn resume(&self) -> Result<()> {
+        ready(self.core.set_paused(&self.server, false))
+    }
+
+    fn is_paused(&self) -> Result<bool> {
+        ready(self.core.is_paused(&self.server))
+    }
+
+    fn set_limit(&self, name: &str, max: u32) -> Result<()> {
+        ready(self.core.set_limit(&self.server, name, max))
+    }
+
+    fn remove_limit(&self, name: &str) -> Result<bool> {
+        ready(self.core.remove_limit(&self.server, name))
+    }
+
+    fn limits(&self) -> Result<Vec<crate::jobs::Limit>> {
+        ready(self.core.limits(&self.server))
     }
 }
 

@@ -293,6 +293,22 @@ impl Engine {
         self.deliveries.is_held(id, Instant::now())
     }
 
+    /// Whether record `id` is leased now in its attempt `attempt` (a lease
+    /// past its time, or one a dead process held, is not): what a jobs
+    /// queue's limit hold goes by. Gives back dead processes' leases first.
+    pub fn holds_lease(&mut self, id: u64, attempt: u16) -> Result<bool> {
+        self.reap_dead_workers(super::processes::Reap::Sometimes)?;
+        Ok(self.held_attempt(id) == Some(attempt))
+    }
+
+    /// The attempt of record `id`'s lease if it is leased now. A read.
+    pub fn held_attempt(&self, id: u64) -> Option<u16> {
+        self.deliveries
+            .lease(id)
+            .filter(|lease| lease.expires > Instant::now() && !lease.parked)
+            .map(|lease| lease.attempt)
+    }
+
     /// The id the next appended record gets.
     pub fn end_id(&self) -> u64 {
         self.tail().end_id()

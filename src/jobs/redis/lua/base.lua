@@ -135,6 +135,53 @@ local function add_scheduled(queue, jid, at)
   redis.call('zadd', queue_key(queue, 'scheduled'), at, jid)
 end
 
+-- --- limits (issue 27): reqless's throttles ---
+
+-- The client's clock of this call (set by main.lua), for the moves a
+-- lock's release makes.
+local NOW = 0
+
+local function throttle_key(tid, part)
+  if part then return NS .. 'th:' .. tid .. '-' .. part end
+  return NS .. 'th:' .. tid
+end
+
+-- A throttle's maximum: 0 (or none set) holds any number.
+local function throttle_max(tid)
+  return tonumber(redis.call('hget', throttle_key(tid), 'maximum')) or 0
+end
+
+-- Moves jobs pending on throttle `tid` back to their work sets while it
+-- has room (up to 10 when it has no maximum), as reqless's release does;
+-- a job dque set aside goes back to its old place.
+local function release_pending(tid)
+  local pending = throttle_key(tid, 'pending')
+  if redis.call('zcard', pending) == 0 then return end
+  local max, room = throttle_max(tid), 10
+  if max > 0 then room = max - redis.call('zcard', throttle_key(tid, 'locks')) end
+  if room < 1 then return end
+  for _, jid in ipairs(redis.call('zrange', pending, 0, room - 1)) do
+    redis.call('zrem', pending, jid)
+    local job = redis.call('hmget', job_key(jid), 'queue', 'state')
+    if job[2] == 'throttled' then
+      redis.call('zrem', queue_key(job[1], 'throttled'), jid)
+      redis.call('hset', job_key(jid), 'state', 'waiting')
+      return_work(job[1], jid, NOW)
+    end
+  end
+end
+
+-- Takes `jid` off every throttle it holds or waits on (`throttles`, its
+-- JSON list), letting pending jobs back in.
+local function leave_throttles(jid, throttles)
+  for _, tid in ipairs(decode_list(throttles)) do
+    if redis.call('zrem', throttle_key(tid, 'locks'), jid) == 0 then
+      redis.call('zrem', throttle_key(tid, 'pending'), jid)
+    end
+    release_pending(tid)
+  end
+end
+
 -- Forgets the lock of a running job: the queue's and the worker's, and
 -- reqless's throttle locks.
 local function drop_lock(jid, queue, worker, throttles)
@@ -142,9 +189,7 @@ local function drop_lock(jid, queue, worker, throttles)
   if worker and worker ~= '' then
     redis.call('zrem', worker_key(worker), jid)
   end
-  for _, tid in ipairs(decode_list(throttles)) do
-    redis.call('zrem', NS .. 'th:' .. tid .. '-locks', jid)
-  end
+  leave_throttles(jid, throttles)
 end
 
 -- qless's failure group and message of a job of `queue` whose retries
@@ -323,6 +368,7 @@ local function unplace(jid, job)
     redis.call('zrem', queue_key(queue, 'depends'), jid)
   elseif state == 'throttled' then
     redis.call('zrem', queue_key(queue, 'throttled'), jid)
+    leave_throttles(jid, job.throttles)
   elseif state == 'running' or state == 'stalled' then
     drop_lock(jid, queue, job.worker, job.throttles)
   elseif state == 'failed' then

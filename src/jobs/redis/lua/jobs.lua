@@ -14,6 +14,22 @@ local function unique(list)
   return kept
 end
 
+-- A new job's throttles, as reqless keeps them: the limits its `limits`
+-- header names, then its queue's own throttle.
+local function job_throttles(headers, queue)
+  local throttles = {}
+  for _, pair in ipairs(decode_list(headers)) do
+    if type(pair) == 'table' and pair[1] == 'limits' and type(pair[2]) == 'string' then
+      for name in string.gmatch(pair[2], '[^,]+') do
+        name = string.match(name, '^%s*(.-)%s*$')
+        if name ~= '' then throttles[#throttles + 1] = name end
+      end
+    end
+  end
+  throttles[#throttles + 1] = NS .. 'q:' .. queue
+  return unique(throttles)
+end
+
 -- Fields of one job in a put, after mode and queue.
 local PUT_FIELDS = 12
 
@@ -66,7 +82,7 @@ function commands.put(now, real, args)
         'priority', new.priority, 'tags', cjson.encode(new.tags), 'state', 'waiting', 'worker', '',
         'expires', 0, 'queue', queue, 'retries', new.retries, 'remaining', new.retries,
         'time', time_text(now), 'dque-put', time_text(now),
-        'throttles', cjson.encode({ NS .. 'q:' .. queue }))
+        'throttles', cjson.encode(job_throttles(new.headers, queue)))
       if new.has_body then redis.call('hset', key, 'dque-body', new.body) end
       if new.headers ~= '' then redis.call('hset', key, 'dque-headers', new.headers) end
       if new.made then redis.call('hset', key, 'dque-made', 1) end
@@ -100,6 +116,63 @@ function commands.put(now, real, args)
   return added
 end
 
+-- Whether throttle `tid` has room: locks of jobs no longer running (a
+-- qless-py worker, which knows no throttles, settled them) are dropped
+-- before it is found full (but those `taking`, this pop's own).
+local function throttle_has_room(tid, taking)
+  local max = throttle_max(tid)
+  if max == 0 then return true end
+  local locks = throttle_key(tid, 'locks')
+  if redis.call('zcard', locks) < max then return true end
+  for _, held in ipairs(redis.call('zrange', locks, 0, -1)) do
+    local state = redis.call('hget', job_key(held), 'state')
+    if state ~= 'running' and state ~= 'stalled' and not taking[held] then
+      redis.call('zrem', locks, held)
+    end
+  end
+  return redis.call('zcard', locks) < max
+end
+
+-- At most this many jobs whose throttles are full one pop sets aside.
+local MAX_THROTTLED = 1000
+
+-- Takes up to COUNT jobs off the top of the work set whose throttles all
+-- have room, their locks taken (reqless's acquire); a job whose throttle
+-- is full waits in the queue's `throttled` set and on that throttle's
+-- `pending` set (its score kept, to come back to its place), as reqless
+-- does. Answers JID SCORE pairs.
+local function take_work(queue, count, now)
+  local work = queue_key(queue, 'work')
+  local taken, taking, set_aside = {}, {}, 0
+  while #taken < 2 * count and set_aside < MAX_THROTTLED do
+    local top = redis.call('zrevrange', work, 0, 0, 'WITHSCORES')
+    if #top == 0 then break end
+    local jid, score = top[1], top[2]
+    redis.call('zrem', work, jid)
+    local key = job_key(jid)
+    local throttles = decode_list(redis.call('hget', key, 'throttles'))
+    local full
+    for _, tid in ipairs(throttles) do
+      if not throttle_has_room(tid, taking) then full = tid break end
+    end
+    if full then
+      set_aside = set_aside + 1
+      redis.call('zadd', throttle_key(full, 'pending'), now, jid)
+      redis.call('zadd', queue_key(queue, 'throttled'), now, jid)
+      redis.call('hset', key, 'state', 'throttled', 'dque-score', score,
+        'dque-prio', redis.call('hget', key, 'priority'))
+    else
+      for _, tid in ipairs(throttles) do
+        redis.call('zadd', throttle_key(tid, 'locks'), 1, jid)
+      end
+      taking[jid] = true
+      taken[#taken + 1] = jid
+      taken[#taken + 1] = score
+    end
+  end
+  return taken
+end
+
 -- pop QUEUE WORKER COUNT LEASE_SECONDS TOKEN: leases up to COUNT jobs,
 -- each until REAL + LEASE_SECONDS, with tokens TOKEN:1, TOKEN:2, ...
 -- (TOKEN starts with `WORKER|`). Nothing from a paused queue, and no more
@@ -116,14 +189,13 @@ function commands.pop(now, real, args)
   end
   if count <= 0 then return {} end
   local work = queue_key(queue, 'work')
-  local popped = redis.call('zrevrange', work, 0, count - 1, 'WITHSCORES')
+  local popped = take_work(queue, count, now)
   local replies = {}
   if #popped > 0 then
     redis.call('zadd', NS .. 'workers', now, worker)
   end
   for i = 1, #popped, 2 do
     local jid, score = popped[i], popped[i + 1]
-    redis.call('zrem', work, jid)
     local job = load_job(jid)
     local expires = real + lease_for
     local lease = token .. ':' .. ((i + 1) / 2)
@@ -136,8 +208,6 @@ function commands.pop(now, real, args)
       'time', time_text(now), 'dque-score', score, 'dque-prio', job.priority, 'dque-lease', lease)
     redis.call('zadd', queue_key(queue, 'locks'), expires, jid)
     redis.call('zadd', worker_key(worker), expires, jid)
-    -- No reqless throttle lock is taken: dque enforces no throttle, and a
-    -- lock a qless-py worker inherited would never be released.
     history(jid, now, 'popped', { worker = worker })
     job.state, job.worker, job['dque-lease'] = 'running', worker, lease
     replies[#replies + 1] = job_reply(job, 'running', expires)
@@ -405,6 +475,12 @@ function commands.waiting(now, real, args)
     local score = tonumber(job[1]) or ((tonumber(job[2]) or 0) - (tonumber(job[3]) or 0) / 1e10)
     entries[#entries + 1] = { jid = jid, score = score, state = 'running', at = locks[i + 1] }
   end
+  -- Jobs waiting on a full throttle, in the place they come back to.
+  for _, jid in ipairs(redis.call('zrange', queue_key(queue, 'throttled'), 0, max - 1)) do
+    local job = redis.call('hmget', job_key(jid), 'dque-score', 'priority', 'time')
+    local score = tonumber(job[1]) or ((tonumber(job[2]) or 0) - (tonumber(job[3]) or 0) / 1e10)
+    entries[#entries + 1] = { jid = jid, score = score, state = 'waiting' }
+  end
   table.sort(entries, function(a, b) return a.score > b.score end)
   for _, entry in ipairs(entries) do
     if #listed >= max then return listed end
@@ -461,7 +537,8 @@ function commands.counts(now, real, args)
   promote(queue, now)
   reclaim(queue, now, real)
   return {
-    redis.call('zcard', queue_key(queue, 'work')),
+    -- Jobs waiting on a full throttle are ready, to the Jobs API.
+    redis.call('zcard', queue_key(queue, 'work')) + redis.call('zcard', queue_key(queue, 'throttled')),
     redis.call('zcard', queue_key(queue, 'scheduled')),
     redis.call('zcard', queue_key(queue, 'locks')),
     failed_count(queue),
