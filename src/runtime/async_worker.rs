@@ -353,6 +353,10 @@ impl Shared {
                 continue;
             };
             let slot = slot.expect("the slots are never closed");
+            if self.stop.is_stopping() {
+                // Stopped while waiting for a slot: no new lease.
+                break;
+            }
             // Every attempt before this look was settled (which may have
             // made a job ready again): nothing found now means empty.
             let none_running = self.running.load(Ordering::SeqCst) == 0;
