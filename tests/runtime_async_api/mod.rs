@@ -514,3 +514,145 @@ pub fn a_snooze_runs_the_job_again_uncounted(backend: &dyn AsyncBackend) {
         assert_eq!(log.lines(), ["snoozes attempt 1"; 2]);
     });
 }
+
+/// Sleeps `ms` (awaiting) and says so on stdout (a worker process's log):
+/// `start N attempt K`, then `done N` if it ran to its end.
+#[derive(Serialize, Deserialize)]
+pub struct Slow {
+    pub n: u32,
+    pub ms: u64,
+}
+
+impl AsyncJob for Slow {
+    const KIND: &'static str = "slow";
+    async fn perform(self, cx: &AsyncContext) -> Result<(), JobError> {
+        println!("start {} attempt {}", self.n, cx.attempt());
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        println!("done {}", self.n);
+        Ok(())
+    }
+}
+
+/// The same kind, run to completion at once, to see which jobs are left.
+#[derive(Serialize, Deserialize)]
+struct SlowLeft {
+    n: u32,
+}
+
+impl AsyncJob for SlowLeft {
+    const KIND: &'static str = "slow";
+    async fn perform(self, cx: &AsyncContext) -> Result<(), JobError> {
+        cx.state::<Arc<Log>>()
+            .push(format!("{} attempt {}", self.n, cx.attempt()));
+        Ok(())
+    }
+}
+
+/// Where a SIGTERM check's worker process finds its queue: a spec that
+/// the backend's `open` reads.
+pub const SIGTERM_QUEUE: &str = "DQUE_TEST_ASYNC_SIGTERM_QUEUE";
+
+/// Opens the queue a spec names (the backend's own format).
+pub type OpenSpec = fn(&str) -> Arc<dyn AsyncJobQueue>;
+
+/// The worker process of [`sigterm_mid_job_finishes_or_gives_back`]: a
+/// tokio worker, signals handled (the default), concurrency 2, grace 3 s;
+/// prints its summary last.
+pub fn sigterm_worker_process(open: OpenSpec) {
+    let queue = open(&std::env::var(SIGTERM_QUEUE).expect("the queue's spec"));
+    let summary = runtime().block_on(async {
+        let summary = AsyncWorker::new(Arc::clone(&queue))
+            .register::<Slow>()
+            .concurrency(2)
+            .grace(Duration::from_secs(3))
+            .run()
+            .await
+            .expect("run");
+        queue.close().await.unwrap();
+        summary
+    });
+    println!(
+        "summary succeeded {} released {} abandoned {} stopped {:?}",
+        summary.succeeded, summary.released, summary.abandoned, summary.stopped
+    );
+}
+
+/// A tokio worker process (`test`, the calling test, run again as a
+/// child, whose body is [`sigterm_worker_process`]) gets SIGTERM while it
+/// runs two jobs: the one that ends within the grace period is acked, the
+/// one still running then is aborted and given back uncounted, the two
+/// never leased stay; run again here, each job left runs once, so every
+/// job ran to its end exactly once across both.
+pub fn sigterm_mid_job_finishes_or_gives_back(test: &str, open: OpenSpec, spec: &str) {
+    use std::io::BufRead;
+    {
+        // Closed before the worker opens it (an embedded queue has one
+        // process unless shared).
+        let queue = open(spec);
+        runtime().block_on(async {
+            for (n, ms) in [(1, 400), (2, 60_000), (3, 0), (4, 0)] {
+                queue.enqueue_job(&Slow { n, ms }).await.unwrap();
+            }
+            queue.close().await.unwrap();
+        });
+    }
+    let mut process = super::child::command(test)
+        .env(SIGTERM_QUEUE, spec)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("a worker process");
+    let mut lines = std::io::BufReader::new(process.stdout.take().unwrap()).lines();
+    let mut started = Vec::new();
+    while started.len() < 2 {
+        let line = lines.next().expect("the worker starts two jobs").unwrap();
+        // libtest may print its "test NAME ... " before it on the line.
+        if let Some(at) = line.find("start ") {
+            started.push(line[at..].to_owned());
+        }
+    }
+    started.sort();
+    assert_eq!(started, ["start 1 attempt 1", "start 2 attempt 1"]);
+    let pid = rustix::process::Pid::from_child(&process);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(process.wait().unwrap().success(), "{rest:?}");
+    let said = |text: &str| rest.iter().filter(|line| line.contains(text)).count();
+    assert_eq!(said("done 1"), 1, "job 1 ended within the grace: {rest:?}");
+    assert_eq!(said("done 2"), 0, "job 2 was aborted: {rest:?}");
+    assert_eq!(said("start "), 0, "no job started after the signal: {rest:?}");
+    assert_eq!(
+        said(&format!(
+            "summary succeeded 1 released 1 abandoned 1 stopped {:?}",
+            Some(StopReason::Signal)
+        )),
+        1,
+        "{rest:?}"
+    );
+    let queue = open(spec);
+    runtime().block_on(async {
+        let waiting = queue.waiting(10).await.unwrap();
+        assert_eq!(waiting.len(), 3, "{waiting:?}");
+        for job in &waiting {
+            assert_eq!(
+                (job.state, job.job.attempt),
+                (WaitState::Ready, 0),
+                "{job:?}"
+            );
+        }
+        let log = Arc::new(Log::default());
+        let summary = worker(&queue, &log)
+            .register::<SlowLeft>()
+            .run()
+            .await
+            .expect("run the rest");
+        assert_eq!(summary.succeeded, 3, "{summary:?}");
+        assert_eq!(
+            log.lines(),
+            ["2 attempt 1", "3 attempt 1", "4 attempt 1"],
+            "each job left ran once, its first counted attempt"
+        );
+        assert_eq!(queue.counts().await.unwrap(), Default::default());
+        queue.close().await.unwrap();
+    });
+}
