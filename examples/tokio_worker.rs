@@ -28,7 +28,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dque::jobs::{AsyncEmbeddedJobs, AsyncJobQueue, JobOptions};
-use dque::runtime::{AsyncContext, AsyncJob, AsyncWorker, Finished, JobError, KindOptions, Outcome};
+use dque::runtime::{
+    AsyncContext, AsyncJob, AsyncWorker, Finished, JobError, KindOptions, Outcome,
+};
 use dque::Options;
 use serde::{Deserialize, Serialize};
 

@@ -229,7 +229,11 @@ fn the_tokio_worker_example_runs_its_three_kinds() {
         .queue(Options::new().shared(true))
         .create(&path)
         .unwrap();
-    for (kind, body) in [("greet", r#"{"name":"ada"}"#), ("fail", "{}"), ("panic", "{}")] {
+    for (kind, body) in [
+        ("greet", r#"{"name":"ada"}"#),
+        ("fail", "{}"),
+        ("panic", "{}"),
+    ] {
         queue
             .enqueue(NewJob::new(body).header(KIND_HEADER, kind))
             .unwrap();

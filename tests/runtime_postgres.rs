@@ -11,8 +11,8 @@ use dque::jobs::{JobQueue, PgOptions};
 mod jobs_api;
 #[macro_use]
 mod runtime_api;
-mod pg;
 mod child;
+mod pg;
 mod skip;
 use jobs_api::{Backend, Settings};
 use pg::PgServer;

@@ -12,8 +12,8 @@ use dque::jobs::{JobQueue, RedisOptions};
 mod jobs_api;
 #[macro_use]
 mod runtime_api;
-mod redis_server;
 mod child;
+mod redis_server;
 mod skip;
 use jobs_api::{Backend, Settings};
 use redis_server::RedisServer;

@@ -256,6 +256,11 @@ impl AsyncWorker {
     /// passing trouble (`Closed`, `Corrupted`, `WritesRefused`...): the
     /// worker then stops as for a signal (running jobs get the grace
     /// period) and returns it.
+    ///
+    /// **Cancel safety:** none. Dropping the future before it completes
+    /// (rather than stopping the worker) aborts the running handlers and
+    /// settles nothing: their jobs run again once their leases end, the
+    /// attempts counted.
     pub async fn run(self) -> Result<Summary> {
         if self.kinds.names().is_empty() {
             return Err(Error::InvalidOption {
@@ -289,7 +294,9 @@ impl AsyncWorker {
         });
         let slots = Arc::new(Semaphore::new(concurrency));
         let mut attempts = JoinSet::new();
-        shared.lease_until_stopped(&slots, &mut attempts, until_empty).await;
+        shared
+            .lease_until_stopped(&slots, &mut attempts, until_empty)
+            .await;
 
         let deadline = Instant::now() + grace;
         while !attempts.is_empty() && !shared.stop.is_stopping_now() {
@@ -329,6 +336,15 @@ struct Shared {
     grace_over: watch::Receiver<bool>,
 }
 
+/// A handler's task, aborted when dropped.
+struct AbortOnDrop(JoinHandle<std::result::Result<(), JobError>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// What woke an attempt's watcher.
 enum Woke {
     Done(std::result::Result<std::result::Result<(), JobError>, JoinError>),
@@ -348,7 +364,8 @@ impl Shared {
         let mut pause = Duration::ZERO;
         while !self.stop.is_stopping() {
             while attempts.try_join_next().is_some() {}
-            let Ok(slot) = tokio::time::timeout(LOOK_EVERY, Arc::clone(slots).acquire_owned()).await
+            let Ok(slot) =
+                tokio::time::timeout(LOOK_EVERY, Arc::clone(slots).acquire_owned()).await
             else {
                 continue;
             };
@@ -488,7 +505,9 @@ impl Shared {
         deadline: Option<Instant>,
         cancel: &AtomicBool,
     ) -> Option<Ended> {
-        let mut task: JoinHandle<_> = tokio::spawn(handler.instrument(span));
+        // Aborted if this watcher is dropped (the `run` future was): a
+        // handler never runs on unwatched.
+        let mut task = AbortOnDrop(tokio::spawn(handler.instrument(span)));
         let mut grace_over = self.grace_over.clone();
         let mut next_touch = Instant::now() + self.touch_every;
         loop {
@@ -497,7 +516,7 @@ impl Shared {
                 let mut timer = pin!(tokio::time::sleep_until(wake.into()));
                 let mut over = pin!(grace_over.wait_for(|over| *over));
                 poll_fn(|cx| {
-                    if let Poll::Ready(done) = std::pin::Pin::new(&mut task).poll(cx) {
+                    if let Poll::Ready(done) = std::pin::Pin::new(&mut task.0).poll(cx) {
                         return Poll::Ready(Woke::Done(done));
                     }
                     if over.as_mut().poll(cx).is_ready() {
@@ -518,11 +537,11 @@ impl Shared {
                 }
                 Woke::Done(Err(e)) => return Some(Ended::Panicked(e.to_string())),
                 Woke::GraceOver => {
-                    self.abandon(&task, cancel);
+                    self.abandon(&task.0, cancel);
                     return None;
                 }
                 Woke::Timer if deadline.is_some_and(|d| Instant::now() >= d) => {
-                    self.abandon(&task, cancel);
+                    self.abandon(&task.0, cancel);
                     return Some(Ended::TimedOut);
                 }
                 Woke::Timer => {

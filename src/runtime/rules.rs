@@ -6,9 +6,9 @@
 use std::time::{Duration, SystemTime};
 
 use super::job::{JobError, KindOptions};
-use crate::jobs::{JobLease, JobQueue, Nacked, Retry};
 #[cfg(feature = "tokio")]
 use crate::jobs::AsyncJobQueue;
+use crate::jobs::{JobLease, JobQueue, Nacked, Retry};
 use crate::{Error, Result};
 
 /// How an attempt ended, before its job is settled.

@@ -116,7 +116,8 @@ pub struct Summary {
     pub timed_out: u64,
     /// Handler threads left running: past their timeout, or past the grace
     /// period at the stop. Their jobs were settled without them; what they
-    /// return later is ignored.
+    /// return later is ignored. (For the tokio runtime's `AsyncWorker`:
+    /// handler tasks aborted so.)
     pub abandoned: u64,
     /// Why the worker stopped (`None` only if it never ran).
     pub stopped: Option<StopReason>,

@@ -685,7 +685,11 @@ pub fn sigterm_mid_job_finishes_or_gives_back(test: &str, address: &str) {
     let said = |text: &str| rest.iter().filter(|line| line.contains(text)).count();
     assert_eq!(said("done 1"), 1, "job 1 ended within the grace: {rest:?}");
     assert_eq!(said("done 2"), 0, "job 2 was still running: {rest:?}");
-    assert_eq!(said("start "), 0, "no job started after the signal: {rest:?}");
+    assert_eq!(
+        said("start "),
+        0,
+        "no job started after the signal: {rest:?}"
+    );
     assert_eq!(
         said(&format!(
             "summary succeeded 1 released 1 abandoned 1 stopped {:?}",

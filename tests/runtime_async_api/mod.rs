@@ -55,6 +55,7 @@ macro_rules! runtime_async_suite {
             a_stop_lets_running_jobs_finish_in_the_grace_then_gives_the_rest_back,
             unknown_kinds_and_undecodable_bodies_are_never_lost,
             a_snooze_runs_the_job_again_uncounted,
+            a_dropped_run_future_leaves_no_handler_running,
         );
     };
     (@each $runner:path; $($check:ident),* $(,)?) => {
@@ -260,7 +261,10 @@ pub fn retries_then_a_dead_letter_with_the_last_reason(backend: &dyn AsyncBacken
         );
         let dead = dead(queue.as_ref()).await;
         assert_eq!(dead.len(), 1, "{dead:?}");
-        assert!(dead[0].1.contains("failing on purpose: attempt 2"), "{dead:?}");
+        assert!(
+            dead[0].1.contains("failing on purpose: attempt 2"),
+            "{dead:?}"
+        );
         assert_eq!(queue.counts().await.unwrap().ready, 0);
     });
 }
@@ -620,7 +624,11 @@ pub fn sigterm_mid_job_finishes_or_gives_back(test: &str, open: OpenSpec, spec: 
     let said = |text: &str| rest.iter().filter(|line| line.contains(text)).count();
     assert_eq!(said("done 1"), 1, "job 1 ended within the grace: {rest:?}");
     assert_eq!(said("done 2"), 0, "job 2 was aborted: {rest:?}");
-    assert_eq!(said("start "), 0, "no job started after the signal: {rest:?}");
+    assert_eq!(
+        said("start "),
+        0,
+        "no job started after the signal: {rest:?}"
+    );
     assert_eq!(
         said(&format!(
             "summary succeeded 1 released 1 abandoned 1 stopped {:?}",
@@ -654,5 +662,22 @@ pub fn sigterm_mid_job_finishes_or_gives_back(test: &str, open: OpenSpec, spec: 
         );
         assert_eq!(queue.counts().await.unwrap(), Default::default());
         queue.close().await.unwrap();
+    });
+}
+
+/// Dropping `run`'s future (a cancel, not a stop) aborts the handlers it
+/// started: none runs on unwatched, its lease untouched (it would run twice
+/// once the lease ends). The job is left leased, to its lease time.
+pub fn a_dropped_run_future_leaves_no_handler_running(backend: &dyn AsyncBackend) {
+    let (queue, _) = new_queue(backend, "rta-dropped");
+    runtime().block_on(async {
+        queue.enqueue_job(&Sleeper { ms: 800 }).await.unwrap();
+        let log = Arc::new(Log::default());
+        let run = worker(&queue, &log).register::<Sleeper>().run();
+        let cut = tokio::time::timeout(Duration::from_millis(300), run).await;
+        assert!(cut.is_err(), "the future was dropped while the job ran");
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        assert_eq!(log.lines(), ["sleeper 800 started"], "the handler was aborted");
+        assert_eq!(queue.counts().await.unwrap().leased, 1);
     });
 }
