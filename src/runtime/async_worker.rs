@@ -336,6 +336,17 @@ struct Shared {
     grace_over: watch::Receiver<bool>,
 }
 
+/// How an attempt ended, by what its handler's task gave.
+fn ended_by(done: std::result::Result<std::result::Result<(), JobError>, JoinError>) -> Ended {
+    match done {
+        Ok(Ok(())) => Ended::Ok,
+        Ok(Err(e)) => Ended::Job(e),
+        Err(e) if e.is_panic() => Ended::Panicked(panic_message(e.into_panic().as_ref())),
+        // Only this watcher aborts the task, and then it no longer awaits it.
+        Err(e) => Ended::Panicked(e.to_string()),
+    }
+}
+
 /// A handler's task, aborted when dropped.
 struct AbortOnDrop(JoinHandle<std::result::Result<(), JobError>>);
 
@@ -364,12 +375,17 @@ impl Shared {
         let mut pause = Duration::ZERO;
         while !self.stop.is_stopping() {
             while attempts.try_join_next().is_some() {}
-            let Ok(slot) =
-                tokio::time::timeout(LOOK_EVERY, Arc::clone(slots).acquire_owned()).await
-            else {
-                continue;
+            let slot = match Arc::clone(slots).try_acquire_owned() {
+                Ok(slot) => slot,
+                // All busy: wait for one (looking at the stop flag now and then).
+                Err(_) => {
+                    let wait = Arc::clone(slots).acquire_owned();
+                    let Ok(slot) = tokio::time::timeout(LOOK_EVERY, wait).await else {
+                        continue;
+                    };
+                    slot.expect("the slots are never closed")
+                }
             };
-            let slot = slot.expect("the slots are never closed");
             if self.stop.is_stopping() {
                 // Stopped while waiting for a slot: no new lease.
                 break;
@@ -530,12 +546,7 @@ impl Shared {
                 .await
             };
             match woke {
-                Woke::Done(Ok(Ok(()))) => return Some(Ended::Ok),
-                Woke::Done(Ok(Err(e))) => return Some(Ended::Job(e)),
-                Woke::Done(Err(e)) if e.is_panic() => {
-                    return Some(Ended::Panicked(panic_message(e.into_panic().as_ref())))
-                }
-                Woke::Done(Err(e)) => return Some(Ended::Panicked(e.to_string())),
+                Woke::Done(done) => return Some(ended_by(done)),
                 Woke::GraceOver => {
                     self.abandon(&task.0, cancel);
                     return None;

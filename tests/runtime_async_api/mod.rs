@@ -677,7 +677,11 @@ pub fn a_dropped_run_future_leaves_no_handler_running(backend: &dyn AsyncBackend
         let cut = tokio::time::timeout(Duration::from_millis(300), run).await;
         assert!(cut.is_err(), "the future was dropped while the job ran");
         tokio::time::sleep(Duration::from_millis(900)).await;
-        assert_eq!(log.lines(), ["sleeper 800 started"], "the handler was aborted");
+        assert_eq!(
+            log.lines(),
+            ["sleeper 800 started"],
+            "the handler was aborted"
+        );
         assert_eq!(queue.counts().await.unwrap().leased, 1);
     });
 }
