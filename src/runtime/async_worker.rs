@@ -1,7 +1,8 @@
-//! The tokio worker: one task leases jobs while a slot is free, each job
-//! runs as a task of its own under a watcher task that touches its lease,
-//! ends it at its timeout or at the end of the grace period, and settles
-//! it by the rules the thread runtime follows (`rules`, `shutdown`).
+//! The tokio worker: N slot tasks (the thread runtime's threads) lease a
+//! job each, run its handler as a task of its own while watching it
+//! (touching its lease, aborting it at its timeout or at the end of the
+//! grace period), and settle it by the rules the thread runtime follows
+//! (`rules`, `shutdown`).
 
 use std::future::{poll_fn, Future};
 use std::marker::PhantomData;
@@ -12,7 +13,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::watch;
 use tokio::task::{JoinError, JoinHandle, JoinSet};
 use tracing::Instrument;
 
@@ -289,26 +290,30 @@ impl AsyncWorker {
             stop: self.stop,
             tally: Tally::default(),
             fatal: Mutex::new(None),
-            running: AtomicUsize::new(0),
+            concurrency,
+            until_empty,
+            idle: AtomicUsize::new(0),
             grace_over: grace_watch,
         });
-        let slots = Arc::new(Semaphore::new(concurrency));
-        let mut attempts = JoinSet::new();
-        shared
-            .lease_until_stopped(&slots, &mut attempts, until_empty)
-            .await;
-
+        let mut slots = JoinSet::new();
+        for _ in 0..concurrency {
+            slots.spawn(Arc::clone(&shared).slot());
+        }
+        // Until told to stop (or every slot ended on an error).
+        while !shared.stop.is_stopping() && !slots.is_empty() {
+            let _ = tokio::time::timeout(POLL, slots.join_next()).await;
+        }
         let deadline = Instant::now() + grace;
-        while !attempts.is_empty() && !shared.stop.is_stopping_now() {
+        while !slots.is_empty() && !shared.stop.is_stopping_now() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
-            let _ = tokio::time::timeout(left.min(POLL), attempts.join_next()).await;
+            let _ = tokio::time::timeout(left.min(POLL), slots.join_next()).await;
         }
         // What still runs is given back uncounted by its watcher.
         let _ = grace_over.send(true);
-        while attempts.join_next().await.is_some() {}
+        while slots.join_next().await.is_some() {}
 
         let summary = shared.tally.summary(shared.stop.reason());
         let fatal = shared.fatal.lock().take();
@@ -330,8 +335,10 @@ struct Shared {
     stop: StopHandle,
     tally: Tally,
     fatal: Mutex<Option<Error>>,
-    /// Attempts leased and not settled yet.
-    running: AtomicUsize,
+    concurrency: usize,
+    until_empty: bool,
+    /// Slots whose last look found no job, after their last job was settled.
+    idle: AtomicUsize,
     /// Turns true at the end of the grace period.
     grace_over: watch::Receiver<bool>,
 }
@@ -364,40 +371,14 @@ enum Woke {
 }
 
 impl Shared {
-    /// Leases a job whenever a slot is free and spawns its attempt, until
-    /// the worker stops.
-    async fn lease_until_stopped(
-        self: &Arc<Self>,
-        slots: &Arc<Semaphore>,
-        attempts: &mut JoinSet<()>,
-        until_empty: bool,
-    ) {
+    /// One slot (as a thread of the thread runtime): lease, run, settle,
+    /// until the worker stops.
+    async fn slot(self: Arc<Self>) {
         let mut pause = Duration::ZERO;
+        let mut idle = false;
         while !self.stop.is_stopping() {
-            while attempts.try_join_next().is_some() {}
-            let slot = match Arc::clone(slots).try_acquire_owned() {
-                Ok(slot) => slot,
-                // All busy: wait for one (looking at the stop flag now and then).
-                Err(_) => {
-                    let wait = Arc::clone(slots).acquire_owned();
-                    let Ok(slot) = tokio::time::timeout(LOOK_EVERY, wait).await else {
-                        continue;
-                    };
-                    slot.expect("the slots are never closed")
-                }
-            };
-            if self.stop.is_stopping() {
-                // Stopped while waiting for a slot: no new lease.
-                break;
-            }
-            // Every attempt before this look was settled (which may have
-            // made a job ready again): nothing found now means empty.
-            let none_running = self.running.load(Ordering::SeqCst) == 0;
+            // A ready job without the waiting's bookkeeping; then a wait.
             let leased = match self.queue.lease().await {
-                Ok(None) if until_empty && none_running => {
-                    self.stop.stop_for(StopReason::Empty);
-                    break;
-                }
                 Ok(None) => self.queue.lease_timeout(LOOK_EVERY).await,
                 other => other,
             };
@@ -405,6 +386,7 @@ impl Shared {
                 Ok(Some(lease)) => lease,
                 Ok(None) => {
                     pause = Duration::ZERO;
+                    self.set_idle(&mut idle, true);
                     continue;
                 }
                 Err(e) if is_server_trouble(&e) => {
@@ -421,14 +403,30 @@ impl Shared {
                 }
             };
             pause = Duration::ZERO;
-            self.running.fetch_add(1, Ordering::SeqCst);
+            self.set_idle(&mut idle, false);
             if self.stop.is_stopping() {
                 // Told to stop while it waited: the job is not started.
                 self.settle(lease, None, Settle::Release, Instant::now())
                     .await;
                 break;
             }
-            attempts.spawn(Arc::clone(self).attempt(lease, slot));
+            self.attempt(lease).await;
+        }
+        self.set_idle(&mut idle, false);
+    }
+
+    fn set_idle(&self, idle: &mut bool, now: bool) {
+        if *idle != now {
+            *idle = now;
+            match now {
+                true => self.idle.fetch_add(1, Ordering::SeqCst),
+                false => self.idle.fetch_sub(1, Ordering::SeqCst),
+            };
+        }
+        // Every slot found nothing at its last look, after its last job
+        // (which may have made a job ready again) was settled.
+        if now && self.until_empty && self.idle.load(Ordering::SeqCst) >= self.concurrency {
+            self.stop.stop_for(StopReason::Empty);
         }
     }
 
@@ -446,8 +444,8 @@ impl Shared {
         self.stop.stop_for(StopReason::Error);
     }
 
-    /// One job, from its lease to its settle; its slot is freed after.
-    async fn attempt(self: Arc<Self>, lease: JobLease, _slot: OwnedSemaphorePermit) {
+    /// One job, from its lease to its settle.
+    async fn attempt(&self, lease: JobLease) {
         let started = Instant::now();
         let header = lease.header(KIND_HEADER);
         let Some((kind_name, kind)) = header.and_then(|name| self.kinds.get_named(name)) else {
@@ -601,6 +599,5 @@ impl Shared {
             }
             Err(e) => self.fail_with(e),
         }
-        self.running.fetch_sub(1, Ordering::SeqCst);
     }
 }
