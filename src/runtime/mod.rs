@@ -55,9 +55,9 @@
 //! place each (`rules`, `shutdown`) for this thread runtime, the tokio one
 //! beside it, and `dque work`.
 //!
-//! With feature `tokio` too, [`AsyncWorker`] runs [`AsyncJob`] kinds (an
-//! `async fn perform`) as tokio tasks over an
-//! [`AsyncJobQueue`](crate::jobs::AsyncJobQueue), by the same rules: a
+//! With feature `tokio` too, `AsyncWorker` runs `AsyncJob` kinds (an
+//! `async fn perform`) as tokio tasks over an `AsyncJobQueue`, by the
+//! same rules: a
 //! concurrency limit, leases touched, timeouts that abort the handler's
 //! task, panics caught, the same stop and grace period.
 //!
