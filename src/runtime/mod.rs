@@ -57,9 +57,8 @@
 //!
 //! With feature `tokio` too, `AsyncWorker` runs `AsyncJob` kinds (an
 //! `async fn perform`) as tokio tasks over an `AsyncJobQueue`, by the
-//! same rules: a
-//! concurrency limit, leases touched, timeouts that abort the handler's
-//! task, panics caught, the same stop and grace period.
+//! same rules: a concurrency limit, leases touched, timeouts that abort
+//! the handler's task, panics caught, the same stop and grace period.
 //!
 //! The kind travels in header [`KIND_HEADER`] (`klass`, qless's name for
 //! it, so on Redis a qless client sees it as the job's class); bodies are
