@@ -185,3 +185,21 @@ fn a_worker_runs_from_a_directory_address() {
     let dir = tempfile::tempdir().unwrap();
     runtime_api::a_worker_runs_from_an_address(&dir.path().join("q").display().to_string());
 }
+
+/// Pins the untested signal path on this backend: SIGTERM was tested on
+/// the embedded queue only (server backends through the programmatic
+/// stop). A worker process stopped by SIGTERM mid-job ends the job that
+/// finishes within the grace, gives back the other uncounted, and no job
+/// is lost or run twice.
+#[test]
+fn sigterm_mid_job_finishes_or_gives_back() {
+    if child::run_as_child(runtime_api::sigterm_worker_process) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let _one = child::one_spawner_at_a_time();
+    runtime_api::sigterm_mid_job_finishes_or_gives_back(
+        "sigterm_mid_job_finishes_or_gives_back",
+        &dir.path().join("q").display().to_string(),
+    );
+}

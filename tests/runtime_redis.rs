@@ -12,6 +12,7 @@ use dque::jobs::{JobQueue, RedisOptions};
 mod jobs_api;
 #[macro_use]
 mod runtime_api;
+mod child;
 mod redis_server;
 mod skip;
 use jobs_api::{Backend, Settings};
@@ -74,5 +75,24 @@ fn a_worker_runs_from_a_redis_address() {
     if let Some(server) = RedisServer::get() {
         let db = Redis::new().db;
         runtime_api::a_worker_runs_from_an_address(&server.address(db, "rt-address"));
+    }
+}
+
+/// Pins the untested signal path on this backend: SIGTERM was tested on
+/// the embedded queue only (server backends through the programmatic
+/// stop). A worker process stopped by SIGTERM mid-job ends the job that
+/// finishes within the grace, gives back the other uncounted, and no job
+/// is lost or run twice.
+#[test]
+fn sigterm_mid_job_finishes_or_gives_back() {
+    if child::run_as_child(runtime_api::sigterm_worker_process) {
+        return;
+    }
+    if let Some(server) = RedisServer::get() {
+        let queue = format!("sigterm-{}", std::process::id());
+        runtime_api::sigterm_mid_job_finishes_or_gives_back(
+            "sigterm_mid_job_finishes_or_gives_back",
+            &server.address(Redis::new().db, &queue),
+        );
     }
 }

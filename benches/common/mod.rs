@@ -43,7 +43,7 @@ pub fn cpu_clock() -> bool {
 }
 
 /// CPU seconds of this process so far (all its threads).
-fn cpu_seconds() -> f64 {
+pub fn cpu_seconds() -> f64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
     t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }

@@ -52,14 +52,23 @@
 //! The layer is written against the Jobs API's public contract only; its
 //! rules (what an attempt's end does to a job, the touch interval, a
 //! server's passing trouble, the stop and its grace period) live in one
-//! place each (`rules`, `shutdown`) for this thread runtime, a tokio one
+//! place each (`rules`, `shutdown`) for this thread runtime, the tokio one
 //! beside it, and `dque work`.
+//!
+//! With feature `tokio` too, `AsyncWorker` runs `AsyncJob` kinds (an
+//! `async fn perform`) as tokio tasks over an `AsyncJobQueue`, by the
+//! same rules: a concurrency limit, leases touched, timeouts that abort
+//! the handler's task, panics caught, the same stop and grace period.
 //!
 //! The kind travels in header [`KIND_HEADER`] (`klass`, qless's name for
 //! it, so on Redis a qless client sees it as the job's class); bodies are
 //! JSON unless a kind says otherwise. `dque push ADDRESS --kind K BODY`
 //! enqueues a job of kind `K` from the shell.
 
+#[cfg(feature = "tokio")]
+mod async_job;
+#[cfg(feature = "tokio")]
+mod async_worker;
 mod context;
 mod job;
 mod registry;
@@ -68,6 +77,10 @@ mod shutdown;
 pub mod testing;
 mod worker;
 
+#[cfg(feature = "tokio")]
+pub use async_job::{new_async_job, AsyncContext, AsyncJob, EnqueueAsyncJob};
+#[cfg(feature = "tokio")]
+pub use async_worker::AsyncWorker;
 pub use context::Context;
 pub use job::{new_job, EnqueueJob, Job, JobError, KindOptions, KIND_HEADER};
 pub use rules::{

@@ -61,13 +61,25 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// The kinds a worker runs, by name.
-#[derive(Clone, Default)]
-pub(crate) struct Kinds(HashMap<&'static str, Arc<dyn Kind>>);
+/// The kinds a worker runs, by name: `dyn Kind` for the thread runtime,
+/// `dyn AsyncKind` for the tokio one.
+pub(crate) struct Kinds<K: ?Sized = dyn Kind>(HashMap<&'static str, Arc<K>>);
+
+impl<K: ?Sized> Default for Kinds<K> {
+    fn default() -> Self {
+        Kinds(HashMap::new())
+    }
+}
+
+impl<K: ?Sized> Clone for Kinds<K> {
+    fn clone(&self) -> Self {
+        Kinds(self.0.clone())
+    }
+}
 
 impl Kinds {
     pub(crate) fn register<J: Job>(&mut self, options: KindOptions) {
-        self.0.insert(
+        self.insert(
             J::KIND,
             Arc::new(Typed::<J> {
                 options,
@@ -75,9 +87,15 @@ impl Kinds {
             }),
         );
     }
+}
+
+impl<K: ?Sized> Kinds<K> {
+    pub(crate) fn insert(&mut self, name: &'static str, kind: Arc<K>) {
+        self.0.insert(name, kind);
+    }
 
     /// The kind named `kind`, with its name as registered.
-    pub(crate) fn get_named(&self, kind: &str) -> Option<(&'static str, &Arc<dyn Kind>)> {
+    pub(crate) fn get_named(&self, kind: &str) -> Option<(&'static str, &Arc<K>)> {
         self.0.get_key_value(kind).map(|(name, kind)| (*name, kind))
     }
 
@@ -88,7 +106,7 @@ impl Kinds {
     }
 }
 
-impl std::fmt::Debug for Kinds {
+impl<K: ?Sized> std::fmt::Debug for Kinds<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.names()).finish()
     }

@@ -6,6 +6,8 @@
 use std::time::{Duration, SystemTime};
 
 use super::job::{JobError, KindOptions};
+#[cfg(feature = "tokio")]
+use crate::jobs::AsyncJobQueue;
 use crate::jobs::{JobLease, JobQueue, Nacked, Retry};
 use crate::{Error, Result};
 
@@ -185,15 +187,51 @@ pub(crate) fn apply(queue: &dyn JobQueue, lease: JobLease, settle: Settle) -> Re
         Settle::Fail { reason } => queue
             .fail(lease, &reason)
             .map(|()| Outcome::Dead { reason }),
-        Settle::Nack { retry, reason } => {
-            queue
-                .nack(lease, retry, &reason)
-                .map(|nacked| match nacked {
-                    Nacked::Retrying { at } => Outcome::Retrying { reason, at },
-                    Nacked::Dead => Outcome::Dead { reason },
-                })
-        }
+        Settle::Nack { retry, reason } => queue
+            .nack(lease, retry, &reason)
+            .map(|nacked| nacked_outcome(nacked, reason)),
     };
+    settled(done)
+}
+
+/// [`apply`] for the async contract (the tokio runtime): the same calls,
+/// the same outcomes.
+#[cfg(feature = "tokio")]
+pub(crate) async fn apply_async(
+    queue: &dyn AsyncJobQueue,
+    lease: JobLease,
+    settle: Settle,
+) -> Result<Outcome> {
+    let done = match settle {
+        Settle::Ack => queue.ack(lease).await.map(|()| Outcome::Succeeded),
+        Settle::Release => queue.release(lease).await.map(|()| Outcome::Released),
+        Settle::Snooze(delay) => queue
+            .release_after(lease, delay)
+            .await
+            .map(|at| Outcome::Snoozed { at }),
+        Settle::Fail { reason } => queue
+            .fail(lease, &reason)
+            .await
+            .map(|()| Outcome::Dead { reason }),
+        Settle::Nack { retry, reason } => queue
+            .nack(lease, retry, &reason)
+            .await
+            .map(|nacked| nacked_outcome(nacked, reason)),
+    };
+    settled(done)
+}
+
+fn nacked_outcome(nacked: Nacked, reason: String) -> Outcome {
+    match nacked {
+        Nacked::Retrying { at } => Outcome::Retrying { reason, at },
+        Nacked::Dead => Outcome::Dead { reason },
+    }
+}
+
+/// A settling call's result as an outcome: a lost lease or a server's
+/// trouble is [`Outcome::Lost`] (the job runs again), any other error
+/// stops the worker.
+fn settled(done: Result<Outcome>) -> Result<Outcome> {
     match done {
         Err(e) if matches!(e, Error::LeaseLost { .. }) || is_server_trouble(&e) => {
             Ok(Outcome::Lost {

@@ -42,13 +42,55 @@ pub struct Finished<'a> {
     pub ran: Duration,
 }
 
-type Hook = Arc<dyn Fn(&Finished<'_>) + Send + Sync>;
+pub(crate) type Hook = Arc<dyn Fn(&Finished<'_>) + Send + Sync>;
 
 #[derive(Clone, Default)]
-struct Hooks {
-    finished: Vec<Hook>,
-    failure: Vec<Hook>,
-    dead: Vec<Hook>,
+pub(crate) struct Hooks {
+    pub(crate) finished: Vec<Hook>,
+    pub(crate) failure: Vec<Hook>,
+    pub(crate) dead: Vec<Hook>,
+}
+
+/// Counts `finished`, logs it, and calls the hooks: what every runtime
+/// (threads, tokio tasks) does once an attempt's job is settled.
+pub(crate) fn report(tally: &Tally, hooks: &Hooks, finished: &Finished<'_>) {
+    let (kind, id, attempt) = (finished.kind, finished.id, finished.attempt);
+    match finished.outcome {
+        Outcome::Succeeded => {
+            Tally::add(&tally.succeeded);
+            tracing::debug!(kind, id, attempt, "job done");
+        }
+        Outcome::Retrying { reason, .. } => {
+            Tally::add(&tally.retried);
+            tracing::warn!(kind, id, attempt, reason, "job failed; it runs again");
+        }
+        Outcome::Dead { reason } => {
+            Tally::add(&tally.dead);
+            tracing::error!(kind, id, attempt, reason, "job failed; now a dead letter");
+        }
+        Outcome::Snoozed { .. } => {
+            Tally::add(&tally.snoozed);
+            tracing::debug!(kind, id, attempt, "job snoozed; it runs again later");
+        }
+        Outcome::Released => {
+            Tally::add(&tally.released);
+            tracing::info!(kind, id, attempt, "job given back (the worker stops)");
+        }
+        Outcome::Lost { error } => {
+            Tally::add(&tally.lost);
+            tracing::warn!(kind, id, attempt, error, "job's lease lost; it runs again");
+        }
+    }
+    let also: &[Hook] = match finished.outcome {
+        Outcome::Retrying { .. } => &hooks.failure,
+        Outcome::Dead { .. } => &hooks.dead,
+        _ => &[],
+    };
+    for hook in hooks.finished.iter().chain(also) {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(finished))).is_err() {
+            tracing::error!(kind, id, "a worker hook panicked");
+        }
+    }
 }
 
 /// What a worker did, returned by [`Worker::run`].
@@ -74,31 +116,32 @@ pub struct Summary {
     pub timed_out: u64,
     /// Handler threads left running: past their timeout, or past the grace
     /// period at the stop. Their jobs were settled without them; what they
-    /// return later is ignored.
+    /// return later is ignored. (For the tokio runtime's `AsyncWorker`:
+    /// handler tasks aborted so.)
     pub abandoned: u64,
     /// Why the worker stopped (`None` only if it never ran).
     pub stopped: Option<StopReason>,
 }
 
 #[derive(Default)]
-struct Tally {
-    succeeded: AtomicU64,
-    retried: AtomicU64,
-    snoozed: AtomicU64,
-    dead: AtomicU64,
-    released: AtomicU64,
-    lost: AtomicU64,
-    panicked: AtomicU64,
-    timed_out: AtomicU64,
-    abandoned: AtomicU64,
+pub(crate) struct Tally {
+    pub(crate) succeeded: AtomicU64,
+    pub(crate) retried: AtomicU64,
+    pub(crate) snoozed: AtomicU64,
+    pub(crate) dead: AtomicU64,
+    pub(crate) released: AtomicU64,
+    pub(crate) lost: AtomicU64,
+    pub(crate) panicked: AtomicU64,
+    pub(crate) timed_out: AtomicU64,
+    pub(crate) abandoned: AtomicU64,
 }
 
 impl Tally {
-    fn add(counter: &AtomicU64) {
+    pub(crate) fn add(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn summary(&self, stopped: Option<StopReason>) -> Summary {
+    pub(crate) fn summary(&self, stopped: Option<StopReason>) -> Summary {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         Summary {
             succeeded: get(&self.succeeded),
@@ -855,33 +898,6 @@ impl Shared {
                 return;
             }
         };
-        let tally = &self.tally;
-        match &outcome {
-            Outcome::Succeeded => {
-                Tally::add(&tally.succeeded);
-                tracing::debug!(kind, id, attempt, "job done");
-            }
-            Outcome::Retrying { reason, .. } => {
-                Tally::add(&tally.retried);
-                tracing::warn!(kind, id, attempt, reason, "job failed; it runs again");
-            }
-            Outcome::Dead { reason } => {
-                Tally::add(&tally.dead);
-                tracing::error!(kind, id, attempt, reason, "job failed; now a dead letter");
-            }
-            Outcome::Snoozed { .. } => {
-                Tally::add(&tally.snoozed);
-                tracing::debug!(kind, id, attempt, "job snoozed; it runs again later");
-            }
-            Outcome::Released => {
-                Tally::add(&tally.released);
-                tracing::info!(kind, id, attempt, "job given back (the worker stops)");
-            }
-            Outcome::Lost { error } => {
-                Tally::add(&tally.lost);
-                tracing::warn!(kind, id, attempt, error, "job's lease lost; it runs again");
-            }
-        }
         let finished = Finished {
             kind,
             id: &id,
@@ -890,16 +906,7 @@ impl Shared {
             outcome: &outcome,
             ran: started.elapsed(),
         };
-        let also: &[Hook] = match outcome {
-            Outcome::Retrying { .. } => &self.hooks.failure,
-            Outcome::Dead { .. } => &self.hooks.dead,
-            _ => &[],
-        };
-        for hook in self.hooks.finished.iter().chain(also) {
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&finished))).is_err() {
-                tracing::error!(kind, id, "a worker hook panicked");
-            }
-        }
+        report(&self.tally, &self.hooks, &finished);
     }
 
     /// The watchdog: touches the leases of running jobs, and ends those

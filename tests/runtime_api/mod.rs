@@ -584,3 +584,145 @@ pub fn a_worker_runs_from_an_address(address: &str) {
     assert_eq!(producer.counts().unwrap(), Default::default());
     producer.close().unwrap();
 }
+
+/// Sleeps `ms` and says so on stdout (a worker process's log): `start N
+/// attempt K`, then `done N` if it ran to its end.
+#[derive(Serialize, Deserialize)]
+pub struct Slow {
+    pub n: u32,
+    pub ms: u64,
+}
+
+impl Job for Slow {
+    const KIND: &'static str = "slow";
+    fn run(self, cx: &Context) -> Result<(), JobError> {
+        println!("start {} attempt {}", self.n, cx.attempt());
+        std::thread::sleep(Duration::from_millis(self.ms));
+        println!("done {}", self.n);
+        Ok(())
+    }
+}
+
+/// The same kind, run to completion at once (by the test, after the
+/// worker process ended), to see which jobs are left.
+#[derive(Serialize, Deserialize)]
+struct SlowLeft {
+    n: u32,
+}
+
+impl Job for SlowLeft {
+    const KIND: &'static str = "slow";
+    fn run(self, cx: &Context) -> Result<(), JobError> {
+        cx.state::<Arc<Log>>()
+            .push(format!("{} attempt {}", self.n, cx.attempt()));
+        Ok(())
+    }
+}
+
+/// Where a SIGTERM check's worker process finds its queue.
+pub const SIGTERM_ADDRESS: &str = "DQUE_TEST_SIGTERM_ADDRESS";
+
+/// The worker process of [`sigterm_mid_job_finishes_or_gives_back`]: a
+/// thread worker from the address, signals handled (the default),
+/// concurrency 2, grace 3 s; prints its summary last.
+pub fn sigterm_worker_process() {
+    let address = std::env::var(SIGTERM_ADDRESS).expect("the queue's address");
+    let summary = Worker::open(&address)
+        .expect("open the address")
+        .register::<Slow>()
+        .concurrency(2)
+        .grace(Duration::from_secs(3))
+        .run()
+        .expect("run");
+    println!(
+        "summary succeeded {} released {} abandoned {} stopped {:?}",
+        summary.succeeded, summary.released, summary.abandoned, summary.stopped
+    );
+}
+
+/// A worker process (`test`, the calling test, run again as a child by
+/// `tests/child`, whose body is [`sigterm_worker_process`]) on the queue
+/// at `address` gets SIGTERM while it runs two jobs: the one that ends
+/// within the grace period is acked, the one still running then is given
+/// back uncounted, and the two never leased stay as they were; run again
+/// here, each job left runs once, so every job ran to its end exactly
+/// once across both (none lost, none run twice).
+pub fn sigterm_mid_job_finishes_or_gives_back(test: &str, address: &str) {
+    use std::io::BufRead;
+    {
+        // Closed before the worker opens it (an embedded queue has one
+        // process unless shared).
+        let queue = AddressOptions::new()
+            .create(true)
+            .open_str(address)
+            .expect("open the address");
+        for (n, ms) in [(1, 400), (2, 60_000), (3, 0), (4, 0)] {
+            queue.enqueue_job(&Slow { n, ms }).unwrap();
+        }
+        queue.close().unwrap();
+    }
+    let mut process = super::child::command(test)
+        .env(SIGTERM_ADDRESS, address)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("a worker process");
+    let mut lines = std::io::BufReader::new(process.stdout.take().unwrap()).lines();
+    let mut started = Vec::new();
+    while started.len() < 2 {
+        let line = lines.next().expect("the worker starts two jobs").unwrap();
+        // libtest may print its "test NAME ... " before it on the line.
+        if let Some(at) = line.find("start ") {
+            started.push(line[at..].to_owned());
+        }
+    }
+    started.sort();
+    assert_eq!(started, ["start 1 attempt 1", "start 2 attempt 1"]);
+    let pid = rustix::process::Pid::from_child(&process);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(process.wait().unwrap().success(), "{rest:?}");
+    let said = |text: &str| rest.iter().filter(|line| line.contains(text)).count();
+    assert_eq!(said("done 1"), 1, "job 1 ended within the grace: {rest:?}");
+    assert_eq!(said("done 2"), 0, "job 2 was still running: {rest:?}");
+    assert_eq!(
+        said("start "),
+        0,
+        "no job started after the signal: {rest:?}"
+    );
+    assert_eq!(
+        said(&format!(
+            "summary succeeded 1 released 1 abandoned 1 stopped {:?}",
+            Some(StopReason::Signal)
+        )),
+        1,
+        "{rest:?}"
+    );
+    let queue = AddressOptions::new()
+        .open_str(address)
+        .expect("open the address again");
+    // Jobs 2 (given back), 3 and 4 wait, ready, no attempt counted.
+    let waiting = queue.waiting(10).unwrap();
+    assert_eq!(waiting.len(), 3, "{waiting:?}");
+    for job in &waiting {
+        assert_eq!(
+            (job.state, job.job.attempt),
+            (WaitState::Ready, 0),
+            "{job:?}"
+        );
+    }
+    let log = Arc::new(Log::default());
+    let shared: Arc<dyn JobQueue> = Arc::from(queue);
+    let summary = worker(&shared, &log)
+        .register::<SlowLeft>()
+        .run()
+        .expect("run the rest");
+    assert_eq!(summary.succeeded, 3, "{summary:?}");
+    assert_eq!(
+        log.lines(),
+        ["2 attempt 1", "3 attempt 1", "4 attempt 1"],
+        "each job left ran once, its first counted attempt"
+    );
+    assert_eq!(shared.counts().unwrap(), Default::default());
+    shared.close().unwrap();
+}
