@@ -75,6 +75,7 @@ mod queue_name;
 mod redis;
 mod several;
 mod stats;
+mod unique;
 
 use std::time::Duration;
 
@@ -103,6 +104,7 @@ pub use redis::{
     KLASS_HEADER,
 };
 pub use several::{Order, QueueSet, SET_POLL};
+pub use unique::{Duplicate, Settled, UniqueStates};
 pub use stats::{
     failure_group, Counts, DayStats, Histogram, QueueStats, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS,
 };

@@ -477,6 +477,7 @@ impl Inner {
                         attempt: 0,
                         queue: self.handle,
                         leased_ms: unix_ms(now),
+                        hold: None,
                     },
                 });
             }

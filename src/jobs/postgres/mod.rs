@@ -722,6 +722,7 @@ impl PgJobs {
                         attempt: 0,
                         queue: self.handle,
                         leased_ms: unix_ms(now),
+                        hold: None,
                     },
                 });
             }

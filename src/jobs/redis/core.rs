@@ -210,6 +210,7 @@ impl Core {
                     attempt: reply.job.attempt,
                     queue: self.handle,
                     leased_ms: 0,
+                    hold: None,
                 },
                 job: reply.job,
             });
