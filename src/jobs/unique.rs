@@ -200,3 +200,26 @@ pub struct Duplicate {
     /// When its period ends (the id is free again then).
     pub until: SystemTime,
 }
+
+/// The answer of an enqueue a server backend found held, from its
+/// `done:UNTIL` or `dead:UNTIL` (Unix milliseconds); anything else is
+/// taken as queued.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+pub(crate) fn duplicate_of(id: String, answer: &str) -> super::Enqueued {
+    let parsed = answer.split_once(':').and_then(|(state, until)| {
+        let state = match state {
+            "done" => Settled::Done,
+            "dead" => Settled::Dead,
+            _ => return None,
+        };
+        Some((state, until.parse::<u64>().ok()?))
+    });
+    match parsed {
+        Some((state, until_ms)) => super::Enqueued::Duplicate(Duplicate {
+            id,
+            state,
+            until: crate::jobs::clock::from_unix_ms(until_ms),
+        }),
+        None => super::Enqueued::AlreadyQueued(id),
+    }
+}
