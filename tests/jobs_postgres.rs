@@ -605,13 +605,14 @@ fn a_call_cut_off_after_it_was_sent_says_its_outcome_is_unknown() {
     assert_eq!(jobs.counts().unwrap().leased, 1);
 }
 
-/// Makes schema `schema` (at version 4, no job leased) what version 3
+/// Makes schema `schema` (at version 4 or later, no job leased) what version 3
 /// made: jobs keyed by the queue's name, empty header arrays, no
 /// `queues` table.
 fn back_to_version_3(client: &mut postgres::Client, schema: &str) {
     client
         .batch_execute(&format!(
-            "ALTER TABLE {schema}.jobs ADD COLUMN queue text;
+            "DROP TABLE IF EXISTS {schema}.unique_ids; -- issue 27's unique jobs (version 5)
+             ALTER TABLE {schema}.jobs ADD COLUMN queue text;
              UPDATE {schema}.jobs j SET queue = q.name,
                  header_names = coalesce(j.header_names, '{{}}'),
                  header_values = coalesce(j.header_values, '{{}}')

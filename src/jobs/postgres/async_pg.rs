@@ -352,6 +352,8 @@ impl Inner {
             names,
             values,
             ready,
+            until,
+            states,
         } = InsertArgs::new(jobs, now);
         let rows = link
             .query(
@@ -368,6 +370,8 @@ impl Inner {
                     &ready,
                     &CHANNEL,
                     &self.queue,
+                    &until,
+                    &states,
                 ],
             )
             .await

@@ -14,6 +14,7 @@ mod rows;
 mod schema;
 mod statements;
 mod stats_log;
+mod unique;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -266,6 +267,8 @@ struct Tables {
     deaths: String,
     log: String,
     queues: String,
+    /// Unique jobs' holds (issue 27).
+    unique: String,
 }
 
 impl Tables {
@@ -279,6 +282,7 @@ impl Tables {
             deaths: format!("{s}.deaths"),
             log: format!("{s}.stats_log"),
             queues: format!("{s}.queues"),
+            unique: format!("{s}.unique_ids"),
         }
     }
 }
@@ -313,23 +317,11 @@ impl Hot {
         let (names, values) = (headers_of("names"), headers_of("vals"));
         // `$1` the queue's number, `$2` the time, `$10`, `$11` the channel
         // and the queue's name to notify.
-        let insert = format!(
-            "INSERT INTO {jobs} (qno, id, caller_id, priority, body, header_names, \
-                                 header_values, enqueued_at, ready_at)
-             SELECT $1, id, caller, priority, body, {names}, {values}, $2, ready
-             FROM unnest($3::text[], $4::bool[], $5::int[], $6::bytea[], $7::text[], $8::text[],
-                         $9::bigint[]) WITH ORDINALITY
-                  AS t(id, caller, priority, body, names, vals, ready, n)
-             ORDER BY n
-             ON CONFLICT (qno, id) WHERE state < 2 DO NOTHING
-             RETURNING id"
-        );
-        // One round trip: the insert, and the notification (the same one
-        // sent for every row is delivered once, at the commit).
-        let insert = format!(
-            "WITH added AS ({insert}) \
-             SELECT added.id FROM added CROSS JOIN (SELECT pg_notify($10, $11)) AS told"
-        );
+        // `$1` the queue's number, `$2` the time, `$10`, `$11` the channel
+        // and the queue's name to notify; one round trip: the holds of
+        // unique jobs, the insert, and the notification (the same one sent
+        // for every row is delivered once, at the commit).
+        let insert = unique::insert(jobs, &tables.unique, &names, &values);
         // `$1`, `$2` the channel and the queue's name to notify (once, at
         // the commit, whatever the row count), `$3` the queue's number,
         // `$4` the time.
@@ -591,6 +583,8 @@ impl PgJobs {
             names,
             values,
             ready,
+            until,
+            states,
         } = InsertArgs::new(jobs, now);
         let rows = client
             .query(
@@ -607,6 +601,8 @@ impl PgJobs {
                     &ready,
                     &CHANNEL,
                     &self.queue,
+                    &until,
+                    &states,
                 ],
             )
             .map_err(sent)?;
@@ -965,6 +961,9 @@ struct InsertArgs {
     names: Vec<String>,
     values: Vec<String>,
     ready: Vec<i64>,
+    /// Each job's period end (Unix ms, 0: none) and states (unique jobs).
+    until: Vec<i64>,
+    states: Vec<i16>,
 }
 
 impl InsertArgs {
@@ -978,9 +977,16 @@ impl InsertArgs {
             names: Vec::with_capacity(count),
             values: Vec::with_capacity(count),
             ready: Vec::with_capacity(count),
+            until: Vec::with_capacity(count),
+            states: Vec::with_capacity(count),
         };
         for job in jobs {
             args.ready.push(ms(job.ready_at(now).max(now)));
+            let hold = job.hold(now);
+            args.until
+                .push(hold.map_or(0, |h| h.until_ms.min(i64::MAX as u64) as i64));
+            args.states
+                .push(hold.map_or(0, |h| i16::from(h.states.bits())));
             args.caller.push(job.id.is_some());
             args.ids.push(job.id.unwrap_or_else(new_job_id));
             args.priorities.push(job.priority);
@@ -996,15 +1002,26 @@ impl InsertArgs {
     }
 }
 
-/// The answer for each of `ids`, in order, from the ids `Hot::insert` added.
+/// The answer for each of `ids`, in order, from the ids `Hot::insert`
+/// added (answer NULL) or found held (`done:UNTIL`, `dead:UNTIL`).
 fn answers(ids: Vec<String>, rows: &[Row]) -> Vec<Enqueued> {
-    let added: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
+    let mut added = std::collections::HashSet::new();
+    let mut held = std::collections::HashMap::new();
+    for row in rows {
+        let (id, answer): (String, Option<String>) = (row.get(0), row.get(1));
+        match answer {
+            None => added.insert(id),
+            Some(answer) => held.insert(id, answer).is_none(),
+        };
+    }
     let mut seen = std::collections::HashSet::new();
     ids.into_iter()
         .map(|id| {
             // An id given twice in one batch is added once.
             if added.contains(&id) && seen.insert(id.clone()) {
                 Enqueued::Added(id)
+            } else if let Some(answer) = held.get(&id) {
+                crate::jobs::unique::duplicate_of(id, answer)
             } else {
                 Enqueued::AlreadyQueued(id)
             }
