@@ -200,7 +200,14 @@ fn push_flags(address: &str) {
 fn directory() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let q = dir.path().join("q");
-    ok(&["push", q.to_str().unwrap(), "--create", "--id", "first", "f"]);
+    ok(&[
+        "push",
+        q.to_str().unwrap(),
+        "--create",
+        "--id",
+        "first",
+        "f",
+    ]);
     assert_eq!(ok(&["pop", q.to_str().unwrap()]), "f");
     let q = q.to_str().unwrap().to_owned();
     (dir, q)

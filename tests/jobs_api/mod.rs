@@ -17,6 +17,7 @@ use dque::jobs::{
 use dque::Error;
 
 mod unique;
+#[allow(unused_imports)] // each test binary uses the parts it needs
 pub use unique::*;
 
 /// What a check asks of a new queue.

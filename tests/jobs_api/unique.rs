@@ -11,9 +11,7 @@ use super::{lease, new_queue, Backend};
 const HOUR: Duration = Duration::from_secs(3600);
 
 fn unique(id: &str) -> NewJob {
-    NewJob::new(format!("body of {id}"))
-        .id(id)
-        .unique_for(HOUR)
+    NewJob::new(format!("body of {id}")).id(id).unique_for(HOUR)
 }
 
 /// The duplicate an enqueue met, or a panic naming what it got.
@@ -143,8 +141,12 @@ pub fn a_unique_period_survives_moves_and_a_restart(backend: &dyn Backend) {
         .unwrap();
     settings.clock.advance(Duration::from_secs(10));
     let first = lease(q.as_ref());
-    q.nack(first, dque::jobs::Retry::After(Duration::from_secs(5)), "later")
-        .unwrap();
+    q.nack(
+        first,
+        dque::jobs::Retry::After(Duration::from_secs(5)),
+        "later",
+    )
+    .unwrap();
     q.set_priority("moved", -3).unwrap();
     settings.clock.advance(Duration::from_secs(5));
     q.ack(lease(q.as_ref())).unwrap();

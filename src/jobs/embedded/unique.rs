@@ -183,10 +183,7 @@ impl Claims {
             .truncate(false)
             .open(&self.path)
             .map_err(|e| Error::io(&self.path, e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io(&self.path, e))?
-            .len();
+        let len = file.metadata().map_err(|e| Error::io(&self.path, e))?.len();
         if len < HEADER as u64 {
             let generation = self.generation.unwrap_or(0);
             check(FaultOp::Write, &self.path)
@@ -283,9 +280,15 @@ mod tests {
         let mut claims = Claims::new(dir.path());
         claims.refresh(false, 0).unwrap();
         let held = |until_ms, state| Some(Held { until_ms, state });
-        claims.append("a", held(1_000, Settled::Done), true, 0).unwrap();
-        claims.append("b", held(10, Settled::Dead), true, 0).unwrap();
-        claims.append("c", held(1_000, Settled::Done), true, 0).unwrap();
+        claims
+            .append("a", held(1_000, Settled::Done), true, 0)
+            .unwrap();
+        claims
+            .append("b", held(10, Settled::Dead), true, 0)
+            .unwrap();
+        claims
+            .append("c", held(1_000, Settled::Done), true, 0)
+            .unwrap();
         claims.append("c", None, true, 0).unwrap();
         let mut again = Claims::new(dir.path());
         again.refresh(false, 5).unwrap();
@@ -296,9 +299,13 @@ mod tests {
         // Past every period, enough entries to rewrite: one live one kept.
         for i in 0..MIN_REWRITE {
             let id = format!("x{i}");
-            again.append(&id, held(20, Settled::Done), false, 15).unwrap();
+            again
+                .append(&id, held(20, Settled::Done), false, 15)
+                .unwrap();
         }
-        again.append("z", held(5_000, Settled::Done), false, 30).unwrap();
+        again
+            .append("z", held(5_000, Settled::Done), false, 30)
+            .unwrap();
         let size = std::fs::metadata(dir.path().join("unique")).unwrap().len();
         assert!(size < 200, "rewritten to the live entries: {size} bytes");
         // A reader of the old generation reads the new one from its start.
