@@ -17,7 +17,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::faults::{check, FaultOp};
+use crate::faults::{check, synced, Durable, FaultOp};
 use crate::jobs::unique::Settled;
 use crate::log::layout::QueueDir;
 
@@ -165,6 +165,7 @@ impl Claims {
             check(FaultOp::Sync, &self.path)
                 .and_then(|()| file.sync_data())
                 .map_err(|e| Error::io(&self.path, e))?;
+            synced(&self.path, Durable::File);
         }
         self.read_to += bytes.len() as u64;
         self.entries += 1;
@@ -185,11 +186,17 @@ impl Claims {
             .map_err(|e| Error::io(&self.path, e))?;
         let len = file.metadata().map_err(|e| Error::io(&self.path, e))?.len();
         if len < HEADER as u64 {
+            // Made (or cut before its header was whole): the header and
+            // the file's name made durable before any entry relies on them.
             let generation = self.generation.unwrap_or(0);
+            let dir = self.path.parent().expect("in jobs/ids/");
             check(FaultOp::Write, &self.path)
                 .and_then(|()| file.write_all_at(&header_bytes(generation), 0))
-                .and_then(|()| file.sync_data())
+                .and_then(|()| check(FaultOp::Sync, &self.path))
+                .and_then(|()| file.sync_all())
                 .map_err(|e| Error::io(&self.path, e))?;
+            synced(&self.path, Durable::File);
+            QueueDir::new(dir.to_path_buf()).sync()?;
             self.generation = Some(generation);
             self.read_to = HEADER as u64;
         }
