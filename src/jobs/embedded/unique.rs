@@ -92,14 +92,16 @@ impl Claims {
             }
             Err(e) => return Err(Error::io(&self.path, e)),
         };
-        let bytes = read_all(&file, &self.path)?;
-        let generation = match header(&bytes) {
-            Some(generation) => generation,
-            // Cut before its header was whole: nothing in it yet.
-            None => {
-                self.generation.get_or_insert(0);
-                return Ok(());
-            }
+        let mut head = [0u8; HEADER];
+        let generation = match file.read_exact_at(&mut head, 0) {
+            Ok(()) => header(&head),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => None,
+            Err(e) => return Err(Error::io(&self.path, e)),
+        };
+        // Cut before its header was whole (or not ours): nothing in it yet.
+        let Some(generation) = generation else {
+            self.generation.get_or_insert(0);
+            return Ok(());
         };
         if self.generation != Some(generation) {
             self.held.clear();
@@ -107,13 +109,15 @@ impl Claims {
             self.entries = 0;
             self.generation = Some(generation);
         }
-        let mut at = self.read_to as usize;
+        // Only what was appended since the last read.
+        let bytes = read_from(&file, self.read_to, &self.path)?;
+        let mut at = 0;
         while let Some((entry, next)) = entry_at(&bytes, at) {
             self.apply(entry, now_ms);
             self.entries += 1;
             at = next;
         }
-        self.read_to = at as u64;
+        self.read_to += at as u64;
         Ok(())
     }
 
@@ -268,11 +272,14 @@ fn entry_at(bytes: &[u8], at: usize) -> Option<((u8, u64, &str), usize)> {
     Some(((kind, until_ms, id), end + 4))
 }
 
-fn read_all(file: &File, path: &Path) -> Result<Vec<u8>> {
-    use std::io::Read;
+/// The bytes of `file` from `offset` to its end.
+fn read_from(file: &File, offset: u64, path: &Path) -> Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
     let mut bytes = Vec::new();
-    (&*file)
-        .read_to_end(&mut bytes)
+    let mut reader = file;
+    reader
+        .seek(SeekFrom::Start(offset))
+        .and_then(|_| reader.read_to_end(&mut bytes))
         .map_err(|e| Error::io(path, e))?;
     Ok(bytes)
 }
