@@ -293,6 +293,10 @@ impl Tables {
 struct Hot {
     /// Jobs of which some have caller ids (or in a caller's transaction).
     insert: String,
+    /// As `insert`, some jobs with a uniqueness period (issue 27).
+    insert_holding: String,
+    /// The answers for caller ids an insert did not add (issue 27).
+    held: String,
     /// Jobs without caller ids nor headers.
     insert_new: String,
     /// Jobs without caller ids, some with headers.
@@ -322,6 +326,7 @@ impl Hot {
         // unique jobs, the insert, and the notification (the same one sent
         // for every row is delivered once, at the commit).
         let insert = unique::insert(jobs, &tables.unique, &names, &values);
+        let insert_holding = unique::insert_holding(jobs, &tables.unique, &names, &values);
         // `$1`, `$2` the channel and the queue's name to notify (once, at
         // the commit, whatever the row count), `$3` the queue's number,
         // `$4` the time.
@@ -395,6 +400,8 @@ impl Hot {
         );
         Hot {
             insert,
+            insert_holding,
+            held: unique::held(jobs, &tables.unique),
             insert_new: insert_new(false),
             insert_new_headers: insert_new(true),
             // One job: `=` a subquery (an index probe); several: `ANY`.
@@ -586,27 +593,38 @@ impl PgJobs {
             until,
             states,
         } = InsertArgs::new(jobs, now);
-        let rows = client
-            .query(
-                &self.hot.insert,
-                &[
-                    &self.qno,
-                    &ms(now),
-                    &ids,
-                    &caller,
-                    &priorities,
-                    &bodies,
-                    &names,
-                    &values,
-                    &ready,
-                    &CHANNEL,
-                    &self.queue,
-                    &until,
-                    &states,
-                ],
-            )
-            .map_err(sent)?;
-        Ok(answers(ids, &rows))
+        let now_ms = ms(now);
+        let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = vec![
+            &self.qno,
+            &now_ms,
+            &ids,
+            &caller,
+            &priorities,
+            &bodies,
+            &names,
+            &values,
+            &ready,
+            &CHANNEL,
+            &self.queue,
+        ];
+        let statement = match until.iter().any(|&u| u > 0) {
+            true => {
+                params.push(&until);
+                params.push(&states);
+                &self.hot.insert_holding
+            }
+            false => &self.hot.insert,
+        };
+        let rows = client.query(statement, &params).map_err(sent)?;
+        let added = added_ids(&rows);
+        let missing = not_added(&ids, &caller, &added);
+        let held = match missing.is_empty() {
+            true => Vec::new(),
+            false => client
+                .query(&self.hot.held, &[&self.qno, &now_ms, &missing])
+                .map_err(sent)?,
+        };
+        Ok(answers(ids, added, &held))
     }
 
     /// Inserts jobs that have no caller id, with one statement. Their ids
@@ -1002,18 +1020,35 @@ impl InsertArgs {
     }
 }
 
+/// The ids an insert added.
+fn added_ids(rows: &[Row]) -> std::collections::HashSet<String> {
+    rows.iter().map(|r| r.get(0)).collect()
+}
+
+/// The caller ids of `ids` not `added`: queued already, or held.
+fn not_added(
+    ids: &[String],
+    caller: &[bool],
+    added: &std::collections::HashSet<String>,
+) -> Vec<String> {
+    ids.iter()
+        .zip(caller)
+        .filter(|(id, &caller)| caller && !added.contains(*id))
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
 /// The answer for each of `ids`, in order, from the ids `Hot::insert`
-/// added (answer NULL) or found held (`done:UNTIL`, `dead:UNTIL`).
-fn answers(ids: Vec<String>, rows: &[Row]) -> Vec<Enqueued> {
-    let mut added = std::collections::HashSet::new();
-    let mut held = std::collections::HashMap::new();
-    for row in rows {
-        let (id, answer): (String, Option<String>) = (row.get(0), row.get(1));
-        match answer {
-            None => added.insert(id),
-            Some(answer) => held.insert(id, answer).is_none(),
-        };
-    }
+/// added and those `Hot::held` found held (`done:UNTIL`, `dead:UNTIL`).
+fn answers(
+    ids: Vec<String>,
+    added: std::collections::HashSet<String>,
+    held_rows: &[Row],
+) -> Vec<Enqueued> {
+    let held: std::collections::HashMap<String, String> = held_rows
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
     let mut seen = std::collections::HashSet::new();
     ids.into_iter()
         .map(|id| {

@@ -37,32 +37,53 @@ fn dead(jobs: &str, u: &str) -> String {
     )
 }
 
-/// The insert of jobs of which some have caller ids: `$1` the queue's
-/// number, `$2` the time, `$3`..`$9` the jobs' arrays (id, caller,
-/// priority, body, header names, header values, ready), `$10`, `$11` the
-/// channel and the queue's name to notify, `$12` each job's period end
-/// (0: none), `$13` its states. Rows: an id added (answer NULL), or an
-/// id held by a job that ran or died (answer `done:UNTIL`/`dead:UNTIL`);
-/// an id in neither was queued already.
-pub fn insert(jobs: &str, holds: &str, names: &str, values: &str) -> String {
-    let blocks_existing = blocks(jobs, "h");
+/// Whether no hold keeps id `t.id` from a new job now (a job without a
+/// period: it is refused while the id is held, as any enqueue of it).
+fn free(jobs: &str, holds: &str) -> String {
     format!(
-        "WITH t AS MATERIALIZED (
-             SELECT * FROM unnest($3::text[], $4::bool[], $5::int[], $6::bytea[], $7::text[],
-                                  $8::text[], $9::bigint[], $12::bigint[], $13::smallint[])
-                 WITH ORDINALITY AS t(id, caller, priority, body, names, vals, ready, until_ms,
-                                      states, n)),
-         held AS (
-             SELECT u.id, CASE WHEN {dead} THEN 'dead:' ELSE 'done:' END || u.until_ms AS answer
-             FROM {holds} u
-             WHERE u.qno = $1 AND u.id IN (SELECT id FROM t WHERE caller)
-               AND {blocks}
-               AND NOT EXISTS (SELECT 1 FROM {jobs} j
-                               WHERE j.qno = $1 AND j.id = u.id AND j.state < 2)),
-         claimed AS (
+        "NOT (t.caller AND EXISTS (SELECT 1 FROM {holds} u
+                                   WHERE u.qno = $1 AND u.id = t.id AND {blocks}))",
+        blocks = blocks(jobs, "u"),
+    )
+}
+
+/// The insert of jobs of which some have caller ids, none a period:
+/// `$1` the queue's number, `$2` the time, `$3`..`$9` the jobs' arrays
+/// (id, caller, priority, body, header names, header values, ready),
+/// `$10`, `$11` the channel and the queue's name to notify. Rows: the
+/// ids added (the notification, the same for every row, is delivered
+/// once, at the commit).
+pub fn insert(jobs: &str, holds: &str, names: &str, values: &str) -> String {
+    format!(
+        "WITH added AS (
+             INSERT INTO {jobs} (qno, id, caller_id, priority, body, header_names,
+                                 header_values, enqueued_at, ready_at)
+             SELECT $1, id, caller, priority, body, {names}, {values}, $2, ready
+             FROM unnest($3::text[], $4::bool[], $5::int[], $6::bytea[], $7::text[],
+                         $8::text[], $9::bigint[]) WITH ORDINALITY
+                  AS t(id, caller, priority, body, names, vals, ready, n)
+             WHERE {free}
+             ORDER BY n
+             ON CONFLICT (qno, id) WHERE state < 2 DO NOTHING
+             RETURNING id)
+         SELECT added.id FROM added CROSS JOIN (SELECT pg_notify($10, $11)) AS told",
+        free = free(jobs, holds),
+    )
+}
+
+/// As [`insert`], some jobs with a period: `$12` each job's period end
+/// (Unix ms, 0: none), `$13` its states. A job with a period is added
+/// only if its hold was taken: a new row of `unique_ids`, or one whose
+/// period ended or whose job ended in a state it does not cover (the
+/// upsert locks the row, so two producers of the id are serialized).
+pub fn insert_holding(jobs: &str, holds: &str, names: &str, values: &str) -> String {
+    format!(
+        "WITH claimed AS (
              INSERT INTO {holds} AS h (qno, id, since, until_ms, states)
-             SELECT DISTINCT ON (id) $1, id, $2, until_ms, states FROM t
-             WHERE until_ms > 0 AND id NOT IN (SELECT id FROM held)
+             SELECT DISTINCT ON (id) $1, id, $2, until_ms, states
+             FROM unnest($3::text[], $12::bigint[], $13::smallint[]) WITH ORDINALITY
+                  AS c(id, until_ms, states, n)
+             WHERE until_ms > 0
              ORDER BY id, n
              ON CONFLICT (qno, id) DO UPDATE
                  SET since = EXCLUDED.since, until_ms = EXCLUDED.until_ms,
@@ -72,15 +93,32 @@ pub fn insert(jobs: &str, holds: &str, names: &str, values: &str) -> String {
          added AS (
              INSERT INTO {jobs} (qno, id, caller_id, priority, body, header_names,
                                  header_values, enqueued_at, ready_at)
-             SELECT $1, id, caller, priority, body, {names}, {values}, $2, ready FROM t
-             WHERE id NOT IN (SELECT id FROM held)
-               AND (until_ms = 0 OR id IN (SELECT id FROM claimed))
+             SELECT $1, id, caller, priority, body, {names}, {values}, $2, ready
+             FROM unnest($3::text[], $4::bool[], $5::int[], $6::bytea[], $7::text[],
+                         $8::text[], $9::bigint[], $12::bigint[]) WITH ORDINALITY
+                  AS t(id, caller, priority, body, names, vals, ready, until_ms, n)
+             WHERE CASE WHEN t.until_ms > 0 THEN t.id IN (SELECT id FROM claimed)
+                        ELSE {free} END
              ORDER BY n
              ON CONFLICT (qno, id) WHERE state < 2 DO NOTHING
              RETURNING id)
-         SELECT added.id, NULL::text AS answer
-             FROM added CROSS JOIN (SELECT pg_notify($10, $11)) AS told
-         UNION ALL SELECT id, answer FROM held",
+         SELECT added.id FROM added CROSS JOIN (SELECT pg_notify($10, $11)) AS told",
+        blocks_existing = blocks(jobs, "h"),
+        free = free(jobs, holds),
+    )
+}
+
+/// The answers for caller ids an insert did not add (a read, on that
+/// path only): `$1` the queue's number, `$2` the time, `$3` the ids.
+/// Rows: an id held by a job that ran or died, and `done:UNTIL` or
+/// `dead:UNTIL`; an id not listed was queued.
+pub fn held(jobs: &str, holds: &str) -> String {
+    format!(
+        "SELECT u.id, CASE WHEN {dead} THEN 'dead:' ELSE 'done:' END || u.until_ms
+         FROM {holds} u
+         WHERE u.qno = $1 AND u.id = ANY($3::text[]) AND {blocks}
+           AND NOT EXISTS (SELECT 1 FROM {jobs} j
+                           WHERE j.qno = $1 AND j.id = u.id AND j.state < 2)",
         dead = dead(jobs, "u"),
         blocks = blocks(jobs, "u"),
     )
