@@ -21,8 +21,10 @@ pub const MIGRATION: &str = "CREATE TABLE {s}.unique_ids (
 /// now (`$2`): its period runs and its job is waiting, or ended in a
 /// state it covers (4 done, 8 dead).
 fn blocks(jobs: &str, u: &str) -> String {
+    // The states looked at in a sub-select of their own: evaluated only
+    // for a hold whose period runs, by index probes (never made a join).
     format!(
-        "({u}.until_ms > $2 AND (
+        "({u}.until_ms > $2 AND (SELECT
              EXISTS (SELECT 1 FROM {jobs} j WHERE j.qno = $1 AND j.id = {u}.id AND j.state < 2)
              OR ({u}.states & (CASE WHEN {dead} THEN 8 ELSE 4 END)) <> 0))",
         dead = dead(jobs, u),
@@ -37,12 +39,16 @@ fn dead(jobs: &str, u: &str) -> String {
     )
 }
 
-/// Whether no hold keeps id `t.id` from a new job now (a job without a
-/// period: it is refused while the id is held, as any enqueue of it).
-fn free(jobs: &str, holds: &str) -> String {
+/// The hold, if any, that keeps caller id `t.id` from a new job now
+/// (`hp.held`): a job without a period is refused while its id is held,
+/// as any enqueue of it. A lateral probe with a limit, so each job costs
+/// one index lookup of `unique_ids`, whatever the planner knows of it
+/// (a semi join or a hashed subplan would read every hold).
+fn probe(jobs: &str, holds: &str) -> String {
     format!(
-        "NOT (t.caller AND EXISTS (SELECT 1 FROM {holds} u
-                                   WHERE u.qno = $1 AND u.id = t.id AND {blocks}))",
+        "LEFT JOIN LATERAL (SELECT true AS held FROM {holds} u
+                            WHERE t.caller AND u.qno = $1 AND u.id = t.id AND {blocks}
+                            LIMIT 1) AS hp ON true",
         blocks = blocks(jobs, "u"),
     )
 }
@@ -62,12 +68,13 @@ pub fn insert(jobs: &str, holds: &str, names: &str, values: &str) -> String {
              FROM unnest($3::text[], $4::bool[], $5::int[], $6::bytea[], $7::text[],
                          $8::text[], $9::bigint[]) WITH ORDINALITY
                   AS t(id, caller, priority, body, names, vals, ready, n)
-             WHERE {free}
+             {probe}
+             WHERE hp.held IS NULL
              ORDER BY n
              ON CONFLICT (qno, id) WHERE state < 2 DO NOTHING
              RETURNING id)
          SELECT added.id FROM added CROSS JOIN (SELECT pg_notify($10, $11)) AS told",
-        free = free(jobs, holds),
+        probe = probe(jobs, holds),
     )
 }
 
@@ -97,14 +104,15 @@ pub fn insert_holding(jobs: &str, holds: &str, names: &str, values: &str) -> Str
              FROM unnest($3::text[], $4::bool[], $5::int[], $6::bytea[], $7::text[],
                          $8::text[], $9::bigint[], $12::bigint[]) WITH ORDINALITY
                   AS t(id, caller, priority, body, names, vals, ready, until_ms, n)
+             {probe}
              WHERE CASE WHEN t.until_ms > 0 THEN t.id IN (SELECT id FROM claimed)
-                        ELSE {free} END
+                        ELSE hp.held IS NULL END
              ORDER BY n
              ON CONFLICT (qno, id) WHERE state < 2 DO NOTHING
              RETURNING id)
          SELECT added.id FROM added CROSS JOIN (SELECT pg_notify($10, $11)) AS told",
         blocks_existing = blocks(jobs, "h"),
-        free = free(jobs, holds),
+        probe = probe(jobs, holds),
     )
 }
 
