@@ -376,5 +376,29 @@ mod tests {
         for cut in 0..bytes.len() - envelope.job.body.len() {
             assert!(Envelope::decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
+        // A uniqueness hold (issue 27): version 2, read back whole by
+        // every reader of this build; version 1 without one.
+        let held = Envelope {
+            hold: Some(Hold {
+                until_ms: 1_700_003_600_123,
+                states: UniqueStates::ALL,
+            }),
+            ..envelope.clone()
+        };
+        let held_bytes = held.encode();
+        assert_eq!((bytes[0], held_bytes[0]), (VERSION, VERSION_HOLD));
+        assert_eq!(Envelope::decode(&held_bytes).unwrap(), held);
+        assert_eq!(
+            Envelope::decode_for_move(&held_bytes).unwrap().hold,
+            held.hold
+        );
+        assert_eq!(Envelope::caller_id_of(&held_bytes), Some("photo-1"));
+        assert_eq!(Envelope::due_ms_of(&held_bytes).unwrap(), 1_700_000_005_000);
+        for cut in 0..held_bytes.len() - held.job.body.len() {
+            assert!(
+                Envelope::decode(&held_bytes[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
     }
 }
