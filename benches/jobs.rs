@@ -65,16 +65,19 @@ enum Shape {
     OnePriority,
     TenPriorities,
     CallerIds,
+    /// A caller id and a uniqueness period each (issue 27).
+    UniqueIds,
     /// A 1 ms delay, the system clock.
     DelayedMs,
     /// Random delays, then a manual clock moved past them all.
     AllDue,
 }
 
-const SHAPES: [(&str, Shape); 5] = [
+const SHAPES: [(&str, Shape); 6] = [
     ("jobs, one priority", Shape::OnePriority),
     ("jobs, 10 random priorities", Shape::TenPriorities),
     ("jobs with a caller id each", Shape::CallerIds),
+    ("jobs with a caller id and unique_for", Shape::UniqueIds),
     ("jobs with a 1 ms delay", Shape::DelayedMs),
     ("delayed jobs, all due at lease", Shape::AllDue),
 ];
@@ -113,6 +116,9 @@ fn jobs(durability: Durability, shape: Shape, n: usize) -> (f64, f64) {
             Shape::OnePriority => job,
             Shape::TenPriorities => job.priority(rng.below(10) as i32),
             Shape::CallerIds => job.id(format!("id-{i}")),
+            Shape::UniqueIds => job
+                .id(format!("id-{i}"))
+                .unique_for(Duration::from_secs(3600)),
             Shape::DelayedMs => job.delay(Duration::from_millis(1)),
             Shape::AllDue => job.delay(Duration::from_secs(1 + rng.below(3600))),
         };
@@ -272,7 +278,7 @@ fn main() {
                 continue;
             }
             let n = match shape {
-                Shape::CallerIds => n.min(id_items),
+                Shape::CallerIds | Shape::UniqueIds => n.min(id_items),
                 _ => n,
             };
             let (enq, lease) = median(runs, || jobs(durability, shape, n));

@@ -48,6 +48,8 @@ async fn enqueue(State(app): State<App>, headers: HeaderMap, body: Bytes) -> (St
         match app.queue.enqueue(job).await {
             Ok(Enqueued::Added(id)) => (StatusCode::ACCEPTED, format!("{id}\n")),
             Ok(Enqueued::AlreadyQueued(id)) => (StatusCode::OK, format!("{id}\n")),
+            // Held by a job that ran within its uniqueness period.
+            Ok(Enqueued::Duplicate(held)) => (StatusCode::OK, format!("{}\n", held.id)),
             Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
         }
     };

@@ -605,11 +605,19 @@ fn a_call_cut_off_after_it_was_sent_says_its_outcome_is_unknown() {
     assert_eq!(jobs.counts().unwrap().leased, 1);
 }
 
-/// Makes schema `schema` (at version 4, no job leased) what version 3
-/// made: jobs keyed by the queue's name, empty header arrays, no
-/// `queues` table.
+/// Undoes migration 5 → 6 (unique jobs, issue 27).
+fn back_to_version_5(client: &mut postgres::Client, schema: &str) {
+    client
+        .batch_execute(&format!(
+            "DROP TABLE {schema}.unique_ids;
+             UPDATE {schema}.schema_version SET version = 5;"
+        ))
+        .unwrap();
+}
+
 /// Undoes migration 4 → 5 (limits and pause, issue 27).
 fn back_to_version_4(client: &mut postgres::Client, schema: &str) {
+    back_to_version_5(client, schema);
     client
         .batch_execute(&format!(
             "DROP FUNCTION {schema}.lease_limited;
@@ -621,6 +629,9 @@ fn back_to_version_4(client: &mut postgres::Client, schema: &str) {
         .unwrap();
 }
 
+/// Makes schema `schema` (at version 4 or later, no job leased) what version 3
+/// made: jobs keyed by the queue's name, empty header arrays, no
+/// `queues` table.
 fn back_to_version_3(client: &mut postgres::Client, schema: &str) {
     back_to_version_4(client, schema);
     client

@@ -5,6 +5,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
+use super::unique::{Duplicate, Hold, UniqueStates};
 use crate::error::{Error, Result};
 
 /// The longest job id a caller may choose, in bytes.
@@ -33,6 +34,10 @@ pub struct NewJob {
     pub(crate) run_at: RunAt,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) id: Option<String>,
+    /// How long the id is held after enqueue (issue 27's unique jobs).
+    pub(crate) unique_for: Option<Duration>,
+    /// The states the id is held in, if not the default.
+    pub(crate) unique_states: Option<UniqueStates>,
 }
 
 /// When a new job may first run.
@@ -53,6 +58,8 @@ impl NewJob {
             run_at: RunAt::Now,
             headers: Vec::new(),
             id: None,
+            unique_for: None,
+            unique_states: None,
         }
     }
 
@@ -107,6 +114,52 @@ impl NewJob {
         self
     }
 
+    /// Holds the job's id (set with [`id`](Self::id)) for `period` from
+    /// enqueue: any enqueue of the id meanwhile adds nothing, even once
+    /// this job ran ([`Enqueued::Duplicate`]); in the states of
+    /// [`unique_states`](Self::unique_states) (default: queued, running
+    /// and done, as Oban and River). Enforced by the store (the ids'
+    /// lock, a unique index, the Redis script), so concurrent producers
+    /// never both add. A zero period is no period.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dque::jobs::{EmbeddedJobs, Enqueued, JobQueue, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+    /// let job = || NewJob::new("mail").id("order-7").unique_for(Duration::from_secs(3600));
+    /// assert!(queue.enqueue(job())?.is_added());
+    /// let lease = queue.lease()?.expect("a job");
+    /// queue.ack(lease)?;
+    /// assert!(matches!(queue.enqueue(job())?, Enqueued::Duplicate(_)), "ran within the hour");
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn unique_for(mut self, period: Duration) -> Self {
+        self.unique_for = (!period.is_zero()).then_some(period);
+        self
+    }
+
+    /// The states in which the id is held for the period of
+    /// [`unique_for`](Self::unique_for) (queued and running must be in;
+    /// add [`UniqueStates::DEAD`] to hold it after the job died too).
+    #[must_use]
+    pub fn unique_states(mut self, states: UniqueStates) -> Self {
+        self.unique_states = Some(states);
+        self
+    }
+
+    /// What the job holds if enqueued at `now`: its period's end and states.
+    pub(crate) fn hold(&self, now: SystemTime) -> Option<Hold> {
+        let period = self.unique_for?;
+        self.id.as_ref()?;
+        Some(Hold {
+            until_ms: crate::jobs::clock::unix_ms(due_after(now, period)),
+            states: self.unique_states.unwrap_or_default(),
+        })
+    }
+
     /// The priority this job will have.
     pub fn priority_value(&self) -> i32 {
         self.priority
@@ -125,6 +178,19 @@ impl NewJob {
     pub(crate) fn check(&self) -> Result<()> {
         if let Some(id) = &self.id {
             check_id(id)?;
+        }
+        if let Some(states) = self.unique_states {
+            states.check()?;
+        }
+        if self.id.is_none() && (self.unique_for.is_some() || self.unique_states.is_some()) {
+            return Err(Error::InvalidJob {
+                reason: "a uniqueness period holds a caller id: give the job an id".into(),
+            });
+        }
+        if self.unique_states.is_some() && self.unique_for.is_none() {
+            return Err(Error::InvalidJob {
+                reason: "unique states apply for a period: give the job unique_for too".into(),
+            });
         }
         for (name, value) in &self.headers {
             check_header(name, value)?;
@@ -288,6 +354,8 @@ pub(crate) struct LeaseToken {
     pub queue: usize,
     /// When it was leased (Unix milliseconds), for the run time.
     pub leased_ms: u64,
+    /// The job's uniqueness hold (embedded: settled jobs note it).
+    pub hold: Option<Hold>,
 }
 
 /// What an enqueue did.
@@ -298,6 +366,9 @@ pub enum Enqueued {
     /// A job with this caller-chosen id is ready, scheduled or leased
     /// already: nothing was added (retrying an enqueue is safe).
     AlreadyQueued(String),
+    /// The id is held by a job enqueued within its uniqueness period that
+    /// ran or died since ([`NewJob::unique_for`]): nothing was added.
+    Duplicate(Duplicate),
 }
 
 impl Enqueued {
@@ -305,6 +376,7 @@ impl Enqueued {
     pub fn id(&self) -> &str {
         match self {
             Enqueued::Added(id) | Enqueued::AlreadyQueued(id) => id,
+            Enqueued::Duplicate(duplicate) => &duplicate.id,
         }
     }
 
@@ -312,7 +384,7 @@ impl Enqueued {
     pub fn is_added(&self) -> bool {
         match self {
             Enqueued::Added(_) => true,
-            Enqueued::AlreadyQueued(_) => false,
+            Enqueued::AlreadyQueued(_) | Enqueued::Duplicate(_) => false,
         }
     }
 }

@@ -53,6 +53,12 @@
 //! - Enqueueing a caller-chosen id that is ready, scheduled or leased adds
 //!   nothing and says so ([`Enqueued::AlreadyQueued`]): not an error, so a
 //!   producer may retry after a crash.
+//! - A job enqueued with a uniqueness period ([`NewJob::unique_for`])
+//!   holds its id for that period from enqueue, in its
+//!   [`UniqueStates`] (queued and running, done by default, dead if
+//!   asked): an enqueue of the id meanwhile adds nothing and says which
+//!   job it met ([`Enqueued::Duplicate`]). The store decides, so
+//!   concurrent producers never both add.
 //! - A call that returns an error had no effect on the job it names.
 //!
 //! Queue names follow one rule on every backend ([`check_queue_name`]): 1
@@ -76,6 +82,7 @@ mod queue_name;
 mod redis;
 mod several;
 mod stats;
+mod unique;
 
 use std::time::Duration;
 
@@ -109,6 +116,7 @@ pub use several::{Order, QueueSet, SET_POLL};
 pub use stats::{
     failure_group, Counts, DayStats, Histogram, QueueStats, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS,
 };
+pub use unique::{Duplicate, Settled, UniqueStates};
 
 use crate::error::Result;
 

@@ -18,6 +18,10 @@ use dque::jobs::{
 };
 use dque::Error;
 
+mod unique;
+#[allow(unused_imports)] // each test binary uses the parts it needs
+pub use unique::*;
+
 /// What a check asks of a new queue.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -81,6 +85,8 @@ macro_rules! jobs_api_suite {
             a_batch_lease_takes_jobs_in_lease_order,
             a_huge_delay_is_never_due_not_due_now,
             a_closed_handle_refuses_calls_and_wakes_its_waiters,
+            // --- unique jobs (issue 27) ---
+            a_unique_id_is_held_for_its_period_even_after_the_job_ran, unique_states_choose_whether_done_and_dead_hold_the_id, a_cancelled_unique_job_frees_its_id, a_unique_period_survives_moves_and_a_restart, bad_uniqueness_is_refused_and_adds_nothing,
         );
         $crate::jobs_api_limits_checks!($runner);
     };

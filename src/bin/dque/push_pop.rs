@@ -22,6 +22,9 @@ use crate::fail::{Failure, EMPTY};
   dque push q --delay 60 later         ready in 60 seconds
   dque push q --id order-17 --header owner=ops 'bill order 17'
   dque push q --limit tenant-7 'run one at a time with the others of tenant-7'
+  dque push q --id order-17 --unique-for 3600 'bill order 17'
+                                       not again within the hour, even once it ran
+  dque push q --id sync --unique-for 600 --unique-states queued,running,done,dead x
   dque push q --kind greet '{\"name\":\"ada\"}'   a typed job for the worker runtime")]
 pub struct PushArgs {
     /// The queue: a directory (or postgres://…#QUEUE, redis://…#QUEUE).
@@ -41,7 +44,7 @@ pub struct PushArgs {
     pub create: bool,
     /// Push into a queue of any codec: the items must already be encoded
     /// with it (bytes from `dque pop --encoded` or `dque peek --raw`).
-    #[arg(long, conflicts_with_all = ["create", "priority", "delay", "header", "id", "kind", "limit"])]
+    #[arg(long, conflicts_with_all = ["create", "priority", "delay", "header", "id", "kind", "limit", "unique_for"])]
     pub encoded: bool,
     /// With --create: items per segment of a new queue (default 100000).
     #[arg(long, requires = "create", value_name = "N")]
@@ -72,6 +75,16 @@ pub struct PushArgs {
     /// maximum): header `limits`; repeatable.
     #[arg(long, value_name = "NAME")]
     pub limit: Vec<String>,
+    /// With --id: hold the id for this many seconds from now: pushing it
+    /// again within them adds nothing, even once the job ran (a unique
+    /// job, as Sidekiq's, Oban's and River's unique periods).
+    #[arg(long, value_name = "SECONDS", requires = "id")]
+    pub unique_for: Option<f64>,
+    /// With --unique-for: the states in which the id is held,
+    /// comma-separated: queued, running, done, dead (default
+    /// queued,running,done; queued and running are always in).
+    #[arg(long, value_name = "STATES", requires = "unique_for")]
+    pub unique_states: Option<dque::jobs::UniqueStates>,
 }
 
 /// Options of `dque pop`.
@@ -178,10 +191,18 @@ pub fn push(args: &PushArgs) -> Result<ExitCode, Failure> {
             }
         })?;
         for already in enqueued.iter().filter(|e| !e.is_added()) {
-            say!(
-                "dque: job {:?} is queued already (waiting or running): not pushed again",
-                already.id()
-            );
+            match already {
+                dque::jobs::Enqueued::Duplicate(held) => say!(
+                    "dque: job {:?} was pushed within its uniqueness period and is {}                      (held until {}): not pushed again",
+                    held.id,
+                    held.state.name(),
+                    crate::when::rfc3339(held.until)
+                ),
+                _ => say!(
+                    "dque: job {:?} is queued already (waiting or running): not pushed again",
+                    already.id()
+                ),
+            }
         }
         pushed += count;
         Ok(())
@@ -216,6 +237,8 @@ struct JobTemplate {
     delay: Option<Duration>,
     headers: Vec<(String, String)>,
     id: Option<String>,
+    unique_for: Option<Duration>,
+    unique_states: Option<dque::jobs::UniqueStates>,
 }
 
 impl JobTemplate {
@@ -229,6 +252,12 @@ impl JobTemplate {
         }
         if let Some(id) = &self.id {
             job = job.id(id.clone());
+        }
+        if let Some(period) = self.unique_for {
+            job = job.unique_for(period);
+        }
+        if let Some(states) = self.unique_states {
+            job = job.unique_states(states);
         }
         job
     }
@@ -244,6 +273,16 @@ fn job_template(args: &PushArgs) -> Result<JobTemplate, Failure> {
                     format!("--delay {secs}: give a number of seconds, 0 or more"),
                 )
             })
+        })
+        .transpose()?;
+    let unique_for = args
+        .unique_for
+        .map(|secs| match Duration::try_from_secs_f64(secs) {
+            Ok(period) if !period.is_zero() => Ok(period),
+            _ => Err(Failure::new(
+                2,
+                format!("--unique-for {secs}: give a number of seconds, more than 0"),
+            )),
         })
         .transpose()?;
     let mut headers: Vec<(String, String)> = args
@@ -276,6 +315,8 @@ fn job_template(args: &PushArgs) -> Result<JobTemplate, Failure> {
         delay,
         headers,
         id: args.id.clone(),
+        unique_for,
+        unique_states: args.unique_states,
     })
 }
 

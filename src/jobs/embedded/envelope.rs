@@ -6,12 +6,19 @@ use crate::codec::Codec;
 use crate::error::CodecError;
 use crate::jobs::clock::{from_unix_ms, unix_ms};
 use crate::jobs::job::Job;
+use crate::jobs::unique::{Hold, UniqueStates};
 
 /// The codec id in the config of every queue that holds job envelopes
 /// (the root lane, the other lanes, the schedule): "jobs" in ASCII.
 pub const JOB_CODEC_ID: u32 = u32::from_le_bytes(*b"jobs");
 
 const VERSION: u8 = 1;
+/// An envelope with a uniqueness hold after the id (issue 27): a version
+/// of its own, so a build that reads version 1 only refuses it whole
+/// instead of reading the hold as headers.
+const VERSION_HOLD: u8 = 2;
+/// The hold: the period's end (u64) and the states (u8).
+const HOLD_BYTES: usize = 9;
 const CALLER_ID: u8 = 1;
 /// Version, flags, priority, enqueued, due, attempts before, id length.
 const FIXED: usize = 1 + 1 + 4 + 8 + 8 + 4 + 1;
@@ -43,6 +50,13 @@ pub struct Envelope {
     /// Unix milliseconds; 0 when it was ready at enqueue.
     pub due_ms: u64,
     pub attempts_before: u32,
+    /// The id's uniqueness hold, if the job was enqueued with a period.
+    pub hold: Option<Hold>,
+}
+
+/// Whether `version` is one this build reads.
+fn known(version: u8) -> bool {
+    version == VERSION || version == VERSION_HOLD
 }
 
 impl Envelope {
@@ -66,10 +80,13 @@ impl Envelope {
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         let job = &self.job;
         let headers: usize = job.headers.iter().map(|(n, v)| 5 + n.len() + v.len()).sum();
-        out.reserve(FIXED + job.id.len() + 2 + headers + job.body.len());
+        out.reserve(FIXED + job.id.len() + HOLD_BYTES + 2 + headers + job.body.len());
         // The fixed part with one copy (a job's every write has one).
         let mut fixed = [0u8; FIXED];
-        fixed[0] = VERSION;
+        fixed[0] = match self.hold {
+            Some(_) => VERSION_HOLD,
+            None => VERSION,
+        };
         fixed[1] = if job.caller_id { CALLER_ID } else { 0 };
         fixed[2..6].copy_from_slice(&job.priority.to_le_bytes());
         fixed[6..14].copy_from_slice(&unix_ms(job.enqueued_at).to_le_bytes());
@@ -80,6 +97,10 @@ impl Envelope {
         fixed[FIXED - 1] = job.id.len() as u8;
         out.extend_from_slice(&fixed);
         out.extend_from_slice(job.id.as_bytes());
+        if let Some(hold) = self.hold {
+            out.extend_from_slice(&hold.until_ms.to_le_bytes());
+            out.push(hold.states.bits());
+        }
         out.extend_from_slice(&(job.headers.len() as u16).to_le_bytes());
         for (name, value) in &job.headers {
             out.push(name.len() as u8);
@@ -123,6 +144,13 @@ impl Envelope {
         let fixed = Fixed::read(bytes)?;
         let mut r = Reader { bytes, at: FIXED };
         let id = r.text(usize::from(fixed.id_len))?;
+        let hold = match fixed.version {
+            VERSION_HOLD => Some(Hold {
+                until_ms: u64::from_le_bytes(r.array()?),
+                states: UniqueStates::from_bits(r.u8()?),
+            }),
+            _ => None,
+        };
         let count = u16::from_le_bytes(r.array()?);
         let mut headers = Vec::with_capacity(usize::from(count).min(64));
         for _ in 0..count {
@@ -131,13 +159,15 @@ impl Envelope {
             let value_len = u32::from_le_bytes(r.array()?) as usize;
             headers.push((name, r.text(value_len)?));
         }
-        Ok((fixed.envelope(id, headers), r.at))
+        let mut envelope = fixed.envelope(id, headers);
+        envelope.hold = hold;
+        Ok((envelope, r.at))
     }
 
     /// The caller-chosen id alone, if the envelope has one (read from the
     /// fixed part and the id, not the headers or the body).
     pub fn caller_id_of(bytes: &[u8]) -> Option<&str> {
-        if bytes.len() < FIXED || bytes[0] != VERSION || bytes[1] & CALLER_ID == 0 {
+        if bytes.len() < FIXED || !known(bytes[0]) || bytes[1] & CALLER_ID == 0 {
             return None;
         }
         let len = usize::from(bytes[FIXED - 1]);
@@ -146,7 +176,7 @@ impl Envelope {
 
     /// The due time alone, read from the fixed part.
     pub fn due_ms_of(bytes: &[u8]) -> Result<u64, CodecError> {
-        if bytes.len() < FIXED || bytes[0] != VERSION {
+        if bytes.len() < FIXED || !known(bytes[0]) {
             return Err("not a job envelope".into());
         }
         Ok(u64::from_le_bytes(
@@ -158,6 +188,7 @@ impl Envelope {
 /// The fixed part of an envelope, read at once (a lease reads it for
 /// every job).
 struct Fixed {
+    version: u8,
     flags: u8,
     priority: i32,
     enqueued_ms: u64,
@@ -168,16 +199,18 @@ struct Fixed {
 
 impl Fixed {
     fn read(bytes: &[u8]) -> Result<Fixed, CodecError> {
-        if let Some(&version) = bytes.first().filter(|&&v| v != VERSION) {
-            return Err(
-                format!("job envelope version {version}, this build reads {VERSION}").into(),
-            );
+        if let Some(&version) = bytes.first().filter(|&&v| !known(v)) {
+            return Err(format!(
+                "job envelope version {version}, this build reads {VERSION} and {VERSION_HOLD}"
+            )
+            .into());
         }
         let fixed = bytes
             .get(..FIXED)
             .ok_or_else(|| CodecError::from("job envelope cut short"))?;
         let word = |at: usize| u64::from_le_bytes(fixed[at..at + 8].try_into().expect("8 bytes"));
         Ok(Fixed {
+            version: fixed[0],
             flags: fixed[1],
             priority: i32::from_le_bytes(fixed[2..6].try_into().expect("4 bytes")),
             enqueued_ms: word(6),
@@ -201,6 +234,7 @@ impl Fixed {
             },
             due_ms: self.due_ms,
             attempts_before: self.attempts_before,
+            hold: None,
         }
     }
 }
@@ -302,6 +336,7 @@ mod tests {
             },
             due_ms: 1_700_000_005_000,
             attempts_before: 2,
+            hold: None,
         };
         let bytes = envelope.encode();
         assert_eq!(Envelope::decode(&bytes).unwrap(), envelope);
@@ -340,6 +375,30 @@ mod tests {
         );
         for cut in 0..bytes.len() - envelope.job.body.len() {
             assert!(Envelope::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        // A uniqueness hold (issue 27): version 2, read back whole by
+        // every reader of this build; version 1 without one.
+        let held = Envelope {
+            hold: Some(Hold {
+                until_ms: 1_700_003_600_123,
+                states: UniqueStates::ALL,
+            }),
+            ..envelope.clone()
+        };
+        let held_bytes = held.encode();
+        assert_eq!((bytes[0], held_bytes[0]), (VERSION, VERSION_HOLD));
+        assert_eq!(Envelope::decode(&held_bytes).unwrap(), held);
+        assert_eq!(
+            Envelope::decode_for_move(&held_bytes).unwrap().hold,
+            held.hold
+        );
+        assert_eq!(Envelope::caller_id_of(&held_bytes), Some("photo-1"));
+        assert_eq!(Envelope::due_ms_of(&held_bytes).unwrap(), 1_700_000_005_000);
+        for cut in 0..held_bytes.len() - held.job.body.len() {
+            assert!(
+                Envelope::decode(&held_bytes[..cut]).is_err(),
+                "cut at {cut}"
+            );
         }
     }
 }

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::envelope::Envelope;
+use super::unique::{Claims, Held};
 use crate::error::{Error, Result};
 use crate::log::lock::lock_exclusive;
 use crate::queue::dque::RawQueue;
@@ -112,7 +113,7 @@ impl Records {
 /// a fast one (SipHash was 7 % of an enqueue with an id).
 type IdMap<V> = HashMap<Box<str>, V, foldhash::fast::RandomState>;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Index {
     by_id: IdMap<Records>,
     /// Records from this id on in each part are not read yet.
@@ -126,6 +127,9 @@ struct Index {
     added_since_sweep: usize,
     /// Ids held just after the last sweep.
     held_after_sweep: usize,
+    /// Ids held by jobs that ran or died within their uniqueness period
+    /// (`jobs/ids/unique`), read with the records.
+    claims: Claims,
 }
 
 #[derive(Debug)]
@@ -153,7 +157,15 @@ impl Ids {
         Ids {
             lock_path: dir.join(".lock"),
             shared,
-            index: Mutex::new(Index::default()),
+            index: Mutex::new(Index {
+                by_id: IdMap::default(),
+                seen_to: HashMap::new(),
+                built: false,
+                seen_count: 0,
+                added_since_sweep: 0,
+                held_after_sweep: 0,
+                claims: Claims::new(&dir),
+            }),
         }
     }
 
@@ -213,6 +225,8 @@ impl IdsLock<'_> {
         if self.index.built && count == self.index.seen_count {
             return Ok(());
         }
+        let changed = count != self.index.seen_count;
+        self.index.claims.refresh(changed, 0)?;
         for (part, queue) in &parts()? {
             let from = self.index.seen_to.get(part).copied().unwrap_or(0);
             let end = read_from(queue, from, |record, id| {
@@ -244,6 +258,26 @@ impl IdsLock<'_> {
         }
         self.bumped = true;
         Ok(())
+    }
+
+    /// Whether `id` is held at `now_ms` by a job that ran or died within
+    /// its uniqueness period (the index made current).
+    pub fn held(&self, id: &str, now_ms: u64) -> Option<Held> {
+        self.index.claims.held(id, now_ms)
+    }
+
+    /// Writes that `id` is held by a job settled as `held` says (`None`:
+    /// free again), before the record's end it stands for (`durable`:
+    /// synced first).
+    pub fn note_held(
+        &mut self,
+        id: &str,
+        held: Option<Held>,
+        durable: bool,
+        now_ms: u64,
+    ) -> Result<()> {
+        self.will_write()?;
+        self.index.claims.append(id, held, durable, now_ms)
     }
 
     /// Notes the record just written at `location` for `id`.

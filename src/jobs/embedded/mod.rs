@@ -11,6 +11,7 @@ mod promote;
 mod schedule;
 mod signal;
 mod stats_file;
+mod unique;
 
 use std::collections::{BTreeMap, BinaryHeap};
 use std::path::{Path, PathBuf};
@@ -35,12 +36,14 @@ use self::moves::{PendingMoves, SETTLE_EVERY};
 use self::schedule::Schedule;
 use self::signal::Signal;
 use self::stats_file::StatsBook;
+use self::unique::Held;
 use super::clock::{from_unix_ms, unix_ms, Clock, SystemClock};
 use super::job::{
     new_job_id, DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, RunAt,
     WaitState, Waiting,
 };
 use super::stats::{Counts, QueueStats};
+use super::unique::{Duplicate, Hold, Settled};
 use super::{Backoff, JobQueue};
 use crate::codec::{Codec, Raw};
 use crate::error::{Error, Result};
@@ -449,6 +452,36 @@ impl EmbeddedJobs {
         }
     }
 
+    /// Ends a leased job's record with `end`; a job whose uniqueness
+    /// period covers `state` and runs on first writes that its id stays
+    /// held (under the ids' lock, durable in Safe mode), so no enqueue
+    /// sees the id free in between. `end` failing frees it again.
+    fn settle_holding(
+        &self,
+        job: &Job,
+        hold: Option<Hold>,
+        state: Settled,
+        end: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let now_ms = unix_ms(self.now());
+        let Some(hold) = hold.filter(|hold| job.caller_id && hold.holds(state, now_ms)) else {
+            return end();
+        };
+        let Some(mut locked) = self.ids_lock_if(true)? else {
+            return end();
+        };
+        let held = Held {
+            until_ms: hold.until_ms,
+            state,
+        };
+        locked.note_held(&job.id, Some(held), self.safe, now_ms)?;
+        if let Err(e) = end() {
+            let _ = locked.note_held(&job.id, None, self.safe, now_ms);
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// Forgets the record of a job with a caller id at `location`, just
     /// settled for good by this handle.
     fn forget(&self, job: &Job, location: Location) {
@@ -549,6 +582,7 @@ impl EmbeddedJobs {
                 },
                 due_ms: 0,
                 attempts_before: 0,
+                hold: None,
             });
         }
         let mut envelope =
@@ -608,6 +642,7 @@ impl EmbeddedJobs {
                     }
                 };
                 let ready_ms = envelope.ready_ms();
+                let hold = envelope.hold;
                 let job = envelope.job;
                 if job.attempt > self.max_attempts {
                     // Leased that often by workers that never came back.
@@ -615,7 +650,9 @@ impl EmbeddedJobs {
                         "attempts used up: {} attempts, the last ones never ended",
                         job.attempt - 1
                     );
-                    lessor.fail(record, lane_attempt, &reason)?;
+                    self.settle_holding(&job, hold, Settled::Dead, || {
+                        lessor.fail(record, lane_attempt, &reason)
+                    })?;
                     self.record_stats(now_ms, |day| day.record_failure(&reason));
                     self.forget(&job, Location::Lane(priority, record));
                     continue;
@@ -639,6 +676,7 @@ impl EmbeddedJobs {
                         attempt: u32::from(lane_attempt),
                         queue: self.handle,
                         leased_ms: now_ms,
+                        hold,
                     },
                 }));
             }
@@ -674,8 +712,10 @@ impl EmbeddedJobs {
     fn fail_lease(&self, lease: JobLease, reason: &str, message: &str) -> Result<()> {
         let (priority, lane) = self.lane_of(&lease)?;
         let record = lease.token.record;
-        lane.lessor()
-            .fail(record, Self::lane_attempt(&lease), message)?;
+        self.settle_holding(&lease.job, lease.token.hold, Settled::Dead, || {
+            lane.lessor()
+                .fail(record, Self::lane_attempt(&lease), message)
+        })?;
         self.record_stats(unix_ms(self.now()), |day| day.record_failure(reason));
         self.forget(&lease.job, Location::Lane(priority, record));
         Ok(())
@@ -869,6 +909,7 @@ impl EmbeddedJobs {
     /// The envelope of a new job enqueued at `now`.
     fn envelope_of(job: NewJob, now: SystemTime) -> Envelope {
         let ready_at = job.ready_at(now);
+        let hold = job.hold(now);
         let caller_id = job.id.is_some();
         Envelope {
             job: Job {
@@ -882,6 +923,7 @@ impl EmbeddedJobs {
             },
             due_ms: if ready_at > now { unix_ms(ready_at) } else { 0 },
             attempts_before: 0,
+            hold,
         }
     }
 
@@ -900,6 +942,13 @@ impl EmbeddedJobs {
         let id = envelope.job.id.clone();
         if self.live_record(&mut locked, &id, None)?.is_some() {
             return Ok(Enqueued::AlreadyQueued(id));
+        }
+        if let Some(held) = locked.held(&id, unix_ms(now)) {
+            return Ok(Enqueued::Duplicate(Duplicate {
+                id,
+                state: held.state,
+                until: from_unix_ms(held.until_ms),
+            }));
         }
         locked.will_write()?;
         let location = self.place(&envelope)?;
@@ -964,6 +1013,7 @@ impl EmbeddedJobs {
         let envelope = Envelope {
             attempts_before,
             due_ms: unix_ms(at).max(1),
+            hold: lease.token.hold,
             job: lease.job,
         };
         // A job with a caller id moves under the ids' lock, held until the
@@ -1069,7 +1119,9 @@ impl JobQueue for EmbeddedJobs {
     fn ack(&self, lease: JobLease) -> Result<()> {
         let (priority, lane) = self.lane_of(&lease)?;
         let record = lease.token.record;
-        lane.lessor().ack(record, Self::lane_attempt(&lease))?;
+        self.settle_holding(&lease.job, lease.token.hold, Settled::Done, || {
+            lane.lessor().ack(record, Self::lane_attempt(&lease))
+        })?;
         let now_ms = unix_ms(self.now());
         let ran = Duration::from_millis(now_ms.saturating_sub(lease.token.leased_ms));
         self.record_stats(now_ms, |day| day.run.record(ran));
@@ -1301,6 +1353,12 @@ impl JobQueue for EmbeddedJobs {
                         return Err(Error::InvalidJob {
                             reason: format!("a job with id {id:?} is queued again already"),
                         });
+                    }
+                    let now_ms = unix_ms(self.now());
+                    if locked.held(id, now_ms).is_some() {
+                        // Waiting again: its record holds the id now; a
+                        // cancel of it frees the id, as for any job.
+                        locked.note_held(id, None, self.safe, now_ms)?;
                     }
                     locked.will_write()?;
                 }

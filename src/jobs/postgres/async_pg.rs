@@ -18,8 +18,9 @@ use super::async_link::{self, Link};
 use super::errors::{db, sent};
 use super::statements::{self, Statements};
 use super::{
-    answers, check_new, day_of, duration_ms, ms, rows, schema, stats_log, sums, taken_in_order,
-    Hot, InsertArgs, NewArgs, PgJobs, PgOptions, Tables, CHANNEL, HANDLES, LEASE_POLL, STATS_EVERY,
+    added_ids, answers, check_new, day_of, duration_ms, ms, not_added, rows, schema, stats_log,
+    sums, taken_in_order, Hot, InsertArgs, NewArgs, PgJobs, PgOptions, Tables, CHANNEL, HANDLES,
+    LEASE_POLL, STATS_EVERY,
 };
 use crate::error::{Error, Result};
 use crate::jobs::async_contract::{AsyncJobQueue, BoxFuture};
@@ -352,27 +353,42 @@ impl Inner {
             names,
             values,
             ready,
+            until,
+            states,
         } = InsertArgs::new(jobs, now);
-        let rows = link
-            .query(
-                &self.hot.insert,
-                &[
-                    &self.qno,
-                    &ms(now),
-                    &ids,
-                    &caller,
-                    &priorities,
-                    &bodies,
-                    &names,
-                    &values,
-                    &ready,
-                    &CHANNEL,
-                    &self.queue,
-                ],
-            )
-            .await
-            .map_err(sent)?;
-        Ok(answers(ids, &rows))
+        let now_ms = ms(now);
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+            &self.qno,
+            &now_ms,
+            &ids,
+            &caller,
+            &priorities,
+            &bodies,
+            &names,
+            &values,
+            &ready,
+            &CHANNEL,
+            &self.queue,
+        ];
+        let statement = match until.iter().any(|&u| u > 0) {
+            true => {
+                params.push(&until);
+                params.push(&states);
+                &self.hot.insert_holding
+            }
+            false => &self.hot.insert,
+        };
+        let rows = link.query(statement, &params).await.map_err(sent)?;
+        let added = added_ids(&rows);
+        let missing = not_added(&ids, &caller, &added);
+        let held = match missing.is_empty() {
+            true => Vec::new(),
+            false => link
+                .query(&self.hot.held, &[&self.qno, &now_ms, &missing])
+                .await
+                .map_err(sent)?,
+        };
+        Ok(answers(ids, added, &held))
     }
 
     /// As [`PgJobs`]' `insert_new`: jobs without caller ids, their ids made
@@ -496,6 +512,7 @@ impl Inner {
                         attempt: 0,
                         queue: self.handle,
                         leased_ms: unix_ms(now),
+                        hold: None,
                     },
                 });
             }

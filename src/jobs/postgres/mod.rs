@@ -15,6 +15,7 @@ mod rows;
 mod schema;
 mod statements;
 mod stats_log;
+mod unique;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -267,6 +268,8 @@ struct Tables {
     deaths: String,
     log: String,
     queues: String,
+    /// Unique jobs' holds (issue 27).
+    unique: String,
 }
 
 impl Tables {
@@ -280,6 +283,7 @@ impl Tables {
             deaths: format!("{s}.deaths"),
             log: format!("{s}.stats_log"),
             queues: format!("{s}.queues"),
+            unique: format!("{s}.unique_ids"),
         }
     }
 }
@@ -290,6 +294,10 @@ impl Tables {
 struct Hot {
     /// Jobs of which some have caller ids (or in a caller's transaction).
     insert: String,
+    /// As `insert`, some jobs with a uniqueness period (issue 27).
+    insert_holding: String,
+    /// The answers for caller ids an insert did not add (issue 27).
+    held: String,
     /// Jobs without caller ids nor headers.
     insert_new: String,
     /// Jobs without caller ids, some with headers.
@@ -314,23 +322,12 @@ impl Hot {
         let (names, values) = (headers_of("names"), headers_of("vals"));
         // `$1` the queue's number, `$2` the time, `$10`, `$11` the channel
         // and the queue's name to notify.
-        let insert = format!(
-            "INSERT INTO {jobs} (qno, id, caller_id, priority, body, header_names, \
-                                 header_values, enqueued_at, ready_at)
-             SELECT $1, id, caller, priority, body, {names}, {values}, $2, ready
-             FROM unnest($3::text[], $4::bool[], $5::int[], $6::bytea[], $7::text[], $8::text[],
-                         $9::bigint[]) WITH ORDINALITY
-                  AS t(id, caller, priority, body, names, vals, ready, n)
-             ORDER BY n
-             ON CONFLICT (qno, id) WHERE state < 2 DO NOTHING
-             RETURNING id"
-        );
-        // One round trip: the insert, and the notification (the same one
-        // sent for every row is delivered once, at the commit).
-        let insert = format!(
-            "WITH added AS ({insert}) \
-             SELECT added.id FROM added CROSS JOIN (SELECT pg_notify($10, $11)) AS told"
-        );
+        // `$1` the queue's number, `$2` the time, `$10`, `$11` the channel
+        // and the queue's name to notify; one round trip: the holds of
+        // unique jobs, the insert, and the notification (the same one sent
+        // for every row is delivered once, at the commit).
+        let insert = unique::insert(jobs, &tables.unique, &names, &values);
+        let insert_holding = unique::insert_holding(jobs, &tables.unique, &names, &values);
         // `$1`, `$2` the channel and the queue's name to notify (once, at
         // the commit, whatever the row count), `$3` the queue's number,
         // `$4` the time.
@@ -410,6 +407,8 @@ impl Hot {
         );
         Hot {
             insert,
+            insert_holding,
+            held: unique::held(jobs, &tables.unique),
             insert_new: insert_new(false),
             insert_new_headers: insert_new(true),
             // One job: `=` a subquery (an index probe); several: `ANY`.
@@ -598,26 +597,41 @@ impl PgJobs {
             names,
             values,
             ready,
+            until,
+            states,
         } = InsertArgs::new(jobs, now);
-        let rows = client
-            .query(
-                &self.hot.insert,
-                &[
-                    &self.qno,
-                    &ms(now),
-                    &ids,
-                    &caller,
-                    &priorities,
-                    &bodies,
-                    &names,
-                    &values,
-                    &ready,
-                    &CHANNEL,
-                    &self.queue,
-                ],
-            )
-            .map_err(sent)?;
-        Ok(answers(ids, &rows))
+        let now_ms = ms(now);
+        let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = vec![
+            &self.qno,
+            &now_ms,
+            &ids,
+            &caller,
+            &priorities,
+            &bodies,
+            &names,
+            &values,
+            &ready,
+            &CHANNEL,
+            &self.queue,
+        ];
+        let statement = match until.iter().any(|&u| u > 0) {
+            true => {
+                params.push(&until);
+                params.push(&states);
+                &self.hot.insert_holding
+            }
+            false => &self.hot.insert,
+        };
+        let rows = client.query(statement, &params).map_err(sent)?;
+        let added = added_ids(&rows);
+        let missing = not_added(&ids, &caller, &added);
+        let held = match missing.is_empty() {
+            true => Vec::new(),
+            false => client
+                .query(&self.hot.held, &[&self.qno, &now_ms, &missing])
+                .map_err(sent)?,
+        };
+        Ok(answers(ids, added, &held))
     }
 
     /// Inserts jobs that have no caller id, with one statement. Their ids
@@ -749,6 +763,7 @@ impl PgJobs {
                         attempt: 0,
                         queue: self.handle,
                         leased_ms: unix_ms(now),
+                        hold: None,
                     },
                 });
             }
@@ -991,6 +1006,9 @@ struct InsertArgs {
     names: Vec<String>,
     values: Vec<String>,
     ready: Vec<i64>,
+    /// Each job's period end (Unix ms, 0: none) and states (unique jobs).
+    until: Vec<i64>,
+    states: Vec<i16>,
 }
 
 impl InsertArgs {
@@ -1004,9 +1022,16 @@ impl InsertArgs {
             names: Vec::with_capacity(count),
             values: Vec::with_capacity(count),
             ready: Vec::with_capacity(count),
+            until: Vec::with_capacity(count),
+            states: Vec::with_capacity(count),
         };
         for job in jobs {
             args.ready.push(ms(job.ready_at(now).max(now)));
+            let hold = job.hold(now);
+            args.until
+                .push(hold.map_or(0, |h| h.until_ms.min(i64::MAX as u64) as i64));
+            args.states
+                .push(hold.map_or(0, |h| i16::from(h.states.bits())));
             args.caller.push(job.id.is_some());
             args.ids.push(job.id.unwrap_or_else(new_job_id));
             args.priorities.push(job.priority);
@@ -1022,15 +1047,43 @@ impl InsertArgs {
     }
 }
 
-/// The answer for each of `ids`, in order, from the ids `Hot::insert` added.
-fn answers(ids: Vec<String>, rows: &[Row]) -> Vec<Enqueued> {
-    let added: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
+/// The ids an insert added.
+fn added_ids(rows: &[Row]) -> std::collections::HashSet<String> {
+    rows.iter().map(|r| r.get(0)).collect()
+}
+
+/// The caller ids of `ids` not `added`: queued already, or held.
+fn not_added(
+    ids: &[String],
+    caller: &[bool],
+    added: &std::collections::HashSet<String>,
+) -> Vec<String> {
+    ids.iter()
+        .zip(caller)
+        .filter(|(id, &caller)| caller && !added.contains(*id))
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// The answer for each of `ids`, in order, from the ids `Hot::insert`
+/// added and those `Hot::held` found held (`done:UNTIL`, `dead:UNTIL`).
+fn answers(
+    ids: Vec<String>,
+    added: std::collections::HashSet<String>,
+    held_rows: &[Row],
+) -> Vec<Enqueued> {
+    let held: std::collections::HashMap<String, String> = held_rows
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
     let mut seen = std::collections::HashSet::new();
     ids.into_iter()
         .map(|id| {
             // An id given twice in one batch is added once.
             if added.contains(&id) && seen.insert(id.clone()) {
                 Enqueued::Added(id)
+            } else if let Some(answer) = held.get(&id) {
+                crate::jobs::unique::duplicate_of(id, answer)
             } else {
                 Enqueued::AlreadyQueued(id)
             }

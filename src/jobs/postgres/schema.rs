@@ -8,7 +8,7 @@ use super::db;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// Migration `n` takes the schema from version `n` to `n + 1`. `{s}` is
 /// the schema's name (quoted).
@@ -106,6 +106,8 @@ const MIGRATIONS: &[&str] = &[
     // (`postgres/limits.rs`). A column with a constant default: no table
     // rewrite.
     super::limits::MIGRATION,
+    // 5 → 6 (unique jobs, issue 27): the ids held for a period.
+    super::unique::MIGRATION,
 ];
 
 /// One migrator at a time, whatever the schema's state (`$1` the schema).

@@ -223,8 +223,10 @@ impl Statements {
                      DELETE FROM {jobs} WHERE qno = $1 AND id = $2 AND
                          state = 0 AND (lease_until IS NULL OR lease_until <= $3)
                      RETURNING wait_day, wait_ms),
+                 {freed},
                  logged AS ({log})
                  SELECT count(*) FROM gone",
+                freed = super::unique::freed_by_cancel(&tables.unique),
                 log = stats_log::insert(
                     &tables.log,
                     stats_log::WAIT,

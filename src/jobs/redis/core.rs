@@ -122,6 +122,7 @@ impl Core {
             Self::check_new(job)?;
             extra.check(job)?;
             let made = job.id.is_none();
+            let hold = job.hold(now);
             let id = job.id.clone().unwrap_or_else(new_job_id);
             let (data, raw) = encode_body(&job.body);
             let (klass, headers) = encode_headers(&job.headers);
@@ -146,6 +147,8 @@ impl Core {
                 raw.map(<[u8]>::to_vec).unwrap_or_default(),
                 headers.into_bytes(),
                 if made { b"1".to_vec() } else { b"0".to_vec() },
+                hold.map_or(0, |h| h.until_ms).to_string().into_bytes(),
+                hold.map_or(0, |h| h.states.bits()).to_string().into_bytes(),
             ]);
             ids.push(id);
         }
@@ -160,7 +163,9 @@ impl Core {
             .zip(added)
             .map(|(id, added)| match int_of(added) {
                 Ok(1) => Enqueued::Added(id),
-                _ => Enqueued::AlreadyQueued(id),
+                Ok(_) => Enqueued::AlreadyQueued(id),
+                // `done:UNTIL` or `dead:UNTIL` (unique.lua).
+                Err(_) => crate::jobs::unique::duplicate_of(id, &text_of(added)),
             })
             .collect())
     }
@@ -210,6 +215,7 @@ impl Core {
                     attempt: reply.job.attempt,
                     queue: self.handle,
                     leased_ms: 0,
+                    hold: None,
                 },
                 job: reply.job,
             });

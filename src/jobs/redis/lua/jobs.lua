@@ -31,11 +31,14 @@ local function job_throttles(headers, queue)
 end
 
 -- Fields of one job in a put, after mode and queue.
-local PUT_FIELDS = 12
+local PUT_FIELDS = 14
 
 -- put MODE QUEUE then per job: JID KLASS DATA PRIORITY TAGS DELAY RETRIES
--- DEPENDS HAS_BODY BODY HEADERS MADE (1: dque made the id up). MODE `new`: an id that is waiting,
--- scheduled, running or depending anywhere is left alone (answer 0);
+-- DEPENDS HAS_BODY BODY HEADERS MADE (1: dque made the id up) UNIQUE_UNTIL
+-- (Unix ms, 0: none) UNIQUE_STATES. MODE `new`: an id that is waiting,
+-- scheduled, running or depending anywhere is left alone (answer 0), and
+-- so is one held by a job within its uniqueness period (answer
+-- `done:UNTIL` or `dead:UNTIL`, see unique.lua);
 -- `move`: such a job is moved here (qless's put). Answers 1 or 0 per job.
 -- All jobs are checked before any is written.
 function commands.put(now, real, args)
@@ -48,6 +51,7 @@ function commands.put(now, real, args)
       tags = unique(decode_list(args[i + 4])), delay = tonumber(args[i + 5]), retries = tonumber(args[i + 6]),
       depends = decode_list(args[i + 7]), has_body = args[i + 8] == '1', body = args[i + 9],
       headers = args[i + 10], made = args[i + 11] == '1',
+      unique_until = tonumber(args[i + 12]) or 0, unique_states = tonumber(args[i + 13]) or 0,
     }
     if not job.jid or job.jid == '' then return ERR.invalid('a job id is needed') end
     if not job.priority or not job.delay or not job.retries or job.retries < 0 then
@@ -60,8 +64,14 @@ function commands.put(now, real, args)
   for _, new in ipairs(jobs) do
     local key = job_key(new.jid)
     local old = load_job(new.jid)
+    local held = nil
+    if mode == 'new' and not new.made and not (old and ACTIVE[old.state]) then
+      held = unique_held(new.jid, old, now)
+    end
     if old and mode == 'new' and ACTIVE[old.state] then
       added[#added + 1] = 0
+    elseif held then
+      added[#added + 1] = held
     else
       if old then
         unplace(new.jid, old)
@@ -86,6 +96,9 @@ function commands.put(now, real, args)
       if new.has_body then redis.call('hset', key, 'dque-body', new.body) end
       if new.headers ~= '' then redis.call('hset', key, 'dque-headers', new.headers) end
       if new.made then redis.call('hset', key, 'dque-made', 1) end
+      if new.unique_until > 0 then
+        unique_hold(new.jid, new.unique_until, new.unique_states, now)
+      end
       history(new.jid, now, 'put', { q = queue })
       redis.call('zadd', NS .. 'queues', 'NX', now, queue)
       for _, tag in ipairs(new.tags) do
@@ -407,6 +420,8 @@ function commands.cancel(now, real, args)
   for _, jid in ipairs(ids) do
     unplace(jid, load_job(jid))
     delete_job(jid)
+    -- A cancelled job frees its id (unique.lua).
+    redis.call('del', unique_key(jid))
   end
   return #ids
 end
