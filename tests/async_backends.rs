@@ -502,6 +502,10 @@ async fn an_async_postgres_handle_connects_again_after_a_restart() {
             .await
             .expect("connect"),
     );
+    // Calls overlapping first: the handle has several connections (its
+    // pool), all lost in the restart; the ones beyond the first are made
+    // again only when calls overlap again.
+    overlapping_calls(&q).await;
     q.enqueue(NewJob::new("before")).await.unwrap();
     let waiter = {
         let q = Arc::clone(&q);
@@ -525,7 +529,25 @@ async fn an_async_postgres_handle_connects_again_after_a_restart() {
         .expect("woken with the job");
     assert_eq!(lease.body, b"after");
     q.ack(lease).await.unwrap();
+    overlapping_calls(&q).await;
     assert_eq!(q.counts().await.unwrap(), Counts::default());
+}
+
+/// 8 tasks calling at once, so that a handle opens its pool's connections.
+async fn overlapping_calls(q: &Arc<dyn AsyncJobQueue>) {
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let q = Arc::clone(q);
+            tokio::spawn(async move {
+                for _ in 0..20 {
+                    q.counts().await.expect("counts");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
 }
 
 // A Redis server restart under an async handle: its multiplexed
@@ -579,4 +601,173 @@ async fn an_async_redis_handle_works_again_after_its_server_restarts() {
         assert_eq!(lease.id, "after");
         q.ack(lease).await.unwrap();
     }
+}
+
+/// The server processes of connections named `application`.
+async fn backends_named(url: &str, application: &str) -> i64 {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            &[&application],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+// Issue 25 (8 tasks on one async handle ran every statement in one server
+// process, on its one connection): a handle opens more connections, up to
+// its `async_connections`, when its tasks' calls overlap, and keeps one
+// when one task uses it at a time (no more server processes for a program
+// with a handle per task). The overlapping tasks lose nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_postgres_handle_pools_connections_only_when_calls_overlap() {
+    let Some(server) = tokio::task::spawn_blocking(PgServer::get).await.unwrap() else {
+        return;
+    };
+    let _sharing = SERVER_USE.read().await;
+    // Each handle's connections under a name of their own (a closed
+    // handle's statistics merger stays connected until it is dropped).
+    let named = |name: &str| format!("{name}{}", std::process::id());
+    let open = |name: &'static str, most: usize| {
+        let url = format!("{} application_name={}", server.url(), named(name));
+        async move {
+            PgOptions::new()
+                .async_connections(most)
+                .connect_async(&url, &format!("{}-{name}", prefix()))
+                .await
+                .expect("connect")
+        }
+    };
+    // One task at a time: one connection, whatever the pool's size.
+    let alone = open("pool_alone", 4).await;
+    for i in 0..50u8 {
+        alone.enqueue(NewJob::new(vec![i])).await.unwrap();
+        let lease = alone.lease().await.unwrap().expect("just put");
+        alone.release(lease).await.unwrap();
+    }
+    assert_eq!(backends_named(&server.url(), &named("pool_alone")).await, 1);
+    alone.close().await.unwrap();
+
+    // 8 tasks at once: more than one connection, at most the size.
+    let shared = Arc::new(open("pool_shared", 3).await);
+    let tasks: Vec<_> = (0..8u8)
+        .map(|t| {
+            let q = Arc::clone(&shared);
+            tokio::spawn(async move {
+                for i in 0..40u8 {
+                    q.enqueue(NewJob::new(vec![t, i])).await.unwrap();
+                }
+                let mut leased = Vec::new();
+                while let Some(lease) = q.lease().await.unwrap() {
+                    leased.push(lease.body.clone());
+                    q.release_after(lease, Duration::from_secs(3600))
+                        .await
+                        .unwrap();
+                }
+                leased
+            })
+        })
+        .collect();
+    let mut seen = BTreeMap::new();
+    for task in tasks {
+        for body in task.await.unwrap() {
+            *seen.entry(body).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(seen.len(), 8 * 40, "every job leased");
+    assert!(seen.values().all(|&n| n == 1), "no job leased twice");
+    let open_now = backends_named(&server.url(), &named("pool_shared")).await;
+    assert!(
+        (2..=3).contains(&open_now),
+        "8 overlapping tasks ran on {open_now} connections (pool of 3)"
+    );
+    shared.close().await.unwrap();
+}
+
+/// How many clients Redis at `socket` has, less the one asking.
+fn redis_clients(socket: &std::path::Path) -> usize {
+    let output = std::process::Command::new("redis-cli")
+        .arg("-s")
+        .arg(socket)
+        .args(["INFO", "clients"])
+        .output()
+        .expect("redis-cli");
+    let info = String::from_utf8_lossy(&output.stdout);
+    let count: usize = info
+        .lines()
+        .find_map(|line| line.strip_prefix("connected_clients:"))
+        .expect("connected_clients")
+        .trim()
+        .parse()
+        .unwrap();
+    count - 1
+}
+
+// Issue 25, on Redis: a handle opens more multiplexed connections, up to
+// its `async_connections`, when its tasks' calls overlap, and keeps one
+// when one task uses it at a time; the overlapping tasks lose nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_redis_handle_pools_connections_only_when_calls_overlap() {
+    let Some(server) = tokio::task::spawn_blocking(|| redis_server::OwnServer::start(&[]))
+        .await
+        .unwrap()
+    else {
+        return;
+    };
+    let alone = RedisOptions::new()
+        .async_connections(4)
+        .connect_async(&server.url(0, ""), "alone")
+        .await
+        .expect("connect");
+    for i in 0..50u8 {
+        alone.enqueue(NewJob::new(vec![i])).await.unwrap();
+        let lease = alone.lease().await.unwrap().expect("just put");
+        alone.release(lease).await.unwrap();
+    }
+    assert_eq!(redis_clients(&server.socket()), 1);
+    alone.close().await.unwrap();
+    drop(alone);
+
+    let shared = Arc::new(
+        RedisOptions::new()
+            .async_connections(3)
+            .connect_async(&server.url(0, ""), "shared")
+            .await
+            .expect("connect"),
+    );
+    let tasks: Vec<_> = (0..8u8)
+        .map(|t| {
+            let q = Arc::clone(&shared);
+            tokio::spawn(async move {
+                for i in 0..40u8 {
+                    q.enqueue(NewJob::new(vec![t, i])).await.unwrap();
+                }
+                let mut leased = Vec::new();
+                while let Some(lease) = q.lease().await.unwrap() {
+                    leased.push(lease.body.clone());
+                    q.ack(lease).await.unwrap();
+                }
+                leased
+            })
+        })
+        .collect();
+    let mut seen = BTreeMap::new();
+    for task in tasks {
+        for body in task.await.unwrap() {
+            *seen.entry(body).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(seen.len(), 8 * 40, "every job leased");
+    assert!(seen.values().all(|&n| n == 1), "no job leased twice");
+    let open_now = redis_clients(&server.socket());
+    assert!(
+        (2..=3).contains(&open_now),
+        "8 overlapping tasks ran on {open_now} connections (pool of 3)"
+    );
+    shared.close().await.unwrap();
 }

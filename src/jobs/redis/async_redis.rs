@@ -5,11 +5,13 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::Value;
+use parking_lot::Mutex;
 
 use super::core::{Core, Transport};
 use super::encoding::seconds;
@@ -29,9 +31,15 @@ use crate::jobs::stats::{Counts, QueueStats};
 /// calls are written once), shared with qless clients. Clones share the
 /// handle.
 ///
-/// **One multiplexed connection per handle**, shared by its tasks: their
-/// calls are pipelined on it (sent without waiting for the answers before
-/// them). redis-rs's `ConnectionManager` makes it again when it breaks; a
+/// **A few multiplexed connections per handle** (at most
+/// [`RedisOptions::async_connections`], default 2), shared by its tasks:
+/// a call runs on the connection fewest calls are using, and the calls on
+/// one connection are pipelined (sent without waiting for the answers
+/// before them). A handle opens its second connection (in the background)
+/// only when every one it has is busy, so a handle used by one task at a
+/// time keeps one. Redis runs every script on one thread, so more
+/// connections add little beyond the pipelining.
+/// redis-rs's `ConnectionManager` makes each again when it breaks; a
 /// call whose connection broke under it fails with `OutcomeUnknown` (it
 /// may have run; redis-rs reports a call on a connection found closed the
 /// same way, so the first call after a server restart fails so), and a
@@ -71,7 +79,31 @@ impl std::fmt::Debug for AsyncRedisJobs {
     }
 }
 
+/// The most connections an [`AsyncRedisJobs`] handle opens by default.
+pub(super) const DEFAULT_CONNECTIONS: usize = 2;
+
 impl RedisOptions {
+    /// The most multiplexed connections an async handle
+    /// ([`AsyncRedisJobs`]) opens (default 2; at least 1, which pipelines
+    /// every task's calls on one connection). Beyond the first, a handle
+    /// opens one only when all it has are busy with calls. The blocking
+    /// [`RedisJobs`](super::RedisJobs) ignores it.
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), dque::Error> {
+    /// let queue = dque::jobs::RedisOptions::new()
+    ///     .async_connections(4)
+    ///     .connect_async("redis://127.0.0.1:6379", "mail")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn async_connections(mut self, most: usize) -> Self {
+        self.async_connections = most.max(1);
+        self
+    }
+
     /// Connects to the server at `url` and opens queue `queue` for async
     /// workers (see [`AsyncRedisJobs`]); addresses as
     /// [`connect`](Self::connect).
@@ -81,7 +113,7 @@ impl RedisOptions {
     /// As [`connect`](Self::connect).
     pub async fn connect_async(&self, url: &str, queue: &str) -> Result<AsyncRedisJobs> {
         self.check_names(queue)?;
-        let server = AsyncServer::connect(url).await?;
+        let server = AsyncServer::connect(url, self.async_connections).await?;
         Ok(AsyncRedisJobs {
             core: Arc::new(self.core(queue)),
             server: Arc::new(server),
@@ -187,21 +219,70 @@ impl Drop for AsyncRedisJobs {
     }
 }
 
-/// The server, over a multiplexed connection made again when it breaks.
+/// The server, over a few multiplexed connections, each made again when
+/// it breaks.
+///
+/// Invariants. A call runs on the connection the fewest calls hold (an
+/// `Arc<ConnectionManager>` held by a call counts it). One more connection
+/// is opened, in a task of its own, only when every one is held by a call
+/// and there is room: a handle used by one task at a time keeps one.
 pub(crate) struct AsyncServer {
-    connection: ConnectionManager,
+    connections: Arc<Connections>,
     script: ::redis::Script,
 }
 
+struct Connections {
+    client: ::redis::Client,
+    config: ConnectionManagerConfig,
+    size: usize,
+    open: Mutex<Vec<Arc<ConnectionManager>>>,
+    growing: AtomicBool,
+}
+
+impl Connections {
+    /// The least held connection, starting one more if all are held and
+    /// there is room.
+    fn least_held(self: &Arc<Self>) -> Arc<ConnectionManager> {
+        let open = self.open.lock();
+        let mut best = Arc::clone(&open[0]);
+        for connection in &open[1..] {
+            if Arc::strong_count(connection) < Arc::strong_count(&best) {
+                best = Arc::clone(connection);
+            }
+        }
+        // Held by the list, by `best` here, and by calls.
+        let grow = Arc::strong_count(&best) > 2 && open.len() < self.size;
+        drop(open);
+        if grow && !self.growing.swap(true, Ordering::SeqCst) {
+            let connections = Arc::clone(self);
+            tokio::spawn(async move {
+                let made = ConnectionManager::new_with_config(
+                    connections.client.clone(),
+                    connections.config.clone(),
+                )
+                .await;
+                if let Ok(made) = made {
+                    let mut open = connections.open.lock();
+                    if open.len() < connections.size {
+                        open.push(Arc::new(made));
+                    }
+                }
+                connections.growing.store(false, Ordering::SeqCst);
+            });
+        }
+        best
+    }
+}
+
 impl AsyncServer {
-    /// Connects to `url` and loads the script; once (a wrong address
-    /// fails at once).
-    async fn connect(url: &str) -> Result<AsyncServer> {
+    /// Connects to `url` (at most `size` connections, one for now) and
+    /// loads the script; once (a wrong address fails at once).
+    async fn connect(url: &str, size: usize) -> Result<AsyncServer> {
         let client = ::redis::Client::open(url).map_err(|e| backend(&e))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(REPLY_TIMEOUT));
-        let mut connection = ConnectionManager::new_with_config(client, config)
+        let mut connection = ConnectionManager::new_with_config(client.clone(), config.clone())
             .await
             .map_err(|e| not_run(&e))?;
         let script = ::redis::Script::new(SOURCE);
@@ -215,7 +296,23 @@ impl AsyncServer {
             .load_async(&mut connection)
             .await
             .map_err(|e| auth_error(&e).unwrap_or_else(|| backend(&e)))?;
-        Ok(AsyncServer { connection, script })
+        Ok(AsyncServer {
+            connections: Arc::new(Connections {
+                client,
+                config,
+                size: size.max(1),
+                open: Mutex::new(vec![Arc::new(connection)]),
+                growing: AtomicBool::new(false),
+            }),
+            script,
+        })
+    }
+
+    /// A connection for one call, and what counts the call on it until
+    /// dropped.
+    fn connection(&self) -> (ConnectionManager, Arc<ConnectionManager>) {
+        let held = self.connections.least_held();
+        (ConnectionManager::clone(&held), held)
     }
 }
 
@@ -236,8 +333,9 @@ impl Transport for AsyncServer {
         for arg in args {
             evalsha.arg(*arg);
         }
-        let mut connection = self.connection.clone();
+        let (mut connection, held) = self.connection();
         async move {
+            let _held = held;
             // At most: a NOSCRIPT (a restarted or flushed server), then
             // the call again.
             for _ in 0..2 {
@@ -271,9 +369,10 @@ impl Transport for AsyncServer {
     }
 
     fn keys(&self, pattern: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
-        let mut connection = self.connection.clone();
+        let (mut connection, held) = self.connection();
         let pattern = pattern.to_owned();
         async move {
+            let _held = held;
             let mut keys = Vec::new();
             let mut cursor = "0".to_owned();
             loop {
@@ -296,9 +395,10 @@ impl Transport for AsyncServer {
     }
 
     fn hash(&self, key: &str) -> impl Future<Output = Result<HashMap<String, String>>> + Send {
-        let mut connection = self.connection.clone();
+        let (mut connection, held) = self.connection();
         let key = key.to_owned();
         async move {
+            let _held = held;
             ::redis::cmd("HGETALL")
                 .arg(&key)
                 .query_async(&mut connection)
