@@ -18,8 +18,11 @@
 //! best kept; default 3), `DQUE_BENCH_SYNC` (the server's
 //! `synchronous_commit`, default `off`: the client's cost, not the disk's),
 //! `DQUE_BENCH_PG_POOL` and `DQUE_BENCH_REDIS_POOL` (the pooled handles'
-//! `async_connections`, default 4 and 2: the defaults).
+//! `async_connections`, default 4 and 1: the defaults), `DQUE_BENCH_ONLY`
+//! (`postgres` or `redis`: that backend alone), `DQUE_BENCH_CPU`
+//! (`client` or `server`: the CPU time of that side alone).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -104,22 +107,38 @@ struct Server {
 }
 
 impl Server {
-    fn cpu(&self) -> Duration {
+    /// The CPU time of this process, and of each server process by pid.
+    fn cpu(&self) -> (Duration, HashMap<i32, u64>) {
         let me = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-        let server: u64 = server_pids(self.root, self.children)
-            .iter()
-            .map(|pid| cpu_ns(&format!("/proc/{pid}/schedstat")))
-            .sum();
-        Duration::new(me.tv_sec as u64, me.tv_nsec as u32) + Duration::from_nanos(server)
+        let me = Duration::new(me.tv_sec as u64, me.tv_nsec as u32);
+        let server = server_pids(self.root, self.children)
+            .into_iter()
+            .map(|pid| (pid, cpu_ns(&format!("/proc/{pid}/schedstat"))))
+            .collect();
+        (me, server)
     }
 
-    /// `f`'s wall time and CPU time (this process and the server's).
+    /// `f`'s wall time and CPU time (this process and the server's;
+    /// `DQUE_BENCH_CPU`: `client` or `server` counts that side alone). A
+    /// server process that ended meanwhile (a closed handle's backend)
+    /// counts nothing; one started meanwhile counts all its time.
     fn timed(&self, f: impl FnOnce()) -> (Duration, Duration) {
-        let cpu = self.cpu();
+        let (me, server) = self.cpu();
         let start = Instant::now();
         f();
         let wall = start.elapsed();
-        (wall, self.cpu().saturating_sub(cpu))
+        let (me_after, server_after) = self.cpu();
+        let server_used: u64 = server_after
+            .iter()
+            .map(|(pid, ns)| ns.saturating_sub(server.get(pid).copied().unwrap_or(0)))
+            .sum();
+        let (client, server) = (me_after - me, Duration::from_nanos(server_used));
+        let cpu = match std::env::var("DQUE_BENCH_CPU").as_deref() {
+            Ok("client") => client,
+            Ok("server") => server,
+            _ => client + server,
+        };
+        (wall, cpu)
     }
 }
 
@@ -201,41 +220,54 @@ fn async_case(
     figures(n, put, take)
 }
 
-/// The async handles of a backend's row: one task on a handle with its
-/// default pool, 8 tasks on another, 8 tasks on a handle of one
-/// connection, 8 tasks on a handle each (one queue).
-struct Handles {
-    one: Arc<dyn AsyncJobQueue>,
-    eight: Arc<dyn AsyncJobQueue>,
-    eight_on_one: Arc<dyn AsyncJobQueue>,
-    per_task: Vec<Arc<dyn AsyncJobQueue>>,
+/// How a backend's handles are opened: the blocking one, and an async one
+/// on `queue` with at most `connections` connections.
+struct Opener<'a> {
+    blocking: &'a dyn Fn() -> Box<dyn JobQueue>,
+    open: &'a dyn Fn(&str, usize) -> Arc<dyn AsyncJobQueue>,
+    /// The pooled handles' most connections.
+    pool: usize,
+    /// Run before each case, untimed (PostgreSQL: a vacuum, so that no
+    /// case scans the dead rows of the ones before it).
+    before: &'a dyn Fn(),
 }
 
-/// One backend's row of figures: the four cases, best of `rounds`.
+/// One backend's row of figures, best of `rounds`: sync; async 1 task
+/// (pool); 8 tasks on one handle (pool); 8 tasks on a handle of one
+/// connection; 8 tasks on a handle each. Each case opens its handles and
+/// closes them after (every handle LISTENs on PostgreSQL: an idle one
+/// open would add to every enqueue's cost).
 fn measure(
     runtime: &tokio::runtime::Runtime,
     server: Server,
-    blocking: &dyn JobQueue,
-    handles: &Handles,
+    opener: &Opener<'_>,
     n: usize,
     rounds: usize,
 ) -> [Figures; 5] {
-    // [sync, async 1 task, async 8 tasks, async 8 tasks on one connection,
-    // 8 tasks on 8 handles].
+    let run = |queue: &str, connections: usize, handles: usize, tasks: usize| {
+        (opener.before)();
+        let queues: Vec<_> = (0..handles)
+            .map(|_| (opener.open)(queue, connections))
+            .collect();
+        let got = async_case(runtime, server, &queues, n, tasks);
+        runtime.block_on(async {
+            for queue in &queues {
+                queue.close().await.unwrap();
+            }
+        });
+        got
+    };
     let mut best = [Figures::default(); 5];
     for _ in 0..rounds {
         let got = [
-            sync_case(server, blocking, n),
-            async_case(runtime, server, std::slice::from_ref(&handles.one), n, 1),
-            async_case(runtime, server, std::slice::from_ref(&handles.eight), n, 8),
-            async_case(
-                runtime,
-                server,
-                std::slice::from_ref(&handles.eight_on_one),
-                n,
-                8,
-            ),
-            async_case(runtime, server, &handles.per_task, n, 8),
+            {
+                (opener.before)();
+                sync_case(server, (opener.blocking)().as_ref(), n)
+            },
+            run("bench_async_1", opener.pool, 1, 1),
+            run("bench_async_8", opener.pool, 1, 8),
+            run("bench_async_8_one", 1, 1, 8),
+            run("bench_async_8_each", 1, 8, 8),
         ];
         for (b, g) in best.iter_mut().zip(got) {
             *b = b.best(g);
@@ -276,19 +308,28 @@ fn print(backend: &str, best: &[Figures; 5]) {
     println!();
 }
 
-async fn close(handles: &Handles) {
-    handles.one.close().await.unwrap();
-    handles.eight.close().await.unwrap();
-    handles.eight_on_one.close().await.unwrap();
-    for handle in &handles.per_task {
-        handle.close().await.unwrap();
-    }
-}
-
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    let n = env_usize("DQUE_BENCH_JOBS", 5_000);
+    let rounds = env_usize("DQUE_BENCH_ROUNDS", 3);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    println!("{n} jobs of {BODY} B a case, best of {rounds}, a current-thread runtime; one local server each (Unix socket); CPU: this process and the server's");
+    println!();
+    let only = std::env::var("DQUE_BENCH_ONLY").unwrap_or_default();
+    if only != "redis" {
+        postgres(&runtime, n, rounds);
+    }
+    if only != "postgres" {
+        redis(&runtime, n, rounds);
+    }
+}
+
+fn postgres(runtime: &tokio::runtime::Runtime, n: usize, rounds: usize) {
     let Some(pg_server) = pg::PgServer::get() else {
         return;
     };
@@ -298,9 +339,17 @@ fn main() {
     admin
         .batch_execute(&format!("ALTER SYSTEM SET synchronous_commit = '{sync}'"))
         .unwrap();
+    // No autovacuum in a case (its work would count as the case's): a
+    // vacuum before each case instead.
+    admin
+        .batch_execute("ALTER SYSTEM SET autovacuum = off")
+        .unwrap();
     admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+    let admin = std::cell::RefCell::new(admin);
+    let vacuum = || admin.borrow_mut().batch_execute("VACUUM").unwrap();
     // The postmaster: the parent of this connection's backend.
     let backend: i32 = admin
+        .borrow_mut()
         .query_one("SELECT pg_backend_pid()", &[])
         .unwrap()
         .get(0);
@@ -318,14 +367,9 @@ fn main() {
         root: postmaster,
         children: true,
     };
-    let n = env_usize("DQUE_BENCH_JOBS", 5_000);
-    let rounds = env_usize("DQUE_BENCH_ROUNDS", 3);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let blocking = PgOptions::new().connect(&url, "bench_sync").unwrap();
-    let pg = |queue: &str, connections: usize| -> Arc<dyn AsyncJobQueue> {
+    let blocking =
+        || -> Box<dyn JobQueue> { Box::new(PgOptions::new().connect(&url, "bench_sync").unwrap()) };
+    let open = |queue: &str, connections: usize| -> Arc<dyn AsyncJobQueue> {
         Arc::new(
             runtime
                 .block_on(
@@ -337,20 +381,20 @@ fn main() {
         )
     };
     let pool = env_usize("DQUE_BENCH_PG_POOL", 4);
-    let handles = Handles {
-        one: pg("bench_async_1", pool),
-        eight: pg("bench_async_8", pool),
-        eight_on_one: pg("bench_async_8_one", 1),
-        per_task: (0..8).map(|_| pg("bench_async_8_each", 1)).collect(),
+    let opener = Opener {
+        blocking: &blocking,
+        open: &open,
+        pool,
+        before: &vacuum,
     };
-    let best = measure(&runtime, server, &blocking, &handles, n, rounds);
-    println!("{n} jobs of {BODY} B a case, best of {rounds}, a current-thread runtime; one local server each (Unix socket); CPU: this process and the server's");
-    println!();
+    let best = measure(runtime, server, &opener, n, rounds);
     print(
         &format!("PostgreSQL 15 (synchronous_commit = {sync}), pool of {pool}"),
         &best,
     );
-    runtime.block_on(close(&handles));
+}
+
+fn redis(runtime: &tokio::runtime::Runtime, n: usize, rounds: usize) {
     let Some(redis) = redis_server::RedisServer::get() else {
         return;
     };
@@ -367,8 +411,10 @@ fn main() {
         root: pid,
         children: false,
     };
-    let blocking = RedisOptions::new().connect(&url, "bench_sync").unwrap();
-    let redis = |queue: &str, connections: usize| -> Arc<dyn AsyncJobQueue> {
+    let blocking = || -> Box<dyn JobQueue> {
+        Box::new(RedisOptions::new().connect(&url, "bench_sync").unwrap())
+    };
+    let open = |queue: &str, connections: usize| -> Arc<dyn AsyncJobQueue> {
         Arc::new(
             runtime
                 .block_on(
@@ -379,14 +425,13 @@ fn main() {
                 .unwrap(),
         )
     };
-    let pool = env_usize("DQUE_BENCH_REDIS_POOL", 2);
-    let handles = Handles {
-        one: redis("bench_async_1", pool),
-        eight: redis("bench_async_8", pool),
-        eight_on_one: redis("bench_async_8_one", 1),
-        per_task: (0..8).map(|_| redis("bench_async_8_each", 1)).collect(),
+    let pool = env_usize("DQUE_BENCH_REDIS_POOL", 1);
+    let opener = Opener {
+        blocking: &blocking,
+        open: &open,
+        pool,
+        before: &|| {},
     };
-    let best = measure(&runtime, server, &blocking, &handles, n, rounds);
+    let best = measure(runtime, server, &opener, n, rounds);
     print(&format!("Redis, pool of {pool}"), &best);
-    runtime.block_on(close(&handles));
 }

@@ -31,14 +31,13 @@ use crate::jobs::stats::{Counts, QueueStats};
 /// calls are written once), shared with qless clients. Clones share the
 /// handle.
 ///
-/// **A few multiplexed connections per handle** (at most
-/// [`RedisOptions::async_connections`], default 2), shared by its tasks:
-/// a call runs on the connection fewest calls are using, and the calls on
-/// one connection are pipelined (sent without waiting for the answers
-/// before them). A handle opens its second connection (in the background)
-/// only when every one it has is busy, so a handle used by one task at a
-/// time keeps one. Redis runs every script on one thread, so more
-/// connections add little beyond the pipelining.
+/// **One multiplexed connection per handle by default**, shared by its
+/// tasks: their calls are pipelined on it (sent without waiting for the
+/// answers before them). Redis runs every script on one thread, which one
+/// pipelined connection keeps busy; [`RedisOptions::async_connections`]
+/// allows a few (a call then runs on the connection fewest calls are
+/// using, and a handle opens one more, in the background, only when every
+/// one it has is busy).
 /// redis-rs's `ConnectionManager` makes each again when it breaks; a
 /// call whose connection broke under it fails with `OutcomeUnknown` (it
 /// may have run; redis-rs reports a call on a connection found closed the
@@ -79,15 +78,20 @@ impl std::fmt::Debug for AsyncRedisJobs {
     }
 }
 
-/// The most connections an [`AsyncRedisJobs`] handle opens by default.
-pub(super) const DEFAULT_CONNECTIONS: usize = 2;
+/// The most connections an [`AsyncRedisJobs`] handle opens by default:
+/// one. Redis runs every script on its one thread, which one pipelined
+/// connection keeps busy (8 tasks on one connection measured as fast as on
+/// two, or on a handle each: BENCHMARKS.md, "Async servers").
+pub(super) const DEFAULT_CONNECTIONS: usize = 1;
 
 impl RedisOptions {
     /// The most multiplexed connections an async handle
-    /// ([`AsyncRedisJobs`]) opens (default 2; at least 1, which pipelines
-    /// every task's calls on one connection). Beyond the first, a handle
-    /// opens one only when all it has are busy with calls. The blocking
-    /// [`RedisJobs`](super::RedisJobs) ignores it.
+    /// ([`AsyncRedisJobs`]) opens (default 1, which pipelines every task's
+    /// calls on one connection: Redis runs scripts on one thread, which
+    /// that keeps busy; more may help a server that reads and parses on
+    /// several threads, such as Redis with `io-threads`). Beyond the first,
+    /// a handle opens one only when all it has are busy with calls. The
+    /// blocking [`RedisJobs`](super::RedisJobs) ignores it.
     ///
     /// ```no_run
     /// # #[tokio::main]
