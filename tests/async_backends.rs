@@ -771,3 +771,81 @@ async fn an_async_redis_handle_pools_connections_only_when_calls_overlap() {
     );
     shared.close().await.unwrap();
 }
+
+/// Leases three jobs of `queue` in tasks that then wait forever, holding
+/// the handle and their leases, and shuts the runtime down under them.
+fn shut_down_holding_leases(queue: impl std::future::Future<Output = Arc<dyn AsyncJobQueue>>) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let q = queue.await;
+        let jobs = (0..3u8).map(|i| NewJob::new(vec![i])).collect();
+        q.enqueue_batch(jobs).await.unwrap();
+        for _ in 0..3 {
+            let q = Arc::clone(&q);
+            tokio::spawn(async move {
+                let lease = q.lease().await.unwrap().expect("a job");
+                std::future::pending::<()>().await;
+                drop(lease);
+            });
+        }
+        for _ in 0..500 {
+            if q.counts().await.unwrap().leased == 3 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the tasks did not lease");
+    });
+    // The tasks, the handle's last clones and the leases are dropped here.
+    drop(runtime);
+}
+
+// Issue 25 (left open by its first session): leases held by tasks when
+// their runtime shut down came back only when their lease ended (an
+// hour here), as after a crash: the handle's drop handed them back in a
+// task that the shutting-down runtime cancelled.
+#[test]
+fn leases_held_at_runtime_shutdown_are_handed_back_on_postgres() {
+    let _sharing = sharing();
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let name = format!("{}-shutdown", prefix());
+    let url = server.url();
+    shut_down_holding_leases(async {
+        let queue = PgOptions::new()
+            .lease_time(Duration::from_secs(3600))
+            .connect_async(&url, &name)
+            .await
+            .expect("connect");
+        Arc::new(queue) as Arc<dyn AsyncJobQueue>
+    });
+    let blocking = PgOptions::new().connect(&url, &name).unwrap();
+    let counts = blocking.counts().unwrap();
+    assert_eq!((counts.ready, counts.leased), (3, 0), "{counts:?}");
+}
+
+// The same on Redis.
+#[test]
+fn leases_held_at_runtime_shutdown_are_handed_back_on_redis() {
+    let Some(server) = RedisServer::get() else {
+        return;
+    };
+    let name = format!("{}-shutdown", prefix());
+    let url = server.url(0);
+    shut_down_holding_leases(async {
+        let queue = RedisOptions::new()
+            .lease_time(Duration::from_secs(3600))
+            .connect_async(&url, &name)
+            .await
+            .expect("connect");
+        Arc::new(queue) as Arc<dyn AsyncJobQueue>
+    });
+    let blocking = RedisOptions::new().connect(&url, &name).unwrap();
+    let counts = blocking.counts().unwrap();
+    assert_eq!((counts.ready, counts.leased), (3, 0), "{counts:?}");
+}

@@ -64,6 +64,13 @@ use crate::jobs::Backoff;
 /// runtime stops first, the job comes back when its lease ends, as after
 /// a crash.
 ///
+/// **Shutdown.** [`close`](AsyncJobQueue::close) hands back the leases the
+/// handle gave out and its workers did not settle. Without it, the last
+/// clone's drop does the same (their attempts counted), also when a
+/// runtime shutting down drops the tasks holding the handle and their
+/// leases: on a thread of its own, over a new blocking connection, which
+/// the drop waits for (5 s at most).
+///
 /// ```no_run
 /// use dque::jobs::{AsyncJobQueue, AsyncPgJobs, NewJob};
 /// # #[tokio::main]
@@ -1013,19 +1020,40 @@ impl AsyncJobQueue for AsyncPgJobs {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // The last clone gone without `close`: its leases are handed back
-        // (counted) if a runtime is there to send the statement.
+        // The last clone gone without `close` (also when its runtime shuts
+        // down and drops the tasks holding it and their leases): its leases
+        // are handed back (counted), as the blocking handle's drop does.
+        // Not by a task on the runtime, which a shutting-down runtime
+        // cancels (the jobs then came back only when their lease ended):
+        // on a thread of its own, with the blocking client, waited for.
         let held: Vec<(i64, i64)> = self.held.lock().drain().collect();
-        let link = self.pool.current();
         self.pool.close();
-        if let (false, Some(link), Ok(runtime)) =
-            (held.is_empty(), link, tokio::runtime::Handle::try_current())
-        {
-            let sql = self.sql.hand_back.clone();
-            let (seqs, tokens): (Vec<i64>, Vec<i64>) = held.into_iter().unzip();
-            drop(runtime.spawn(async move {
-                let _ = link.execute(&sql, &[&seqs, &tokens]).await;
-            }));
+        if held.is_empty() {
+            return;
+        }
+        let (seqs, tokens): (Vec<i64>, Vec<i64>) = held.into_iter().unzip();
+        let (url, sql, queue) = (
+            self.url.clone(),
+            self.sql.hand_back.clone(),
+            self.queue.clone(),
+        );
+        let (done, finished) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("dque-pg-hand-back".into())
+            .spawn(move || {
+                // A lost server: the leases end with their time, counted.
+                if let Ok(mut client) = postgres::Client::connect(&url, postgres::NoTls) {
+                    if client.execute(&sql, &[&seqs, &tokens]).is_ok() {
+                        let _ = client.execute(statements::NOTIFY, &[&CHANNEL, &queue]);
+                    }
+                }
+                let _ = done.send(());
+            });
+        if spawned.is_ok() {
+            let _ = finished.recv_timeout(HAND_BACK_WAIT);
         }
     }
 }
+
+/// How long a handle's drop waits for its leases to be handed back.
+const HAND_BACK_WAIT: Duration = Duration::from_secs(5);

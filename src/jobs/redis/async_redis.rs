@@ -16,8 +16,8 @@ use parking_lot::Mutex;
 use super::core::{Core, Transport};
 use super::encoding::seconds;
 use super::script::{
-    auth_error, backend, connection_failed, not_run, outcome_unknown, refusal, CONNECT_TIMEOUT,
-    REPLY_TIMEOUT, SOURCE,
+    auth_error, backend, connection_failed, not_run, outcome_unknown, refusal, Server,
+    CONNECT_TIMEOUT, REPLY_TIMEOUT, SOURCE,
 };
 use super::{RedisOptions, LEASE_POLL_MAX};
 use crate::error::{Error, Result};
@@ -50,6 +50,12 @@ use crate::jobs::stats::{Counts, QueueStats};
 /// **Cancel safety** as on PostgreSQL ([`AsyncJobQueue`]): a
 /// lease runs in a task of its own, and jobs leased for a future dropped
 /// before it read them are handed back uncounted (the script's `release`).
+///
+/// **Shutdown.** [`close`](AsyncJobQueue::close) hands back the leases the
+/// handle gave out and its workers did not settle. Without it, the last
+/// clone's drop does the same, also when a runtime shutting down drops the
+/// tasks holding the handle and their leases: on a thread of its own, over
+/// a new blocking connection, which the drop waits for (5 s at most).
 ///
 /// ```no_run
 /// use dque::jobs::{AsyncJobQueue, AsyncRedisJobs, NewJob};
@@ -213,15 +219,46 @@ impl Drop for Answer {
 impl Drop for AsyncRedisJobs {
     fn drop(&mut self) {
         // The last handle (no lease task running either) closes, as the
-        // blocking handle does when dropped, if a runtime is there.
-        if Arc::strong_count(&self.core) == 1 {
+        // blocking handle does when dropped.
+        if Arc::strong_count(&self.core) != 1 {
+            return;
+        }
+        if self.core.held.lock().is_empty() {
+            // Nothing to hand back: the worker's name is forgotten if a
+            // runtime is there to send it.
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 let (core, server) = (Arc::clone(&self.core), Arc::clone(&self.server));
                 drop(runtime.spawn(async move { core.close(&*server).await }));
             }
+            return;
+        }
+        // Leases to hand back (also when a runtime shutting down drops the
+        // tasks holding this handle and their leases): not by a task, which
+        // a shutting-down runtime cancels (the jobs then came back only when
+        // their lease ended), but on a thread of its own, over a blocking
+        // connection, waited for.
+        let (core, url) = (Arc::clone(&self.core), self.server.connections.url.clone());
+        let (done, finished) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("dque-redis-hand-back".into())
+            .spawn(move || {
+                if let Ok(server) = Server::connect(&url) {
+                    // The blocking transport's calls are done when made:
+                    // one poll runs the close to its end.
+                    let close = std::pin::pin!(core.close(&server));
+                    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                    let _ = close.poll(&mut cx);
+                }
+                let _ = done.send(());
+            });
+        if spawned.is_ok() {
+            let _ = finished.recv_timeout(HAND_BACK_WAIT);
         }
     }
 }
+
+/// How long a handle's drop waits for its leases to be handed back.
+const HAND_BACK_WAIT: Duration = Duration::from_secs(5);
 
 /// The server, over a few multiplexed connections, each made again when
 /// it breaks.
@@ -236,6 +273,7 @@ pub(crate) struct AsyncServer {
 }
 
 struct Connections {
+    url: String,
     client: ::redis::Client,
     config: ConnectionManagerConfig,
     size: usize,
@@ -302,6 +340,7 @@ impl AsyncServer {
             .map_err(|e| auth_error(&e).unwrap_or_else(|| backend(&e)))?;
         Ok(AsyncServer {
             connections: Arc::new(Connections {
+                url: url.to_owned(),
                 client,
                 config,
                 size: size.max(1),
