@@ -6,7 +6,8 @@
 //! markdown tables with the ratios issue 25 names: by the wall clock, and
 //! by CPU time per job (this process and the server's processes: what a
 //! machine shared with other work does not change, as it changes the wall
-//! time).
+//! time; PostgreSQL: the backends serving connections, not its writers,
+//! checkpointer and vacuum).
 //!
 //! ```sh
 //! PATH=/usr/lib/postgresql/15/bin:$PATH cargo bench --bench async_servers --all-features
@@ -73,14 +74,15 @@ fn cpu_ns(path: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The server's processes: `root` and, if `children`, every process whose
-/// parent it is (PostgreSQL's backends, one per connection, and its
-/// writers).
+/// The server's processes: `root`, or if `children` the processes whose
+/// parent it is and which serve a client (PostgreSQL's backends, one per
+/// connection; not its writers, checkpointer and vacuum, whose work falls
+/// in whichever case runs when they do).
 fn server_pids(root: i32, children: bool) -> Vec<i32> {
-    let mut pids = vec![root];
     if !children {
-        return pids;
+        return vec![root];
     }
+    let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
@@ -92,7 +94,9 @@ fn server_pids(root: i32, children: bool) -> Vec<i32> {
         let Some(rest) = stat.rsplit_once(") ").map(|(_, rest)| rest) else {
             continue;
         };
-        if rest.split_whitespace().nth(1) == Some(&root.to_string()) {
+        let serves = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|title| String::from_utf8_lossy(&title).contains("[local]"));
+        if serves && rest.split_whitespace().nth(1) == Some(&root.to_string()) {
             pids.push(pid);
         }
     }
@@ -228,7 +232,8 @@ struct Opener<'a> {
     /// The pooled handles' most connections.
     pool: usize,
     /// Run before each case, untimed (PostgreSQL: a vacuum, so that no
-    /// case scans the dead rows of the ones before it).
+    /// case scans the dead rows of the ones before it, and fresh
+    /// statistics).
     before: &'a dyn Fn(),
 }
 
@@ -346,7 +351,7 @@ fn postgres(runtime: &tokio::runtime::Runtime, n: usize, rounds: usize) {
         .unwrap();
     admin.batch_execute("SELECT pg_reload_conf()").unwrap();
     let admin = std::cell::RefCell::new(admin);
-    let vacuum = || admin.borrow_mut().batch_execute("VACUUM").unwrap();
+    let vacuum = || admin.borrow_mut().batch_execute("VACUUM ANALYZE").unwrap();
     // The postmaster: the parent of this connection's backend.
     let backend: i32 = admin
         .borrow_mut()

@@ -344,6 +344,15 @@ impl Inner {
         self.pool.get().await
     }
 
+    /// The connection for a call that NOTIFYs: the pool's first (see
+    /// [`Pool::listener`]).
+    async fn notifying_link(&self) -> Result<Arc<Link>> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        self.pool.listener().await
+    }
+
     /// The row and token of `lease`, checking it is this handle's.
     fn token_of(&self, lease: &JobLease) -> Result<(i64, i64)> {
         if lease.token.queue != self.handle {
@@ -362,7 +371,7 @@ impl Inner {
     }
 
     async fn insert(&self, jobs: Vec<NewJob>, now: SystemTime) -> Result<Vec<Enqueued>> {
-        let link = self.link().await?;
+        let link = self.notifying_link().await?;
         if jobs.iter().all(|job| job.id.is_none()) {
             return self.insert_new(&link, jobs, now).await;
         }
@@ -518,7 +527,7 @@ impl Inner {
     }
 
     async fn release(&self, lease: JobLease) -> Result<()> {
-        let link = self.link().await?;
+        let link = self.notifying_link().await?;
         self.on_lease(&link, &lease, &self.sql.release, &[], None)
             .await?;
         self.settled(&lease);
@@ -533,7 +542,7 @@ impl Inner {
             return Ok(now);
         }
         let at = crate::jobs::job::due_after(now, delay);
-        let link = self.link().await?;
+        let link = self.notifying_link().await?;
         self.on_lease(&link, &lease, &self.sql.snooze, &[&ms(at)], None)
             .await?;
         self.settled(&lease);
@@ -837,7 +846,7 @@ impl AsyncJobQueue for AsyncPgJobs {
             };
             let now = inner.now();
             let at = crate::jobs::job::due_after(now, delay);
-            let link = inner.link().await?;
+            let link = inner.notifying_link().await?;
             let at_ms = ms(at);
             let (sql, params): (&str, Vec<&(dyn ToSql + Sync)>) = if delay.is_zero() {
                 (&inner.sql.nack_now, vec![])
@@ -950,7 +959,7 @@ impl AsyncJobQueue for AsyncPgJobs {
         Box::pin(async move {
             let inner = &self.inner;
             let now = ms(inner.now());
-            let link = inner.link().await?;
+            let link = inner.notifying_link().await?;
             let requeued = link
                 .execute(&inner.sql.requeue_dead, &[&inner.qno, &id, &now])
                 .await;
