@@ -436,8 +436,11 @@ mod dropped_futures {
         let server = tokio::task::spawn_blocking(RedisServer::get)
             .await
             .unwrap()?;
+        // Several connections (the default is one): the drops run over a
+        // pool, as on PostgreSQL (whose default pool is 4).
         let queue = RedisOptions::new()
             .lease_time(Duration::from_secs(3600))
+            .async_connections(3)
             .connect_async(&server.url(0), &format!("{}-{name}", prefix()))
             .await
             .expect("connect");
