@@ -454,7 +454,10 @@ mod dropped_futures {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    // One thread: the lease task cannot run before the first poll has
+    // returned (on two, a preempted test thread could find its answer
+    // already there, and the check would not drop it unread).
+    #[tokio::test(flavor = "current_thread")]
     async fn redis_drop_after_commit() {
         if let Some(q) = redis("drop_after_commit").await {
             a_lease_dropped_after_the_server_committed_is_given_back(q).await;
@@ -467,7 +470,10 @@ mod dropped_futures {
         dropped_lease_futures_lose_nothing(q).await;
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    // One thread: the lease task cannot run before the first poll has
+    // returned (on two, a preempted test thread could find its answer
+    // already there, and the check would not drop it unread).
+    #[tokio::test(flavor = "current_thread")]
     async fn embedded_drop_after_commit() {
         let (_dir, q) = embedded();
         a_lease_dropped_after_the_server_committed_is_given_back(q).await;
@@ -481,7 +487,10 @@ mod dropped_futures {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    // One thread: the lease task cannot run before the first poll has
+    // returned (on two, a preempted test thread could find its answer
+    // already there, and the check would not drop it unread).
+    #[tokio::test(flavor = "current_thread")]
     async fn postgres_drop_after_commit() {
         let _sharing = SERVER_USE.read().await;
         if let Some(q) = postgres("drop_after_commit").await {

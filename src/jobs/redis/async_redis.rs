@@ -151,16 +151,17 @@ impl AsyncRedisJobs {
     /// could not send, [`Answer`]'s drop what was sent and not read.
     async fn take(&self, max: usize) -> Result<Vec<JobLease>> {
         let (answer, taken) = tokio::sync::oneshot::channel();
-        let (core, server) = (Arc::clone(&self.core), Arc::clone(&self.server));
+        // Clones of the handle (not of its parts): whichever holder goes
+        // last, its drop hands back the leases still held.
+        let queue = self.clone();
         tokio::spawn(async move {
-            let leases = core.lease_up_to(&*server, max).await;
+            let leases = queue.core.lease_up_to(&*queue.server, max).await;
             if let Err(Ok(leases)) = answer.send(leases) {
-                release_all(&core, &server, leases).await;
+                release_all(&queue.core, &queue.server, leases).await;
             }
         });
         let mut taken = Answer {
-            core: Arc::clone(&self.core),
-            server: Arc::clone(&self.server),
+            queue: self.clone(),
             taken,
         };
         (&mut taken.taken).await.unwrap_or(Err(Error::Closed))
@@ -196,8 +197,7 @@ async fn release_all(core: &Core, server: &AsyncServer, leases: Vec<JobLease>) {
 /// here, uncounted; not sent yet, the task finds the channel closed and
 /// hands them back itself.
 struct Answer {
-    core: Arc<Core>,
-    server: Arc<AsyncServer>,
+    queue: AsyncRedisJobs,
     taken: tokio::sync::oneshot::Receiver<Result<Vec<JobLease>>>,
 }
 
@@ -208,9 +208,11 @@ impl Drop for Answer {
             if leases.is_empty() {
                 return;
             }
-            let (core, server) = (Arc::clone(&self.core), Arc::clone(&self.server));
+            let queue = self.queue.clone();
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                drop(runtime.spawn(async move { release_all(&core, &server, leases).await }));
+                drop(runtime.spawn(async move {
+                    release_all(&queue.core, &queue.server, leases).await;
+                }));
             }
         }
     }
