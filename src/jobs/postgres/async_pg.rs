@@ -36,14 +36,18 @@ use crate::jobs::Backoff;
 /// (no call holds a thread while it waits). Clones share the handle.
 ///
 /// **A small pool of connections per handle**, shared by every task using
-/// it (at most [`PgOptions::async_connections`], default 4). A call runs on the connection fewest calls are
-/// using, and tokio-postgres pipelines the statements given to one
+/// it (at most [`PgOptions::async_connections`], default 4). A call runs
+/// on the connection fewest calls are using, and tokio-postgres pipelines
+/// the statements given to one
 /// connection (a statement is sent without waiting for the answers of
 /// those before it). PostgreSQL runs one connection's statements one after
 /// the other in one server process, so the pool opens another connection
 /// (in the background; the call does not wait for it) only when every one
 /// it has is busy: a handle used by one task at a time keeps one
-/// connection, and 8 tasks on one handle run on several server processes.
+/// connection, and 8 tasks on one handle run their leases and acks on
+/// several server processes. The calls that NOTIFY (enqueue, release,
+/// nack, requeue) run on the first connection: PostgreSQL serializes the
+/// commits of notifying transactions, so spreading them gains nothing.
 /// The first connection LISTENs: its driver, polled here, wakes waiting
 /// leases on the notifications of this queue (an enqueue, a retry, a job
 /// handed back), and they look again at least every 100 ms (a job falling
