@@ -455,8 +455,11 @@ mod dropped_futures {
         let server = tokio::task::spawn_blocking(RedisServer::get)
             .await
             .unwrap()?;
+        // Several connections (the default is one): the drops run over a
+        // pool, as on PostgreSQL (whose default pool is 4).
         let queue = RedisOptions::new()
             .lease_time(Duration::from_secs(3600))
+            .async_connections(3)
             .connect_async(&server.url(0), &format!("{}-{name}", prefix()))
             .await
             .expect("connect");
@@ -470,7 +473,10 @@ mod dropped_futures {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    // One thread: the lease task cannot run before the first poll has
+    // returned (on two, a preempted test thread could find its answer
+    // already there, and the check would not drop it unread).
+    #[tokio::test(flavor = "current_thread")]
     async fn redis_drop_after_commit() {
         if let Some(q) = redis("drop_after_commit").await {
             a_lease_dropped_after_the_server_committed_is_given_back(q).await;
@@ -483,7 +489,10 @@ mod dropped_futures {
         dropped_lease_futures_lose_nothing(q).await;
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    // One thread: the lease task cannot run before the first poll has
+    // returned (on two, a preempted test thread could find its answer
+    // already there, and the check would not drop it unread).
+    #[tokio::test(flavor = "current_thread")]
     async fn embedded_drop_after_commit() {
         let (_dir, q) = embedded();
         a_lease_dropped_after_the_server_committed_is_given_back(q).await;
@@ -497,7 +506,10 @@ mod dropped_futures {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    // One thread: the lease task cannot run before the first poll has
+    // returned (on two, a preempted test thread could find its answer
+    // already there, and the check would not drop it unread).
+    #[tokio::test(flavor = "current_thread")]
     async fn postgres_drop_after_commit() {
         let _sharing = SERVER_USE.read().await;
         if let Some(q) = postgres("drop_after_commit").await {
@@ -521,6 +533,10 @@ async fn an_async_postgres_handle_connects_again_after_a_restart() {
             .await
             .expect("connect"),
     );
+    // Calls overlapping first: the handle has several connections (its
+    // pool), all lost in the restart; the ones beyond the first are made
+    // again only when calls overlap again.
+    overlapping_calls(&q).await;
     q.enqueue(NewJob::new("before")).await.unwrap();
     let waiter = {
         let q = Arc::clone(&q);
@@ -544,7 +560,25 @@ async fn an_async_postgres_handle_connects_again_after_a_restart() {
         .expect("woken with the job");
     assert_eq!(lease.body, b"after");
     q.ack(lease).await.unwrap();
+    overlapping_calls(&q).await;
     assert_eq!(q.counts().await.unwrap(), Counts::default());
+}
+
+/// 8 tasks calling at once, so that a handle opens its pool's connections.
+async fn overlapping_calls(q: &Arc<dyn AsyncJobQueue>) {
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let q = Arc::clone(q);
+            tokio::spawn(async move {
+                for _ in 0..20 {
+                    q.counts().await.expect("counts");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
 }
 
 // A Redis server restart under an async handle: its multiplexed
@@ -598,4 +632,251 @@ async fn an_async_redis_handle_works_again_after_its_server_restarts() {
         assert_eq!(lease.id, "after");
         q.ack(lease).await.unwrap();
     }
+}
+
+/// The server processes of connections named `application`.
+async fn backends_named(url: &str, application: &str) -> i64 {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            &[&application],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+// Issue 25 (8 tasks on one async handle ran every statement in one server
+// process, on its one connection): a handle opens more connections, up to
+// its `async_connections`, when its tasks' calls overlap, and keeps one
+// when one task uses it at a time (no more server processes for a program
+// with a handle per task). The overlapping tasks lose nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_postgres_handle_pools_connections_only_when_calls_overlap() {
+    let Some(server) = tokio::task::spawn_blocking(PgServer::get).await.unwrap() else {
+        return;
+    };
+    let _sharing = SERVER_USE.read().await;
+    // Each handle's connections under a name of their own (a closed
+    // handle's statistics merger stays connected until it is dropped).
+    let named = |name: &str| format!("{name}{}", std::process::id());
+    let open = |name: &'static str, most: usize| {
+        let url = format!("{} application_name={}", server.url(), named(name));
+        async move {
+            PgOptions::new()
+                .async_connections(most)
+                .connect_async(&url, &format!("{}-{name}", prefix()))
+                .await
+                .expect("connect")
+        }
+    };
+    // One task at a time: one connection, whatever the pool's size.
+    let alone = open("pool_alone", 4).await;
+    for i in 0..50u8 {
+        alone.enqueue(NewJob::new(vec![i])).await.unwrap();
+        let lease = alone.lease().await.unwrap().expect("just put");
+        alone.release(lease).await.unwrap();
+    }
+    assert_eq!(backends_named(&server.url(), &named("pool_alone")).await, 1);
+    alone.close().await.unwrap();
+
+    // 8 tasks at once: more than one connection, at most the size.
+    let shared = Arc::new(open("pool_shared", 3).await);
+    let tasks: Vec<_> = (0..8u8)
+        .map(|t| {
+            let q = Arc::clone(&shared);
+            tokio::spawn(async move {
+                for i in 0..40u8 {
+                    q.enqueue(NewJob::new(vec![t, i])).await.unwrap();
+                }
+                let mut leased = Vec::new();
+                while let Some(lease) = q.lease().await.unwrap() {
+                    leased.push(lease.body.clone());
+                    q.release_after(lease, Duration::from_secs(3600))
+                        .await
+                        .unwrap();
+                }
+                leased
+            })
+        })
+        .collect();
+    let mut seen = BTreeMap::new();
+    for task in tasks {
+        for body in task.await.unwrap() {
+            *seen.entry(body).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(seen.len(), 8 * 40, "every job leased");
+    assert!(seen.values().all(|&n| n == 1), "no job leased twice");
+    let open_now = backends_named(&server.url(), &named("pool_shared")).await;
+    assert!(
+        (2..=3).contains(&open_now),
+        "8 overlapping tasks ran on {open_now} connections (pool of 3)"
+    );
+    shared.close().await.unwrap();
+}
+
+/// How many clients Redis at `socket` has, less the one asking.
+fn redis_clients(socket: &std::path::Path) -> usize {
+    let output = std::process::Command::new("redis-cli")
+        .arg("-s")
+        .arg(socket)
+        .args(["INFO", "clients"])
+        .output()
+        .expect("redis-cli");
+    let info = String::from_utf8_lossy(&output.stdout);
+    let count: usize = info
+        .lines()
+        .find_map(|line| line.strip_prefix("connected_clients:"))
+        .expect("connected_clients")
+        .trim()
+        .parse()
+        .unwrap();
+    count - 1
+}
+
+// Issue 25, on Redis: a handle opens more multiplexed connections, up to
+// its `async_connections`, when its tasks' calls overlap, and keeps one
+// when one task uses it at a time; the overlapping tasks lose nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_redis_handle_pools_connections_only_when_calls_overlap() {
+    let Some(server) = tokio::task::spawn_blocking(|| redis_server::OwnServer::start(&[]))
+        .await
+        .unwrap()
+    else {
+        return;
+    };
+    let alone = RedisOptions::new()
+        .async_connections(4)
+        .connect_async(&server.url(0, ""), "alone")
+        .await
+        .expect("connect");
+    for i in 0..50u8 {
+        alone.enqueue(NewJob::new(vec![i])).await.unwrap();
+        let lease = alone.lease().await.unwrap().expect("just put");
+        alone.release(lease).await.unwrap();
+    }
+    assert_eq!(redis_clients(&server.socket()), 1);
+    alone.close().await.unwrap();
+    drop(alone);
+
+    let shared = Arc::new(
+        RedisOptions::new()
+            .async_connections(3)
+            .connect_async(&server.url(0, ""), "shared")
+            .await
+            .expect("connect"),
+    );
+    let tasks: Vec<_> = (0..8u8)
+        .map(|t| {
+            let q = Arc::clone(&shared);
+            tokio::spawn(async move {
+                for i in 0..40u8 {
+                    q.enqueue(NewJob::new(vec![t, i])).await.unwrap();
+                }
+                let mut leased = Vec::new();
+                while let Some(lease) = q.lease().await.unwrap() {
+                    leased.push(lease.body.clone());
+                    q.ack(lease).await.unwrap();
+                }
+                leased
+            })
+        })
+        .collect();
+    let mut seen = BTreeMap::new();
+    for task in tasks {
+        for body in task.await.unwrap() {
+            *seen.entry(body).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(seen.len(), 8 * 40, "every job leased");
+    assert!(seen.values().all(|&n| n == 1), "no job leased twice");
+    let open_now = redis_clients(&server.socket());
+    assert!(
+        (2..=3).contains(&open_now),
+        "8 overlapping tasks ran on {open_now} connections (pool of 3)"
+    );
+    shared.close().await.unwrap();
+}
+
+/// Leases three jobs of `queue` in tasks that then wait forever, holding
+/// the handle and their leases, and shuts the runtime down under them.
+fn shut_down_holding_leases(queue: impl std::future::Future<Output = Arc<dyn AsyncJobQueue>>) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let q = queue.await;
+        let jobs = (0..3u8).map(|i| NewJob::new(vec![i])).collect();
+        q.enqueue_batch(jobs).await.unwrap();
+        for _ in 0..3 {
+            let q = Arc::clone(&q);
+            tokio::spawn(async move {
+                let lease = q.lease().await.unwrap().expect("a job");
+                std::future::pending::<()>().await;
+                drop(lease);
+            });
+        }
+        for _ in 0..500 {
+            if q.counts().await.unwrap().leased == 3 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the tasks did not lease");
+    });
+    // The tasks, the handle's last clones and the leases are dropped here.
+    drop(runtime);
+}
+
+// Issue 25 (left open by its first session): leases held by tasks when
+// their runtime shut down came back only when their lease ended (an
+// hour here), as after a crash: the handle's drop handed them back in a
+// task that the shutting-down runtime cancelled.
+#[test]
+fn leases_held_at_runtime_shutdown_are_handed_back_on_postgres() {
+    let _sharing = sharing();
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let name = format!("{}-shutdown", prefix());
+    let url = server.url();
+    shut_down_holding_leases(async {
+        let queue = PgOptions::new()
+            .lease_time(Duration::from_secs(3600))
+            .connect_async(&url, &name)
+            .await
+            .expect("connect");
+        Arc::new(queue) as Arc<dyn AsyncJobQueue>
+    });
+    let blocking = PgOptions::new().connect(&url, &name).unwrap();
+    let counts = blocking.counts().unwrap();
+    assert_eq!((counts.ready, counts.leased), (3, 0), "{counts:?}");
+}
+
+// The same on Redis.
+#[test]
+fn leases_held_at_runtime_shutdown_are_handed_back_on_redis() {
+    let Some(server) = RedisServer::get() else {
+        return;
+    };
+    let name = format!("{}-shutdown", prefix());
+    let url = server.url(0);
+    shut_down_holding_leases(async {
+        let queue = RedisOptions::new()
+            .lease_time(Duration::from_secs(3600))
+            .connect_async(&url, &name)
+            .await
+            .expect("connect");
+        Arc::new(queue) as Arc<dyn AsyncJobQueue>
+    });
+    let blocking = RedisOptions::new().connect(&url, &name).unwrap();
+    let counts = blocking.counts().unwrap();
+    assert_eq!((counts.ready, counts.leased), (3, 0), "{counts:?}");
 }

@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_postgres::types::ToSql;
 
-use super::async_link::{self, Link};
+use super::async_link::{self, Link, Pool};
 use super::errors::{db, sent};
 use super::statements::{self, Statements};
 use super::{
@@ -36,20 +36,30 @@ use crate::jobs::Backoff;
 /// tables, statements and rules as [`PgJobs`], natively on tokio-postgres
 /// (no call holds a thread while it waits). Clones share the handle.
 ///
-/// **One connection per handle**, shared by every task using it: tokio-
-/// postgres pipelines their statements on it (a statement is sent without
-/// waiting for the answers of those before it), so 8 tasks on one handle
-/// go several times faster than one, without a pool's connections and
-/// their server processes. The same connection LISTENs: its driver, polled
-/// here, wakes waiting leases on the notifications of this queue (an
-/// enqueue, a retry, a job handed back), and they look again at least
-/// every 100 ms (a job falling due, or a lease running out, notifies no
-/// one); a look cut by a lost connection is made again on a new one
-/// while the wait lasts. The statistics' merge, a transaction, runs about once a second
-/// on a second connection made for it, so no task's statement ever runs
-/// inside it. A lost connection is made again on the next call, with
-/// back-off while the server comes back (5 s at most); a write whose
-/// connection broke after it was sent fails with `OutcomeUnknown`.
+/// **A small pool of connections per handle**, shared by every task using
+/// it (at most [`PgOptions::async_connections`], default 4). A call runs
+/// on the connection fewest calls are using, and tokio-postgres pipelines
+/// the statements given to one
+/// connection (a statement is sent without waiting for the answers of
+/// those before it). PostgreSQL runs one connection's statements one after
+/// the other in one server process, so the pool opens another connection
+/// (in the background; the call does not wait for it) only when every one
+/// it has is busy: a handle used by one task at a time keeps one
+/// connection, and 8 tasks on one handle run their leases and acks on
+/// several server processes. The calls that NOTIFY (enqueue, release,
+/// nack, requeue) run on the first connection: PostgreSQL serializes the
+/// commits of notifying transactions, so spreading them gains nothing.
+/// The first connection LISTENs: its driver, polled here, wakes waiting
+/// leases on the notifications of this queue (an enqueue, a retry, a job
+/// handed back), and they look again at least every 100 ms (a job falling
+/// due, or a lease running out, notifies no one); a look cut by a lost
+/// connection is made again on a new one while the wait lasts. The
+/// statistics' merge, a transaction, runs about once a second on a
+/// connection of its own, so no task's statement ever runs inside it. A
+/// lost connection is made again on the next call (the listening one) or
+/// when calls overlap again (the others), with back-off while the server
+/// comes back (5 s at most); a write whose connection broke after it was
+/// sent fails with `OutcomeUnknown`.
 ///
 /// **Cancel safety.** A lease runs in a task of its own: a lease future
 /// dropped before it completes (in `select!`, on a timeout) never leaves a
@@ -58,6 +68,13 @@ use crate::jobs::Backoff;
 /// not taken and hands the job back uncounted (as `release`). If the
 /// runtime stops first, the job comes back when its lease ends, as after
 /// a crash.
+///
+/// **Shutdown.** [`close`](AsyncJobQueue::close) hands back the leases the
+/// handle gave out and its workers did not settle. Without it, the last
+/// clone's drop does the same (their attempts counted), also when a
+/// runtime shutting down drops the tasks holding the handle and their
+/// leases: on a thread of its own, over a new blocking connection, which
+/// the drop waits for (5 s at most).
 ///
 /// ```no_run
 /// use dque::jobs::{AsyncJobQueue, AsyncPgJobs, NewJob};
@@ -82,6 +99,7 @@ impl std::fmt::Debug for AsyncPgJobs {
             .field("tables", &self.inner.tables)
             .field("lease_time", &self.inner.lease_time)
             .field("max_attempts", &self.inner.max_attempts)
+            .field("connections", &self.inner.pool.connections())
             .finish_non_exhaustive()
     }
 }
@@ -93,10 +111,8 @@ struct Inner {
     hot: Hot,
     sql: Statements,
     url: String,
-    /// The connection; `None` or closed: made again by the next call.
-    link: Mutex<Option<Arc<Link>>>,
-    /// One reconnection at a time.
-    connecting: tokio::sync::Mutex<()>,
+    /// The connections calls run on (see [`Pool`]).
+    pool: Arc<Pool>,
     /// The connection for the statistics' merge (a transaction).
     merger: tokio::sync::Mutex<Option<tokio_postgres::Client>>,
     /// Woken by a notification of this queue, a lost connection, a close.
@@ -113,7 +129,35 @@ struct Inner {
     held: Mutex<HashMap<i64, i64>>,
 }
 
+/// The most connections an [`AsyncPgJobs`] handle opens by default: enough
+/// for the server to run a few calls at once, few enough that a handle
+/// per task does not fill the server's `max_connections` (100 by default)
+/// with idle ones (a handle opens its second one only when calls overlap).
+pub(super) const DEFAULT_CONNECTIONS: usize = 4;
+
 impl PgOptions {
+    /// The most connections an async handle ([`AsyncPgJobs`]) opens
+    /// (default 4; at least 1, which pipelines every
+    /// task's statements on one connection). Beyond the first, a handle
+    /// opens one only when all it has are busy with calls; the statistics'
+    /// merge uses one more. The blocking [`PgJobs`] ignores it (one
+    /// connection per handle).
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), dque::Error> {
+    /// let queue = dque::jobs::PgOptions::new()
+    ///     .async_connections(8)
+    ///     .connect_async("host=/run/postgresql user=app dbname=app", "mail")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn async_connections(mut self, most: usize) -> Self {
+        self.async_connections = most.max(1);
+        self
+    }
+
     /// Connects to the server at `url` and opens queue `queue` for async
     /// workers, making the schema on first use (see [`AsyncPgJobs`]).
     ///
@@ -133,7 +177,7 @@ impl PgOptions {
     pub async fn connect_async(&self, url: &str, queue: &str) -> Result<AsyncPgJobs> {
         crate::jobs::check_queue_name(queue)?;
         let news = Arc::new(Notify::new());
-        let mut client = async_link::connect(url, queue, &news, false).await?;
+        let mut client = async_link::connect(url, queue, &news, false, true).await?;
         migrate(&mut client, &self.schema).await?;
         let tables = Tables::new(&self.schema);
         let [find, add] = schema::numbering(&tables.queues);
@@ -149,8 +193,7 @@ impl PgOptions {
                 sql: Statements::new(&tables),
                 tables,
                 url: url.to_owned(),
-                link: Mutex::new(Some(Arc::new(async_link::link(client)))),
-                connecting: tokio::sync::Mutex::new(()),
+                pool: Arc::new(Pool::new(url, queue, &news, self.async_connections, client)),
                 merger: tokio::sync::Mutex::new(None),
                 news,
                 lease_time: self.lease_time,
@@ -297,30 +340,22 @@ impl Inner {
         self.clock.now()
     }
 
-    /// The connection, made again if it was lost.
+    /// The connection of the pool the next statements run on (the least
+    /// busy one), made again if it was lost.
     async fn link(&self) -> Result<Arc<Link>> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
-        if let Some(link) = self.current() {
-            return Ok(link);
-        }
-        let _one = self.connecting.lock().await;
-        if let Some(link) = self.current() {
-            return Ok(link);
-        }
-        let client = async_link::connect(&self.url, &self.queue, &self.news, true).await?;
-        let link = Arc::new(async_link::link(client));
-        *self.link.lock() = Some(Arc::clone(&link));
-        Ok(link)
+        self.pool.get().await
     }
 
-    fn current(&self) -> Option<Arc<Link>> {
-        self.link
-            .lock()
-            .as_ref()
-            .filter(|link| !link.is_closed())
-            .map(Arc::clone)
+    /// The connection for a call that NOTIFYs: the pool's first (see
+    /// [`Pool::listener`]).
+    async fn notifying_link(&self) -> Result<Arc<Link>> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        self.pool.listener().await
     }
 
     /// The row and token of `lease`, checking it is this handle's.
@@ -341,7 +376,7 @@ impl Inner {
     }
 
     async fn insert(&self, jobs: Vec<NewJob>, now: SystemTime) -> Result<Vec<Enqueued>> {
-        let link = self.link().await?;
+        let link = self.notifying_link().await?;
         if jobs.iter().all(|job| job.id.is_none()) {
             return self.insert_new(&link, jobs, now).await;
         }
@@ -532,7 +567,7 @@ impl Inner {
     }
 
     async fn release(&self, lease: JobLease) -> Result<()> {
-        let link = self.link().await?;
+        let link = self.notifying_link().await?;
         self.on_lease(&link, &lease, &self.sql.release, &[], None)
             .await?;
         self.settled(&lease);
@@ -547,7 +582,7 @@ impl Inner {
             return Ok(now);
         }
         let at = crate::jobs::job::due_after(now, delay);
-        let link = self.link().await?;
+        let link = self.notifying_link().await?;
         self.on_lease(&link, &lease, &self.sql.snooze, &[&ms(at)], None)
             .await?;
         self.settled(&lease);
@@ -746,7 +781,7 @@ impl Inner {
             return Ok(());
         }
         let (seqs, tokens): (Vec<i64>, Vec<i64>) = held.into_iter().unzip();
-        let Some(link) = self.current() else {
+        let Some(link) = self.pool.current() else {
             // Lost with the connection: they end with their lease time.
             return Ok(());
         };
@@ -851,7 +886,7 @@ impl AsyncJobQueue for AsyncPgJobs {
             };
             let now = inner.now();
             let at = crate::jobs::job::due_after(now, delay);
-            let link = inner.link().await?;
+            let link = inner.notifying_link().await?;
             let at_ms = ms(at);
             let (sql, params): (&str, Vec<&(dyn ToSql + Sync)>) = if delay.is_zero() {
                 (&inner.sql.nack_now, vec![])
@@ -964,7 +999,7 @@ impl AsyncJobQueue for AsyncPgJobs {
         Box::pin(async move {
             let inner = &self.inner;
             let now = ms(inner.now());
-            let link = inner.link().await?;
+            let link = inner.notifying_link().await?;
             let requeued = link
                 .execute(&inner.sql.requeue_dead, &[&inner.qno, &id, &now])
                 .await;
@@ -1026,7 +1061,7 @@ impl AsyncJobQueue for AsyncPgJobs {
             let handed_back = inner.hand_back_held().await;
             // The log is kept if this fails: merged by the next handle.
             let _ = inner.merge_stats().await;
-            *inner.link.lock() = None;
+            inner.pool.close();
             handed_back
         })
     }
@@ -1057,7 +1092,7 @@ impl AsyncJobQueue for AsyncPgJobs {
         Box::pin(async move {
             let inner = &self.inner;
             let max = super::limits::set_args(name, max)?;
-            let link = inner.link().await?;
+            let link = inner.notifying_link().await?;
             link.execute(
                 &super::limits::set(&inner.tables),
                 &[&inner.qno, &name, &max],
@@ -1072,7 +1107,7 @@ impl AsyncJobQueue for AsyncPgJobs {
         Box::pin(async move {
             let inner = &self.inner;
             crate::jobs::check_limit_name(name)?;
-            let link = inner.link().await?;
+            let link = inner.notifying_link().await?;
             let row = link
                 .query_one(&super::limits::remove(&inner.tables), &[&inner.qno, &name])
                 .await
@@ -1100,28 +1135,50 @@ impl AsyncJobQueue for AsyncPgJobs {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // The last clone gone without `close`: its leases are handed back
-        // (counted) if a runtime is there to send the statement.
+        // The last clone gone without `close` (also when its runtime shuts
+        // down and drops the tasks holding it and their leases): its leases
+        // are handed back (counted), as the blocking handle's drop does.
+        // Not by a task on the runtime, which a shutting-down runtime
+        // cancels (the jobs then came back only when their lease ended):
+        // on a thread of its own, with the blocking client, waited for.
         let held: Vec<(i64, i64)> = self.held.lock().drain().collect();
-        let link = self.link.lock().take();
-        if let (false, Some(link), Ok(runtime)) =
-            (held.is_empty(), link, tokio::runtime::Handle::try_current())
-        {
-            let sql = self.sql.hand_back.clone();
-            let (seqs, tokens): (Vec<i64>, Vec<i64>) = held.into_iter().unzip();
-            drop(runtime.spawn(async move {
-                let _ = link.execute(&sql, &[&seqs, &tokens]).await;
-            }));
+        self.pool.close();
+        if held.is_empty() {
+            return;
+        }
+        let (seqs, tokens): (Vec<i64>, Vec<i64>) = held.into_iter().unzip();
+        let (url, sql, queue) = (
+            self.url.clone(),
+            self.sql.hand_back.clone(),
+            self.queue.clone(),
+        );
+        let (done, finished) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("dque-pg-hand-back".into())
+            .spawn(move || {
+                // A lost server: the leases end with their time, counted.
+                if let Ok(mut client) = postgres::Client::connect(&url, postgres::NoTls) {
+                    if client.execute(&sql, &[&seqs, &tokens]).is_ok() {
+                        let _ = client.execute(statements::NOTIFY, &[&CHANNEL, &queue]);
+                    }
+                }
+                let _ = done.send(());
+            });
+        if spawned.is_ok() {
+            let _ = finished.recv_timeout(HAND_BACK_WAIT);
         }
     }
 }
 
 impl Inner {
     async fn set_paused(&self, paused: bool) -> Result<()> {
-        let link = self.link().await?;
+        let link = self.notifying_link().await?;
         link.execute(&super::limits::pause(&self.tables), &[&self.qno, &paused])
             .await
             .map_err(sent)?;
         self.notify(&link).await
     }
 }
+
+/// How long a handle's drop waits for its leases to be handed back.
+const HAND_BACK_WAIT: Duration = Duration::from_secs(5);

@@ -73,6 +73,9 @@ pub struct PgOptions {
     max_attempts: u32,
     backoff: Backoff,
     clock: Arc<dyn Clock>,
+    /// The most connections an async handle opens (see `AsyncPgJobs`).
+    #[cfg(feature = "tokio")]
+    async_connections: usize,
 }
 
 impl Default for PgOptions {
@@ -83,6 +86,8 @@ impl Default for PgOptions {
             max_attempts: u32::from(crate::options::DEFAULT_MAX_ATTEMPTS),
             backoff: Backoff::default(),
             clock: Arc::new(SystemClock),
+            #[cfg(feature = "tokio")]
+            async_connections: async_pg::DEFAULT_CONNECTIONS,
         }
     }
 }

@@ -5,17 +5,19 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::Value;
+use parking_lot::Mutex;
 
 use super::core::{Core, Transport};
 use super::encoding::seconds;
 use super::script::{
-    auth_error, backend, connection_failed, not_run, outcome_unknown, refusal, CONNECT_TIMEOUT,
-    REPLY_TIMEOUT, SOURCE,
+    auth_error, backend, connection_failed, not_run, outcome_unknown, refusal, Server,
+    CONNECT_TIMEOUT, REPLY_TIMEOUT, SOURCE,
 };
 use super::{RedisOptions, LEASE_POLL_MAX};
 use crate::error::{Error, Result};
@@ -29,9 +31,14 @@ use crate::jobs::stats::{Counts, QueueStats};
 /// calls are written once), shared with qless clients. Clones share the
 /// handle.
 ///
-/// **One multiplexed connection per handle**, shared by its tasks: their
-/// calls are pipelined on it (sent without waiting for the answers before
-/// them). redis-rs's `ConnectionManager` makes it again when it breaks; a
+/// **One multiplexed connection per handle by default**, shared by its
+/// tasks: their calls are pipelined on it (sent without waiting for the
+/// answers before them). Redis runs every script on one thread, which one
+/// pipelined connection keeps busy; [`RedisOptions::async_connections`]
+/// allows a few (a call then runs on the connection fewest calls are
+/// using, and a handle opens one more, in the background, only when every
+/// one it has is busy).
+/// redis-rs's `ConnectionManager` makes each again when it breaks; a
 /// call whose connection broke under it fails with `OutcomeUnknown` (it
 /// may have run; redis-rs reports a call on a connection found closed the
 /// same way, so the first call after a server restart fails so), and a
@@ -43,6 +50,12 @@ use crate::jobs::stats::{Counts, QueueStats};
 /// **Cancel safety** as on PostgreSQL ([`AsyncJobQueue`]): a
 /// lease runs in a task of its own, and jobs leased for a future dropped
 /// before it read them are handed back uncounted (the script's `release`).
+///
+/// **Shutdown.** [`close`](AsyncJobQueue::close) hands back the leases the
+/// handle gave out and its workers did not settle. Without it, the last
+/// clone's drop does the same, also when a runtime shutting down drops the
+/// tasks holding the handle and their leases: on a thread of its own, over
+/// a new blocking connection, which the drop waits for (5 s at most).
 ///
 /// ```no_run
 /// use dque::jobs::{AsyncJobQueue, AsyncRedisJobs, NewJob};
@@ -71,7 +84,36 @@ impl std::fmt::Debug for AsyncRedisJobs {
     }
 }
 
+/// The most connections an [`AsyncRedisJobs`] handle opens by default:
+/// one. Redis runs every script on its one thread, which one pipelined
+/// connection keeps busy (8 tasks on one connection measured as fast as on
+/// two, or on a handle each: BENCHMARKS.md, "Async servers").
+pub(super) const DEFAULT_CONNECTIONS: usize = 1;
+
 impl RedisOptions {
+    /// The most multiplexed connections an async handle
+    /// ([`AsyncRedisJobs`]) opens (default 1, which pipelines every task's
+    /// calls on one connection: Redis runs scripts on one thread, which
+    /// that keeps busy; more may help a server that reads and parses on
+    /// several threads, such as Redis with `io-threads`). Beyond the first,
+    /// a handle opens one only when all it has are busy with calls. The
+    /// blocking [`RedisJobs`](super::RedisJobs) ignores it.
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), dque::Error> {
+    /// let queue = dque::jobs::RedisOptions::new()
+    ///     .async_connections(4)
+    ///     .connect_async("redis://127.0.0.1:6379", "mail")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn async_connections(mut self, most: usize) -> Self {
+        self.async_connections = most.max(1);
+        self
+    }
+
     /// Connects to the server at `url` and opens queue `queue` for async
     /// workers (see [`AsyncRedisJobs`]); addresses as
     /// [`connect`](Self::connect).
@@ -81,7 +123,7 @@ impl RedisOptions {
     /// As [`connect`](Self::connect).
     pub async fn connect_async(&self, url: &str, queue: &str) -> Result<AsyncRedisJobs> {
         self.check_names(queue)?;
-        let server = AsyncServer::connect(url).await?;
+        let server = AsyncServer::connect(url, self.async_connections).await?;
         Ok(AsyncRedisJobs {
             core: Arc::new(self.core(queue)),
             server: Arc::new(server),
@@ -109,16 +151,17 @@ impl AsyncRedisJobs {
     /// could not send, [`Answer`]'s drop what was sent and not read.
     async fn take(&self, max: usize) -> Result<Vec<JobLease>> {
         let (answer, taken) = tokio::sync::oneshot::channel();
-        let (core, server) = (Arc::clone(&self.core), Arc::clone(&self.server));
+        // Clones of the handle (not of its parts): whichever holder goes
+        // last, its drop hands back the leases still held.
+        let queue = self.clone();
         tokio::spawn(async move {
-            let leases = core.lease_up_to(&*server, max).await;
+            let leases = queue.core.lease_up_to(&*queue.server, max).await;
             if let Err(Ok(leases)) = answer.send(leases) {
-                release_all(&core, &server, leases).await;
+                release_all(&queue.core, &queue.server, leases).await;
             }
         });
         let mut taken = Answer {
-            core: Arc::clone(&self.core),
-            server: Arc::clone(&self.server),
+            queue: self.clone(),
             taken,
         };
         (&mut taken.taken).await.unwrap_or(Err(Error::Closed))
@@ -154,8 +197,7 @@ async fn release_all(core: &Core, server: &AsyncServer, leases: Vec<JobLease>) {
 /// here, uncounted; not sent yet, the task finds the channel closed and
 /// hands them back itself.
 struct Answer {
-    core: Arc<Core>,
-    server: Arc<AsyncServer>,
+    queue: AsyncRedisJobs,
     taken: tokio::sync::oneshot::Receiver<Result<Vec<JobLease>>>,
 }
 
@@ -166,9 +208,11 @@ impl Drop for Answer {
             if leases.is_empty() {
                 return;
             }
-            let (core, server) = (Arc::clone(&self.core), Arc::clone(&self.server));
+            let queue = self.queue.clone();
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                drop(runtime.spawn(async move { release_all(&core, &server, leases).await }));
+                drop(runtime.spawn(async move {
+                    release_all(&queue.core, &queue.server, leases).await;
+                }));
             }
         }
     }
@@ -177,31 +221,112 @@ impl Drop for Answer {
 impl Drop for AsyncRedisJobs {
     fn drop(&mut self) {
         // The last handle (no lease task running either) closes, as the
-        // blocking handle does when dropped, if a runtime is there.
-        if Arc::strong_count(&self.core) == 1 {
+        // blocking handle does when dropped.
+        if Arc::strong_count(&self.core) != 1 {
+            return;
+        }
+        if self.core.held.lock().is_empty() {
+            // Nothing to hand back: the worker's name is forgotten if a
+            // runtime is there to send it.
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 let (core, server) = (Arc::clone(&self.core), Arc::clone(&self.server));
                 drop(runtime.spawn(async move { core.close(&*server).await }));
             }
+            return;
+        }
+        // Leases to hand back (also when a runtime shutting down drops the
+        // tasks holding this handle and their leases): not by a task, which
+        // a shutting-down runtime cancels (the jobs then came back only when
+        // their lease ended), but on a thread of its own, over a blocking
+        // connection, waited for.
+        let (core, url) = (Arc::clone(&self.core), self.server.connections.url.clone());
+        let (done, finished) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("dque-redis-hand-back".into())
+            .spawn(move || {
+                if let Ok(server) = Server::connect(&url) {
+                    // The blocking transport's calls are done when made:
+                    // one poll runs the close to its end.
+                    let close = std::pin::pin!(core.close(&server));
+                    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                    let _ = close.poll(&mut cx);
+                }
+                let _ = done.send(());
+            });
+        if spawned.is_ok() {
+            let _ = finished.recv_timeout(HAND_BACK_WAIT);
         }
     }
 }
 
-/// The server, over a multiplexed connection made again when it breaks.
+/// How long a handle's drop waits for its leases to be handed back.
+const HAND_BACK_WAIT: Duration = Duration::from_secs(5);
+
+/// The server, over a few multiplexed connections, each made again when
+/// it breaks.
+///
+/// Invariants. A call runs on the connection the fewest calls hold (an
+/// `Arc<ConnectionManager>` held by a call counts it). One more connection
+/// is opened, in a task of its own, only when every one is held by a call
+/// and there is room: a handle used by one task at a time keeps one.
 pub(crate) struct AsyncServer {
-    connection: ConnectionManager,
+    connections: Arc<Connections>,
     script: ::redis::Script,
 }
 
+struct Connections {
+    url: String,
+    client: ::redis::Client,
+    config: ConnectionManagerConfig,
+    size: usize,
+    open: Mutex<Vec<Arc<ConnectionManager>>>,
+    growing: AtomicBool,
+}
+
+impl Connections {
+    /// The least held connection, starting one more if all are held and
+    /// there is room.
+    fn least_held(self: &Arc<Self>) -> Arc<ConnectionManager> {
+        let open = self.open.lock();
+        let mut best = Arc::clone(&open[0]);
+        for connection in &open[1..] {
+            if Arc::strong_count(connection) < Arc::strong_count(&best) {
+                best = Arc::clone(connection);
+            }
+        }
+        // Held by the list, by `best` here, and by calls.
+        let grow = Arc::strong_count(&best) > 2 && open.len() < self.size;
+        drop(open);
+        if grow && !self.growing.swap(true, Ordering::SeqCst) {
+            let connections = Arc::clone(self);
+            tokio::spawn(async move {
+                let made = ConnectionManager::new_with_config(
+                    connections.client.clone(),
+                    connections.config.clone(),
+                )
+                .await;
+                if let Ok(made) = made {
+                    let mut open = connections.open.lock();
+                    if open.len() < connections.size {
+                        open.push(Arc::new(made));
+                    }
+                }
+                connections.growing.store(false, Ordering::SeqCst);
+            });
+        }
+        best
+    }
+}
+
 impl AsyncServer {
-    /// Connects to `url` and loads the script; once (a wrong address
-    /// fails at once).
-    async fn connect(url: &str) -> Result<AsyncServer> {
+    /// Connects to `url` (at most `size` connections, one for now) and
+    /// loads the script; once (a wrong address fails at once).
+    async fn connect(url: &str, size: usize) -> Result<AsyncServer> {
         let client = ::redis::Client::open(url).map_err(|e| backend(&e))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(REPLY_TIMEOUT));
-        let mut connection = ConnectionManager::new_with_config(client, config)
+        let mut connection = ConnectionManager::new_with_config(client.clone(), config.clone())
             .await
             .map_err(|e| not_run(&e))?;
         let script = ::redis::Script::new(SOURCE);
@@ -215,7 +340,24 @@ impl AsyncServer {
             .load_async(&mut connection)
             .await
             .map_err(|e| auth_error(&e).unwrap_or_else(|| backend(&e)))?;
-        Ok(AsyncServer { connection, script })
+        Ok(AsyncServer {
+            connections: Arc::new(Connections {
+                url: url.to_owned(),
+                client,
+                config,
+                size: size.max(1),
+                open: Mutex::new(vec![Arc::new(connection)]),
+                growing: AtomicBool::new(false),
+            }),
+            script,
+        })
+    }
+
+    /// A connection for one call, and what counts the call on it until
+    /// dropped.
+    fn connection(&self) -> (ConnectionManager, Arc<ConnectionManager>) {
+        let held = self.connections.least_held();
+        (ConnectionManager::clone(&held), held)
     }
 }
 
@@ -236,8 +378,9 @@ impl Transport for AsyncServer {
         for arg in args {
             evalsha.arg(*arg);
         }
-        let mut connection = self.connection.clone();
+        let (mut connection, held) = self.connection();
         async move {
+            let _held = held;
             // At most: a NOSCRIPT (a restarted or flushed server), then
             // the call again.
             for _ in 0..2 {
@@ -271,9 +414,10 @@ impl Transport for AsyncServer {
     }
 
     fn keys(&self, pattern: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
-        let mut connection = self.connection.clone();
+        let (mut connection, held) = self.connection();
         let pattern = pattern.to_owned();
         async move {
+            let _held = held;
             let mut keys = Vec::new();
             let mut cursor = "0".to_owned();
             loop {
@@ -296,9 +440,10 @@ impl Transport for AsyncServer {
     }
 
     fn hash(&self, key: &str) -> impl Future<Output = Result<HashMap<String, String>>> + Send {
-        let mut connection = self.connection.clone();
+        let (mut connection, held) = self.connection();
         let key = key.to_owned();
         async move {
+            let _held = held;
             ::redis::cmd("HGETALL")
                 .arg(&key)
                 .query_async(&mut connection)

@@ -78,6 +78,9 @@ pub struct RedisOptions {
     backoff: Backoff,
     clock: Arc<dyn Clock>,
     worker: Option<String>,
+    /// The most connections an async handle opens (see `AsyncRedisJobs`).
+    #[cfg(feature = "tokio")]
+    async_connections: usize,
 }
 
 impl Default for RedisOptions {
@@ -88,6 +91,8 @@ impl Default for RedisOptions {
             backoff: Backoff::default(),
             clock: Arc::new(SystemClock),
             worker: None,
+            #[cfg(feature = "tokio")]
+            async_connections: async_redis::DEFAULT_CONNECTIONS,
         }
     }
 }
