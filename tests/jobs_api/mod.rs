@@ -16,6 +16,9 @@ use dque::jobs::{
 };
 use dque::Error;
 
+mod recurring;
+pub use recurring::*;
+
 /// What a check asks of a new queue.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -79,6 +82,7 @@ macro_rules! jobs_api_suite {
             a_batch_lease_takes_jobs_in_lease_order,
             a_huge_delay_is_never_due_not_due_now,
             a_closed_handle_refuses_calls_and_wakes_its_waiters,
+            a_schedule_fires_once_per_tick_from_any_lease, schedules_are_listed_replaced_and_removed, missed_ticks_catch_up_by_policy, a_schedules_jobs_carry_its_kind_priority_and_headers, // recurring (issue 27)
         );
     };
     (@each $runner:path; $($check:ident),* $(,)?) => {

@@ -7,6 +7,7 @@ mod ids;
 mod lanes;
 mod moves;
 mod promote;
+mod recurring;
 mod schedule;
 mod signal;
 mod stats_file;
@@ -38,6 +39,7 @@ use super::job::{
     new_job_id, DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, RunAt,
     WaitState, Waiting,
 };
+use super::recurring::{DueCache, Schedule as RecurringSchedule, ScheduleInfo};
 use super::stats::{Counts, QueueStats};
 use super::{Backoff, JobQueue};
 use crate::codec::{Codec, Raw};
@@ -232,6 +234,8 @@ pub struct EmbeddedJobs {
     /// Set by `close`: every later call fails with `Closed`, and blocked
     /// leases wake to say so.
     closed: AtomicBool,
+    /// When the schedules (recurring jobs) may next be due.
+    due_schedules: DueCache,
 }
 
 impl EmbeddedJobs {
@@ -364,6 +368,7 @@ impl EmbeddedJobs {
             clock: Arc::clone(&options.clock),
             signal,
             closed: AtomicBool::new(false),
+            due_schedules: DueCache::default(),
         })
     }
 
@@ -561,6 +566,9 @@ impl EmbeddedJobs {
         self.check_open()?;
         let now = self.now();
         let now_ms = unix_ms(now);
+        if self.due_schedules.due(now_ms) {
+            self.fire_due_quietly(now);
+        }
         self.promote_due(now)?;
         let lanes = self.lanes.list()?;
         for (at, (priority, lane)) in lanes.iter().enumerate() {
@@ -1341,6 +1349,25 @@ impl JobQueue for EmbeddedJobs {
         let lanes = self.lanes.close();
         let schedule = self.schedule.as_ref().map_or(Ok(()), |s| s.queue.close());
         settled.and(lanes).and(schedule).and(flushed)
+    }
+
+    // --- recurring (issue 27) ---
+
+    fn schedule(&self, schedule: RecurringSchedule) -> Result<ScheduleInfo> {
+        self.add_schedule(schedule)
+    }
+
+    fn unschedule(&self, name: &str) -> Result<bool> {
+        self.remove_schedule(name)
+    }
+
+    fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        self.list_schedules()
+    }
+
+    fn fire_schedules(&self) -> Result<usize> {
+        self.check_open()?;
+        self.fire_due(self.now())
     }
 }
 

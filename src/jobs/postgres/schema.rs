@@ -8,7 +8,7 @@ use super::db;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// Migration `n` takes the schema from version `n` to `n + 1`. `{s}` is
 /// the schema's name (quoted).
@@ -101,6 +101,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX jobs_next ON {s}.jobs (qno, priority, ready_at, seq) WHERE state < 2;
     CREATE UNIQUE INDEX jobs_live_ids ON {s}.jobs (qno, id) WHERE state < 2;
     CREATE INDEX jobs_dead ON {s}.jobs (qno, died) WHERE state = 2;",
+    // Recurring jobs (issue 27).
+    super::recurring::MIGRATION,
 ];
 
 /// One migrator at a time, whatever the schema's state (`$1` the schema).

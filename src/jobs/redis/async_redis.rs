@@ -400,4 +400,25 @@ impl AsyncJobQueue for AsyncRedisJobs {
     fn close(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(self.core.close(&*self.server))
     }
+
+    // --- recurring (issue 27) ---
+
+    fn schedule(
+        &self,
+        schedule: crate::jobs::Schedule,
+    ) -> BoxFuture<'_, Result<crate::jobs::ScheduleInfo>> {
+        Box::pin(self.core.add_schedule(&*self.server, schedule))
+    }
+
+    fn unschedule<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.core.remove_schedule(&*self.server, name))
+    }
+
+    fn schedules(&self) -> BoxFuture<'_, Result<Vec<crate::jobs::ScheduleInfo>>> {
+        Box::pin(self.core.list_schedules(&*self.server))
+    }
+
+    fn fire_schedules(&self) -> BoxFuture<'_, Result<usize>> {
+        Box::pin(async move { self.core.fire_due(&*self.server, self.core.now()).await })
+    }
 }
