@@ -10,6 +10,7 @@ mod fail;
 mod holder;
 mod push_pop;
 mod records;
+mod recurring;
 mod repair;
 mod report;
 mod requeue;
@@ -69,6 +70,12 @@ enum Command {
     Workers(workers::WorkersArgs),
     /// Run a command once per job: body on stdin, job in the environment; exit 0 acks.
     Work(work::WorkArgs),
+    /// Add or replace a recurring job: every DURATION or at cron times; `dque work` (any worker) enqueues it.
+    Schedule(recurring::ScheduleArgs),
+    /// List the recurring jobs with their next runs.
+    Schedules(recurring::SchedulesArgs),
+    /// Remove a recurring job (the jobs it enqueued stay).
+    Unschedule(recurring::UnscheduleArgs),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +94,9 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args).map_err(Failure::other),
         Command::Workers(args) => workers::run(args),
         Command::Work(args) => work::run(args),
+        Command::Schedule(args) => recurring::schedule(args),
+        Command::Schedules(args) => recurring::schedules(args),
+        Command::Unschedule(args) => recurring::unschedule(args),
     };
     // What `print!` left in stdout's buffer, its failure reported as any.
     let result = result.and_then(|code| output::flush().map(|()| code));
