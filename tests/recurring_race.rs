@@ -45,7 +45,12 @@ fn open(kind: &str, at: &str, clock: &ManualClock) -> Arc<dyn JobQueue> {
                 .unwrap(),
         ),
         "pg" => Arc::new(PgOptions::new().clock(clock).connect(at, "race").unwrap()),
-        _ => Arc::new(RedisOptions::new().clock(clock).connect(at, "race").unwrap()),
+        _ => Arc::new(
+            RedisOptions::new()
+                .clock(clock)
+                .connect(at, "race")
+                .unwrap(),
+        ),
     }
 }
 
@@ -54,7 +59,10 @@ fn open(kind: &str, at: &str, clock: &ManualClock) -> Arc<dyn JobQueue> {
 /// job and `DONE tick`.
 fn racer() {
     let clock = ManualClock::new(start());
-    let (kind, at) = (std::env::var("RACE_KIND").unwrap(), std::env::var("RACE_AT").unwrap());
+    let (kind, at) = (
+        std::env::var("RACE_KIND").unwrap(),
+        std::env::var("RACE_AT").unwrap(),
+    );
     let queue = open(&kind, &at, &clock);
     let mut out = std::io::stdout().lock();
     // The harness's "test NAME ... " has no line end: ours start afresh.
@@ -95,7 +103,10 @@ fn race(test: &str, kind: &str, at: &str) {
             })
             .collect()
     };
-    let mut inputs: Vec<_> = children.iter_mut().map(|c| c.stdin.take().unwrap()).collect();
+    let mut inputs: Vec<_> = children
+        .iter_mut()
+        .map(|c| c.stdin.take().unwrap())
+        .collect();
     let mut outputs: Vec<_> = children
         .iter_mut()
         .map(|c| BufReader::new(c.stdout.take().unwrap()).lines())
@@ -130,7 +141,11 @@ fn race(test: &str, kind: &str, at: &str) {
         .collect();
     let got: Vec<String> = leased.into_keys().collect();
     assert_eq!(got.len(), expected.len(), "one job per tick");
-    assert_eq!(got, { let mut e = expected; e.sort(); e });
+    assert_eq!(got, {
+        let mut e = expected;
+        e.sort();
+        e
+    });
 }
 
 #[test]
