@@ -611,7 +611,8 @@ fn a_call_cut_off_after_it_was_sent_says_its_outcome_is_unknown() {
 fn back_to_version_3(client: &mut postgres::Client, schema: &str) {
     client
         .batch_execute(&format!(
-            "ALTER TABLE {schema}.jobs ADD COLUMN queue text;
+            "DROP TABLE IF EXISTS {schema}.schedules; -- version 5 (recurring jobs)
+             ALTER TABLE {schema}.jobs ADD COLUMN queue text;
              UPDATE {schema}.jobs j SET queue = q.name,
                  header_names = coalesce(j.header_names, '{{}}'),
                  header_values = coalesce(j.header_values, '{{}}')
