@@ -472,6 +472,8 @@ fn no_tick(expression: &str, e: &croner::errors::CronError) -> Error {
     }
 }
 
+const NEVER: u64 = u64::MAX;
+
 /// A handle's memory of when its schedules may next need firing: a time
 /// in milliseconds, read with one atomic load on every lease.
 #[derive(Debug, Default)]
@@ -480,10 +482,19 @@ pub(crate) struct DueCache {
 }
 
 impl DueCache {
-    /// Whether a lease at `now_ms` should look at the schedules.
+    /// Whether a lease at `now_ms` should look at the schedules: the time
+    /// remembered has come, or it lies more than [`REFRESH`] ahead (the
+    /// clock went back since: a stale time must not hide schedules other
+    /// processes add).
     #[inline]
     pub fn due(&self, now_ms: u64) -> bool {
-        now_ms >= self.check_at_ms.load(Ordering::Relaxed)
+        let at = self.check_at_ms.load(Ordering::Relaxed);
+        now_ms >= at || (at != NEVER && at - now_ms > REFRESH.as_millis() as u64)
+    }
+
+    /// Never due: a queue that cannot hold schedules (a plain FIFO).
+    pub fn never(&self) {
+        self.check_at_ms.store(NEVER, Ordering::Relaxed);
     }
 
     /// Remembers the earliest next tick (`None`: no schedule), looked at
@@ -594,6 +605,25 @@ mod tests {
             ]
         );
         assert_eq!(f.next, at("2026-01-01T06:00:00Z"));
+    }
+
+    #[test]
+    fn the_due_time_is_looked_at_again_when_the_clock_goes_back() {
+        // A remembered time more than REFRESH ahead of the clock (set back
+        // since) would otherwise hide other processes' schedules until the
+        // clock caught up.
+        let cache = DueCache::default();
+        assert!(cache.due(5_000), "a new handle looks at once");
+        cache.remember(None, 10_000);
+        assert!(!cache.due(10_999));
+        assert!(cache.due(11_000));
+        cache.remember(Some(UNIX_EPOCH + Duration::from_millis(10_500)), 10_000);
+        assert!(!cache.due(10_499) && cache.due(10_500));
+        assert!(cache.due(2_000), "the clock went back an hour's worth");
+        cache.never();
+        assert!(!cache.due(0) && !cache.due(u64::MAX - 1));
+        cache.forget();
+        assert!(cache.due(0));
     }
 
     #[test]

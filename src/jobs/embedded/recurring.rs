@@ -150,7 +150,7 @@ impl EmbeddedJobs {
     pub(super) fn fire_due(&self, now: SystemTime) -> Result<usize> {
         let now_ms = unix_ms(now);
         if self.is_plain() {
-            self.due_schedules.remember(None, u64::MAX / 2);
+            self.due_schedules.never();
             return Ok(0);
         }
         let dir = dir_of(&self.path);
