@@ -16,7 +16,6 @@ use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, TimeZone, Utc};
 use chrono_tz::Tz;
-use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
 use serde_json::{json, Value};
 
@@ -259,14 +258,12 @@ impl Schedule {
     pub(crate) fn tick_after(&self, t: SystemTime) -> Result<SystemTime> {
         match &self.cadence {
             Cadence::Every(every) => Ok(from_unix_ms(unix_ms(t) + every_ms(*every))),
-            Cadence::Cron(expression) => {
-                let cron = parse_cron(expression)?;
-                let at = self.zone_tz()?.from_utc_datetime(&utc(t).naive_utc());
-                let next = cron
-                    .find_next_occurrence(&at, false)
-                    .map_err(|e| no_tick(expression, &e))?;
-                Ok(from_unix_ms(next.timestamp_millis().max(0) as u64))
-            }
+            Cadence::Cron(expression) => cron_after(
+                &parse_cron(expression)?,
+                self.zone_tz()?,
+                unix_ms(t),
+                expression,
+            ),
         }
     }
 
@@ -378,12 +375,14 @@ impl Schedule {
             }
             Cadence::Cron(expression) => {
                 let cron = parse_cron(expression)?;
-                let at = self.zone_tz()?.from_utc_datetime(&utc(now).naive_utc());
-                let last = cron
-                    .find_previous_occurrence(&at, true)
-                    .map_err(|e| no_tick(expression, &e))?;
-                let last = from_unix_ms(last.timestamp_millis().max(0) as u64);
-                Ok(last.max(next))
+                let last = cron_last_between(
+                    &cron,
+                    self.zone_tz()?,
+                    unix_ms(next),
+                    unix_ms(now),
+                    expression,
+                )?;
+                Ok(last.map_or(next, from_unix_ms).max(next))
             }
         }
     }
@@ -404,17 +403,15 @@ impl Schedule {
             Cadence::Cron(expression) => {
                 let cron = parse_cron(expression)?;
                 let tz = self.zone_tz()?;
-                let mut t = last;
-                while ticks.len() < max as usize {
-                    let at = tz.from_utc_datetime(&utc(t).naive_utc());
-                    let Ok(before) = cron.find_previous_occurrence(&at, false) else {
-                        break;
-                    };
-                    t = from_unix_ms(before.timestamp_millis().max(0) as u64);
-                    if t < first {
-                        break;
+                let mut t = unix_ms(last);
+                while ticks.len() < max as usize && t > unix_ms(first) {
+                    match cron_last_between(&cron, tz, unix_ms(first), t - 1, expression)? {
+                        Some(before) => {
+                            ticks.push(from_unix_ms(before));
+                            t = before;
+                        }
+                        None => break,
                     }
-                    ticks.push(t);
                 }
             }
         }
@@ -456,19 +453,76 @@ fn parse_cron(expression: &str) -> Result<Cron> {
     if !(5..=6).contains(&fields) {
         return Err(invalid(format!("{fields} fields")));
     }
-    CronParser::builder()
-        .seconds(Seconds::Optional)
-        .year(Year::Disallowed)
-        .build()
-        .parse(expression)
+    Cron::new(expression)
+        .with_seconds_optional()
+        .parse()
         .map_err(|e| invalid(e.to_string()))
 }
 
-fn no_tick(expression: &str, e: &croner::errors::CronError) -> Error {
-    Error::InvalidJob {
-        reason: format!(
-            "cron expression {expression:?} has no next time ({e}): fix the expression"
-        ),
+/// The first tick of `cron` in `tz` strictly after Unix millisecond `ms`
+/// (ticks are whole seconds).
+fn cron_after(cron: &Cron, tz: Tz, ms: u64, expression: &str) -> Result<SystemTime> {
+    let seconds = i64::try_from(ms / 1000).unwrap_or(i64::MAX);
+    let at = tz
+        .timestamp_opt(seconds, 0)
+        .single()
+        .ok_or_else(|| Error::InvalidJob {
+            reason: format!("a time out of range for cron expression {expression:?}"),
+        })?;
+    let next = cron
+        .find_next_occurrence(&at, false)
+        .map_err(|e| Error::InvalidJob {
+            reason: format!(
+                "cron expression {expression:?} has no next time ({e}): fix the expression"
+            ),
+        })?;
+    Ok(from_unix_ms(
+        u64::try_from(next.timestamp_millis()).unwrap_or(0),
+    ))
+}
+
+/// The last tick of `cron` in `tz` from `floor_ms` to `now_ms` (Unix
+/// milliseconds, both included), if any. croner searches forward only:
+/// the search starts a second before `now_ms` and doubles its reach back
+/// until it finds a tick or passes `floor_ms`, so it costs a few dozen
+/// searches whatever the gap, not one per tick missed.
+fn cron_last_between(
+    cron: &Cron,
+    tz: Tz,
+    floor_ms: u64,
+    now_ms: u64,
+    expression: &str,
+) -> Result<Option<u64>> {
+    if now_ms < floor_ms {
+        return Ok(None);
+    }
+    let mut reach: u64 = 1_000;
+    loop {
+        let from = now_ms.saturating_sub(reach);
+        let covered = from < floor_ms;
+        // Strictly after `from`; from just below the floor when it is passed.
+        let start = if covered {
+            floor_ms.saturating_sub(1)
+        } else {
+            from
+        };
+        let first = unix_ms(cron_after(cron, tz, start, expression)?);
+        if first <= now_ms {
+            // No tick after `now_ms - reach / 2` (the last reach found none):
+            // few steps from here.
+            let mut last = first;
+            loop {
+                let next = unix_ms(cron_after(cron, tz, last, expression)?);
+                if next > now_ms {
+                    return Ok(Some(last));
+                }
+                last = next;
+            }
+        }
+        if covered || (floor_ms == 0 && from == 0) {
+            return Ok(None);
+        }
+        reach = reach.saturating_mul(2);
     }
 }
 
@@ -624,6 +678,44 @@ mod tests {
         assert!(!cache.due(0) && !cache.due(u64::MAX - 1));
         cache.forget();
         assert!(cache.due(0));
+    }
+
+    #[test]
+    fn the_last_missed_cron_ticks_are_found_whatever_the_gap() {
+        let daily = Schedule::cron("d", "0 3 * * *").time_zone("America/New_York");
+        let next = at("2026-03-01T08:00:00Z"); // 3:00 in New York (EST)
+        let f = daily
+            .clone()
+            .catch_up(CatchUp::Missed(3))
+            .plan(next, at("2026-03-20T06:59:59Z"))
+            .unwrap()
+            .unwrap();
+        // EDT from March 8: 3:00 is 7:00 UTC; the 20th's is not due yet.
+        assert_eq!(
+            f.ticks,
+            [
+                at("2026-03-17T07:00:00Z"),
+                at("2026-03-18T07:00:00Z"),
+                at("2026-03-19T07:00:00Z")
+            ]
+        );
+        assert_eq!(f.next, at("2026-03-20T07:00:00Z"));
+        // Every second, a year missed: the latest only, found at once.
+        let f = Schedule::cron("s", "* * * * * *")
+            .plan(at("2025-01-01T00:00:00Z"), at("2026-01-01T00:00:00.250Z"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (f.ticks, f.next),
+            (vec![at("2026-01-01T00:00:00Z")], at("2026-01-01T00:00:01Z"))
+        );
+        // The tick itself is due at its time, not before.
+        let f = daily.plan(next, next).unwrap().unwrap();
+        assert_eq!(f.ticks, [next]);
+        assert_eq!(
+            daily.plan(next, next - Duration::from_millis(1)).unwrap(),
+            None
+        );
     }
 
     #[test]
