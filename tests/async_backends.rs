@@ -150,6 +150,24 @@ impl JobQueue for Blocking {
     fn limits(&self) -> Result<Vec<dque::jobs::Limit>> {
         self.wait(self.queue.limits())
     }
+
+    // --- recurring (issue 27) ---
+
+    fn schedule(&self, schedule: dque::jobs::Schedule) -> Result<dque::jobs::ScheduleInfo> {
+        self.wait(self.queue.schedule(schedule))
+    }
+
+    fn unschedule(&self, name: &str) -> Result<bool> {
+        self.wait(self.queue.unschedule(name))
+    }
+
+    fn schedules(&self) -> Result<Vec<dque::jobs::ScheduleInfo>> {
+        self.wait(self.queue.schedules())
+    }
+
+    fn fire_schedules(&self) -> Result<usize> {
+        self.wait(self.queue.fire_schedules())
+    }
 }
 
 /// Names unique to a test process and a backend value.

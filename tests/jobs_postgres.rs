@@ -605,8 +605,19 @@ fn a_call_cut_off_after_it_was_sent_says_its_outcome_is_unknown() {
     assert_eq!(jobs.counts().unwrap().leased, 1);
 }
 
+/// Undoes migration 6 → 7 (recurring jobs, issue 27).
+fn back_to_version_6(client: &mut postgres::Client, schema: &str) {
+    client
+        .batch_execute(&format!(
+            "DROP TABLE {schema}.schedules;
+             UPDATE {schema}.schema_version SET version = 6;"
+        ))
+        .unwrap();
+}
+
 /// Undoes migration 5 → 6 (unique jobs, issue 27).
 fn back_to_version_5(client: &mut postgres::Client, schema: &str) {
+    back_to_version_6(client, schema);
     client
         .batch_execute(&format!(
             "DROP TABLE {schema}.unique_ids;

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use super::job::{DeadJob, Enqueued, JobLease, Nacked, NewJob, Retry, Waiting};
+use super::recurring::{Schedule, ScheduleInfo};
 use super::stats::{Counts, QueueStats};
 use crate::error::Result;
 
@@ -261,6 +262,36 @@ pub trait AsyncJobQueue: Send + Sync + std::fmt::Debug {
     fn limits(&self) -> BoxFuture<'_, Result<Vec<super::Limit>>> {
         Box::pin(async { Ok(Vec::new()) })
     }
+
+    // --- recurring (issue 27) ---
+
+    /// Adds or replaces a schedule ([`JobQueue::schedule`](super::JobQueue::schedule)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn schedule(&self, schedule: Schedule) -> BoxFuture<'_, Result<ScheduleInfo>>;
+
+    /// Removes a schedule ([`JobQueue::unschedule`](super::JobQueue::unschedule)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn unschedule<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool>>;
+
+    /// The schedules ([`JobQueue::schedules`](super::JobQueue::schedules)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn schedules(&self) -> BoxFuture<'_, Result<Vec<ScheduleInfo>>>;
+
+    /// Fires the due schedules ([`JobQueue::fire_schedules`](super::JobQueue::fire_schedules)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn fire_schedules(&self) -> BoxFuture<'_, Result<usize>>;
 }
 
 /// What a backend without pause or limits answers.

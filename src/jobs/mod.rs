@@ -78,6 +78,7 @@ mod limits;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod queue_name;
+mod recurring;
 #[cfg(feature = "redis")]
 mod redis;
 mod several;
@@ -105,6 +106,7 @@ pub use postgres::AsyncPgJobs;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgJobs, PgOptions, SCHEMA_VERSION};
 pub use queue_name::{check_queue_name, MAX_QUEUE_NAME_BYTES};
+pub use recurring::{tick_id, Cadence, CatchUp, Schedule, ScheduleInfo, MAX_SCHEDULE_NAME_BYTES};
 #[cfg(all(feature = "redis", feature = "tokio"))]
 pub use redis::AsyncRedisJobs;
 #[cfg(feature = "redis")]
@@ -418,6 +420,57 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     fn limits(&self) -> Result<Vec<Limit>> {
         Ok(Vec::new())
     }
+
+    // --- recurring (issue 27) ---
+
+    /// Adds schedule `schedule`, or replaces the one of its name (which
+    /// keeps its next run if its cadence and time zone are unchanged, so a
+    /// program may declare its schedules at every start). Its jobs are
+    /// enqueued by the leases of any worker on the queue, one per tick
+    /// (caller id `NAME@TICK`), however many processes lease. Returns the
+    /// schedule with its next run.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dque::jobs::{EmbeddedJobs, JobQueue, Schedule};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("jobs"))?;
+    /// queue.schedule(Schedule::every("ping", Duration::from_secs(60)).body("ping"))?;
+    /// let lease = queue.lease()?.expect("the first tick is due at once");
+    /// assert!(lease.id.starts_with("ping@"));
+    /// assert_eq!(queue.schedules()?.len(), 1);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `InvalidJob` for a bad name, cron expression, time zone or header
+    /// (nothing changed); storage errors.
+    fn schedule(&self, schedule: Schedule) -> Result<ScheduleInfo>;
+
+    /// Removes schedule `name`; whether there was one. Jobs it enqueued
+    /// stay.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    fn unschedule(&self, name: &str) -> Result<bool>;
+
+    /// The queue's schedules by name, with their next runs. A read.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    fn schedules(&self) -> Result<Vec<ScheduleInfo>>;
+
+    /// Enqueues the jobs of the schedules due now (what every lease does
+    /// first); the number of jobs added.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors; schedules fired before the error keep their jobs.
+    fn fire_schedules(&self) -> Result<usize>;
 }
 
 /// What a backend without pause or limits answers.

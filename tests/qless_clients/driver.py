@@ -111,6 +111,26 @@ def handle(cmd):
         return client.throttles[cmd["name"]].maximum()
     if op == "throttle_locks":
         return client.throttles[cmd["name"]].locks()
+    # Recurring jobs (issue 27).
+    if op == "recur":
+        data = cmd.get("data", "{}")
+        if CLIENT == "qless":
+            data = json.loads(data)
+        queue = client.queues[cmd["queue"]]
+        return queue.recur(cmd.get("klass", "py.Job"), data, cmd["interval"],
+                           cmd.get("offset", 0), jid=cmd.get("jid"))
+    if op == "recurring":
+        return list(client.queues[cmd["queue"]].jobs.recurring())
+    if op == "get_recur":
+        job = client.jobs[cmd["jid"]]
+        if job is None:
+            return None
+        return {"jid": job.jid, "klass": job.klass_name, "queue": job.queue_name,
+                "interval": job.interval, "count": job.count,
+                "priority": job.priority, "data": data_out(job)}
+    if op == "unrecur":
+        client.jobs[cmd["jid"]].cancel()
+        return True
     raise ValueError("unknown op " + op)
 
 

@@ -11,6 +11,7 @@ mod holder;
 mod limits;
 mod push_pop;
 mod records;
+mod recurring;
 mod repair;
 mod report;
 mod requeue;
@@ -78,6 +79,13 @@ enum Command {
     Limit(limits::LimitArgs),
     /// List a queue's limits with the jobs holding each now.
     Limits(limits::LimitsArgs),
+
+    /// Add or replace a recurring job: every DURATION or at cron times; `dque work` (any worker) enqueues it.
+    Schedule(recurring::ScheduleArgs),
+    /// List the recurring jobs with their next runs.
+    Schedules(recurring::SchedulesArgs),
+    /// Remove a recurring job (the jobs it enqueued stay).
+    Unschedule(recurring::UnscheduleArgs),
 }
 
 fn main() -> ExitCode {
@@ -100,6 +108,10 @@ fn main() -> ExitCode {
         Command::Resume(args) => limits::pause(args, false),
         Command::Limit(args) => limits::limit(args),
         Command::Limits(args) => limits::list(args),
+
+        Command::Schedule(args) => recurring::schedule(args),
+        Command::Schedules(args) => recurring::schedules(args),
+        Command::Unschedule(args) => recurring::unschedule(args),
     };
     // What `print!` left in stdout's buffer, its failure reported as any.
     let result = result.and_then(|code| output::flush().map(|()| code));

@@ -10,6 +10,7 @@ use super::{unix_ms, EmbeddedJobs, Schedule, LEASE_POLL};
 use crate::error::{Error, Result};
 use crate::jobs::async_contract::{AsyncJobQueue, BoxFuture};
 use crate::jobs::job::{DeadJob, Enqueued, JobLease, Nacked, NewJob, Retry, Waiting};
+use crate::jobs::recurring::{Schedule as RecurringSchedule, ScheduleInfo};
 use crate::jobs::stats::{Counts, QueueStats};
 use crate::jobs::JobQueue;
 use crate::queue::asynchronous::offload::run;
@@ -306,5 +307,24 @@ impl AsyncJobQueue for AsyncEmbeddedJobs {
 
     fn limits(&self) -> BoxFuture<'_, Result<Vec<crate::jobs::Limit>>> {
         Box::pin(self.call(|jobs| jobs.list_limits()))
+    }
+
+    // --- recurring (issue 27) ---
+
+    fn schedule(&self, schedule: RecurringSchedule) -> BoxFuture<'_, Result<ScheduleInfo>> {
+        Box::pin(self.call(move |jobs| jobs.schedule(schedule)))
+    }
+
+    fn unschedule<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool>> {
+        let name = name.to_owned();
+        Box::pin(self.call(move |jobs| jobs.unschedule(&name)))
+    }
+
+    fn schedules(&self) -> BoxFuture<'_, Result<Vec<ScheduleInfo>>> {
+        Box::pin(self.call(|jobs| jobs.schedules()))
+    }
+
+    fn fire_schedules(&self) -> BoxFuture<'_, Result<usize>> {
+        Box::pin(self.call(|jobs| jobs.fire_schedules()))
     }
 }

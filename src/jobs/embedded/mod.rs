@@ -8,6 +8,7 @@ mod lanes;
 mod limits;
 mod moves;
 mod promote;
+mod recurring;
 mod schedule;
 mod signal;
 mod stats_file;
@@ -42,6 +43,7 @@ use super::job::{
     new_job_id, DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, RunAt,
     WaitState, Waiting,
 };
+use super::recurring::{DueCache, Schedule as RecurringSchedule, ScheduleInfo};
 use super::stats::{Counts, QueueStats};
 use super::unique::{Duplicate, Hold, Settled};
 use super::{Backoff, JobQueue};
@@ -239,6 +241,8 @@ pub struct EmbeddedJobs {
     closed: AtomicBool,
     /// Pause and concurrency limits (`None` for a plain FIFO queue).
     limits: Option<limits::Limits>,
+    /// When the schedules (recurring jobs) may next be due.
+    due_schedules: DueCache,
 }
 
 impl EmbeddedJobs {
@@ -376,6 +380,7 @@ impl EmbeddedJobs {
             signal,
             closed: AtomicBool::new(false),
             limits,
+            due_schedules: DueCache::default(),
         })
     }
 
@@ -620,6 +625,9 @@ impl EmbeddedJobs {
     ) -> Result<Option<JobLease>> {
         let now = self.now();
         let now_ms = unix_ms(now);
+        if self.due_schedules.due(now_ms) {
+            self.fire_due_quietly(now);
+        }
         self.promote_due(now)?;
         let lanes = self.lanes.list()?;
         for (at, (priority, lane)) in lanes.iter().enumerate() {
@@ -1457,6 +1465,25 @@ impl JobQueue for EmbeddedJobs {
 
     fn limits(&self) -> Result<Vec<crate::jobs::Limit>> {
         self.list_limits()
+    }
+
+    // --- recurring (issue 27) ---
+
+    fn schedule(&self, schedule: RecurringSchedule) -> Result<ScheduleInfo> {
+        self.add_schedule(schedule)
+    }
+
+    fn unschedule(&self, name: &str) -> Result<bool> {
+        self.remove_schedule(name)
+    }
+
+    fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        self.list_schedules()
+    }
+
+    fn fire_schedules(&self) -> Result<usize> {
+        self.check_open()?;
+        self.fire_due(self.now())
     }
 }
 

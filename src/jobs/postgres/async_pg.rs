@@ -14,6 +14,8 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_postgres::types::ToSql;
 
+mod recurring;
+
 use super::async_link::{self, Link, Pool};
 use super::errors::{db, sent};
 use super::statements::{self, Statements};
@@ -28,6 +30,7 @@ use crate::jobs::clock::unix_ms;
 use crate::jobs::job::{
     new_job_id, DeadJob, Enqueued, JobLease, LeaseToken, Nacked, NewJob, Retry, Waiting,
 };
+use crate::jobs::recurring::{DueCache, Schedule, ScheduleInfo};
 use crate::jobs::stats::{Counts, DayStats, QueueStats};
 use crate::jobs::Backoff;
 
@@ -127,6 +130,8 @@ struct Inner {
     /// The leases given out and not settled (row, token): handed back at
     /// close, as [`PgJobs`] does.
     held: Mutex<HashMap<i64, i64>>,
+    /// When the schedules (recurring jobs) may next be due.
+    due_schedules: DueCache,
 }
 
 /// The most connections an [`AsyncPgJobs`] handle opens by default: enough
@@ -204,6 +209,7 @@ impl PgOptions {
                 closed: AtomicBool::new(false),
                 merged_at: Mutex::new(Instant::now()),
                 held: Mutex::new(HashMap::new()),
+                due_schedules: DueCache::default(),
             }),
         })
     }
@@ -479,6 +485,9 @@ impl Inner {
     /// Leases up to `max` of the first ready jobs, as [`PgJobs`] does.
     async fn lease_up_to(&self, max: usize) -> Result<Vec<JobLease>> {
         let now = self.now();
+        if self.due_schedules.due(unix_ms(now)) {
+            self.fire_due_quietly(now).await;
+        }
         let link = self.link().await?;
         let mut leases = Vec::new();
         while leases.len() < max {
@@ -1130,6 +1139,24 @@ impl AsyncJobQueue for AsyncPgJobs {
                 .map_err(sent)?;
             Ok(rows.iter().map(super::limits::limit_of).collect())
         })
+    }
+
+    // --- recurring (issue 27) ---
+
+    fn schedule(&self, schedule: Schedule) -> BoxFuture<'_, Result<ScheduleInfo>> {
+        Box::pin(self.inner.add_schedule(schedule))
+    }
+
+    fn unschedule<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.inner.remove_schedule(name))
+    }
+
+    fn schedules(&self) -> BoxFuture<'_, Result<Vec<ScheduleInfo>>> {
+        Box::pin(self.inner.list_schedules())
+    }
+
+    fn fire_schedules(&self) -> BoxFuture<'_, Result<usize>> {
+        Box::pin(async move { self.inner.fire_due(self.inner.now()).await })
     }
 }
 

@@ -11,6 +11,7 @@ mod async_pg;
 mod connection;
 mod errors;
 mod limits;
+mod recurring;
 mod rows;
 mod schema;
 mod statements;
@@ -39,6 +40,7 @@ use super::clock::{from_unix_ms, unix_ms, Clock, SystemClock};
 use super::job::{
     new_job_id, DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, Waiting,
 };
+use super::recurring::{DueCache, Schedule, ScheduleInfo};
 use super::stats::{Counts, DayStats, QueueStats, Timing};
 use super::{Backoff, JobQueue};
 use crate::error::{Error, Result};
@@ -186,6 +188,7 @@ impl PgOptions {
             closed: AtomicBool::new(false),
             held: Mutex::new(std::collections::HashMap::new()),
             merged_at: Mutex::new(Instant::now()),
+            due_schedules: DueCache::default(),
         })
     }
 }
@@ -456,6 +459,8 @@ pub struct PgJobs {
     /// The leases this handle gave out and has not settled (row, token):
     /// handed back when it closes, as a closed embedded handle's are.
     held: Mutex<std::collections::HashMap<i64, i64>>,
+    /// When the schedules (recurring jobs) may next be due.
+    due_schedules: DueCache,
 }
 
 impl std::fmt::Debug for PgJobs {
@@ -700,6 +705,9 @@ impl PgJobs {
     /// ended) with one statement, without waiting.
     fn lease_up_to(&self, max: usize) -> Result<Vec<JobLease>> {
         let now = self.now();
+        if self.due_schedules.due(unix_ms(now)) {
+            self.fire_due_quietly(now);
+        }
         let mut client = self.client()?;
         let mut leases = Vec::new();
         while leases.len() < max {
@@ -1480,6 +1488,24 @@ impl JobQueue for PgJobs {
             )
             .map_err(sent)?;
         Ok(rows.iter().map(limits::limit_of).collect())
+    }
+
+    // --- recurring (issue 27) ---
+
+    fn schedule(&self, schedule: Schedule) -> Result<ScheduleInfo> {
+        self.add_schedule(schedule)
+    }
+
+    fn unschedule(&self, name: &str) -> Result<bool> {
+        self.remove_schedule(name)
+    }
+
+    fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        self.list_schedules()
+    }
+
+    fn fire_schedules(&self) -> Result<usize> {
+        self.fire_due(self.now())
     }
 }
 

@@ -8,7 +8,7 @@ use super::db;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 /// Migration `n` takes the schema from version `n` to `n + 1`. `{s}` is
 /// the schema's name (quoted).
@@ -108,6 +108,8 @@ const MIGRATIONS: &[&str] = &[
     super::limits::MIGRATION,
     // 5 → 6 (unique jobs, issue 27): the ids held for a period.
     super::unique::MIGRATION,
+    // 6 → 7 (recurring jobs, issue 27): the schedules.
+    super::recurring::MIGRATION,
 ];
 
 /// One migrator at a time, whatever the schema's state (`$1` the schema).

@@ -571,4 +571,25 @@ impl AsyncJobQueue for AsyncRedisJobs {
     fn limits(&self) -> BoxFuture<'_, Result<Vec<crate::jobs::Limit>>> {
         Box::pin(self.core.limits(&*self.server))
     }
+
+    // --- recurring (issue 27) ---
+
+    fn schedule(
+        &self,
+        schedule: crate::jobs::Schedule,
+    ) -> BoxFuture<'_, Result<crate::jobs::ScheduleInfo>> {
+        Box::pin(self.core.add_schedule(&*self.server, schedule))
+    }
+
+    fn unschedule<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.core.remove_schedule(&*self.server, name))
+    }
+
+    fn schedules(&self) -> BoxFuture<'_, Result<Vec<crate::jobs::ScheduleInfo>>> {
+        Box::pin(self.core.list_schedules(&*self.server))
+    }
+
+    fn fire_schedules(&self) -> BoxFuture<'_, Result<usize>> {
+        Box::pin(async move { self.core.fire_due(&*self.server, self.core.now()).await })
+    }
 }

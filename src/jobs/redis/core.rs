@@ -76,6 +76,8 @@ pub(crate) struct Core {
     /// Leases given out and not settled (job id → token): handed back at
     /// close, as a closed embedded handle's are.
     pub(crate) held: Mutex<HashMap<String, String>>,
+    /// When the schedules (recurring jobs) may next be due.
+    pub(crate) due_schedules: crate::jobs::recurring::DueCache,
 }
 
 impl Core {
@@ -185,6 +187,7 @@ impl Core {
         if max == 0 {
             return Ok(Vec::new());
         }
+        self.fire_due_quietly(t).await;
         let call = self.calls.fetch_add(1, Ordering::Relaxed) as i64;
         let base = self.lease_token(call, 0);
         let base = base

@@ -22,6 +22,7 @@ mod core;
 mod encoding;
 mod limits;
 mod qless;
+mod recurring;
 mod script;
 
 use std::collections::HashMap;
@@ -42,6 +43,7 @@ use self::encoding::duration_seconds;
 use self::script::Server;
 use super::clock::{Clock, SystemClock};
 use super::job::{random_u64, DeadJob, Enqueued, JobLease, Nacked, NewJob, Retry, Waiting};
+use super::recurring::{DueCache, Schedule, ScheduleInfo};
 use super::stats::{Counts, Histogram, QueueStats, Timing};
 use super::{Backoff, JobQueue};
 use crate::error::{Error, Result};
@@ -185,6 +187,7 @@ impl RedisOptions {
             calls: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             held: Mutex::new(HashMap::new()),
+            due_schedules: DueCache::default(),
         }
     }
 
@@ -449,6 +452,24 @@ impl JobQueue for RedisJobs {
 
     fn limits(&self) -> Result<Vec<crate::jobs::Limit>> {
         ready(self.core.limits(&self.server))
+    }
+
+    // --- recurring (issue 27) ---
+
+    fn schedule(&self, schedule: Schedule) -> Result<ScheduleInfo> {
+        ready(self.core.add_schedule(&self.server, schedule))
+    }
+
+    fn unschedule(&self, name: &str) -> Result<bool> {
+        ready(self.core.remove_schedule(&self.server, name))
+    }
+
+    fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        ready(self.core.list_schedules(&self.server))
+    }
+
+    fn fire_schedules(&self) -> Result<usize> {
+        ready(self.core.fire_due(&self.server, self.core.now()))
     }
 }
 

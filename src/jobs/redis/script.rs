@@ -36,6 +36,7 @@ pub(super) const SOURCE: &str = concat!(
     include_str!("lua/jobs.lua"),
     include_str!("lua/qless.lua"),
     include_str!("lua/limits.lua"),
+    include_str!("lua/recurring.lua"),
     include_str!("lua/main.lua"),
 );
 

@@ -1,0 +1,199 @@
+//! Recurring jobs on Redis, as qless recurring jobs (`lua/recurring.lua`):
+//! the schedule's hash `ql:r:<name>` and the queue's `-recur` zset, which
+//! qless clients list (`recur.get`, the queue's `recurring` count) and fire
+//! from their own pops (jobs `NAME-COUNT`, every `interval` seconds). dque
+//! fires them from its leases (jobs `NAME@TICK`); either way the score is
+//! moved on in the call that puts the tick's job, so a tick fires once.
+//!
+//! A cron schedule's qless `interval` is the gap from its next tick to the
+//! one after (written at each firing): a qless client firing it keeps to
+//! the cron times while the gaps are equal (every hour, every day), and
+//! the next dque firing puts it back on them.
+
+use std::time::{Duration, SystemTime};
+
+use ::redis::Value;
+
+use super::core::{Core, Transport};
+use super::encoding::{
+    array_of, duration_seconds, encode_body, encode_headers, int_of, qless_priority, text_of,
+};
+use crate::error::Result;
+use crate::jobs::clock::{from_unix_ms, unix_ms};
+use crate::jobs::recurring::{Cadence, CatchUp, Schedule, ScheduleInfo};
+
+/// A tick as the zset's score: Unix seconds to the millisecond.
+fn score(t: SystemTime) -> String {
+    let ms = unix_ms(t);
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+fn time_of_score(text: &str) -> SystemTime {
+    let seconds: f64 = text.parse().unwrap_or(0.0);
+    from_unix_ms((seconds * 1000.0).round().max(0.0) as u64)
+}
+
+/// qless's `interval` (seconds) after tick `next`: the interval, or a
+/// cron schedule's gap to the tick after `next`.
+fn interval_after(schedule: &Schedule, next: SystemTime) -> String {
+    let gap = match schedule.cadence() {
+        Cadence::Every(every) => *every,
+        Cadence::Cron(_) => schedule
+            .tick_after(next)
+            .ok()
+            .and_then(|after| after.duration_since(next).ok())
+            .unwrap_or(Duration::from_secs(60)),
+    };
+    duration_seconds(gap)
+}
+
+/// What places a schedule's ticks: a replaced schedule keeps its next run
+/// while this is unchanged.
+fn ticks_key(schedule: &Schedule) -> String {
+    match schedule.cadence() {
+        Cadence::Every(every) => format!("every {} {}", every.as_millis(), schedule.zone()),
+        Cadence::Cron(expression) => format!("cron {expression} {}", schedule.zone()),
+    }
+}
+
+/// A schedule listed: dque's own from its spec, a qless client's from
+/// qless's fields (every `interval` seconds, its `backlog` as catch-up).
+fn info_of(value: &Value) -> Result<ScheduleInfo> {
+    let f: Vec<String> = array_of(value)?.iter().map(text_of).collect();
+    let next_run = time_of_score(&f[1]);
+    if !f[2].is_empty() {
+        return Ok(ScheduleInfo {
+            schedule: Schedule::from_json(&f[2])?,
+            next_run,
+        });
+    }
+    let interval: f64 = f[6].parse().unwrap_or(60.0);
+    let backlog: u32 = f[7].parse::<f64>().unwrap_or(0.0) as u32;
+    let priority: i64 = f[5].parse::<f64>().unwrap_or(0.0) as i64;
+    let schedule = Schedule::every(f[0].clone(), Duration::from_secs_f64(interval.max(0.001)))
+        .body(f[4].clone())
+        .kind(f[3].clone())
+        .priority(i32::try_from(-priority).unwrap_or(0))
+        .catch_up(match backlog {
+            0 => CatchUp::Missed(u32::MAX),
+            n => CatchUp::Missed(n),
+        });
+    Ok(ScheduleInfo { schedule, next_run })
+}
+
+impl Core {
+    pub(crate) async fn add_schedule(
+        &self,
+        t: &impl Transport,
+        schedule: Schedule,
+    ) -> Result<ScheduleInfo> {
+        schedule.check()?;
+        let first = schedule.first_tick(self.now())?;
+        let (klass, _) = encode_headers(schedule.headers());
+        let (data, _) = encode_body(schedule.body_bytes());
+        let backlog = match schedule.catch_up_policy() {
+            CatchUp::Latest | CatchUp::Skip => 1,
+            CatchUp::Missed(n) => n,
+        };
+        let retries = u32::from(self.max_attempts).saturating_sub(1);
+        let fields = [
+            self.queue.clone(),
+            schedule.name().to_owned(),
+            klass,
+            data,
+            qless_priority(schedule.priority_value()).to_string(),
+            interval_after(&schedule, first),
+            retries.to_string(),
+            backlog.to_string(),
+            schedule.to_json(),
+            ticks_key(&schedule),
+            score(first),
+        ];
+        let args: Vec<&[u8]> = fields.iter().map(|f| f.as_bytes()).collect();
+        let next = self.call(t, "recur_set", &args).await?;
+        self.due_schedules.forget();
+        Ok(ScheduleInfo {
+            schedule,
+            next_run: time_of_score(&text_of(&next)),
+        })
+    }
+
+    pub(crate) async fn remove_schedule(&self, t: &impl Transport, name: &str) -> Result<bool> {
+        let reply = self
+            .call(t, "recur_del", &[self.queue.as_bytes(), name.as_bytes()])
+            .await?;
+        self.due_schedules.forget();
+        Ok(int_of(&reply)? == 1)
+    }
+
+    pub(crate) async fn list_schedules(&self, t: &impl Transport) -> Result<Vec<ScheduleInfo>> {
+        let reply = self.call(t, "recur_list", &[self.queue.as_bytes()]).await?;
+        let mut listed = array_of(&reply)?
+            .iter()
+            .map(info_of)
+            .collect::<Result<Vec<_>>>()?;
+        listed.sort_by(|a, b| a.schedule.name().cmp(b.schedule.name()));
+        Ok(listed)
+    }
+
+    /// Fires the schedules due at `now`; the number of jobs added.
+    pub(crate) async fn fire_due(&self, t: &impl Transport, now: SystemTime) -> Result<usize> {
+        let schedules = self.list_schedules(t).await?;
+        let mut added = 0;
+        let mut earliest: Option<SystemTime> = None;
+        for info in &schedules {
+            let s = &info.schedule;
+            let mut next = info.next_run;
+            if let Some(plan) = s.plan(info.next_run, now)? {
+                let mut fields = vec![
+                    self.queue.clone().into_bytes(),
+                    s.name().as_bytes().to_vec(),
+                    score(info.next_run).into_bytes(),
+                    score(plan.next).into_bytes(),
+                    interval_after(s, plan.next).into_bytes(),
+                ];
+                let retries = u32::from(self.max_attempts).saturating_sub(1);
+                for &tick in &plan.ticks {
+                    let job = s.job_for(tick);
+                    // put's twelve fields, as `Core::put_all` sends them.
+                    let (data, raw) = encode_body(&job.body);
+                    let (klass, headers) = encode_headers(&job.headers);
+                    fields.extend([
+                        job.id.clone().unwrap_or_default().into_bytes(),
+                        klass.into_bytes(),
+                        data.into_bytes(),
+                        qless_priority(job.priority).to_string().into_bytes(),
+                        b"[]".to_vec(),
+                        b"0".to_vec(),
+                        retries.to_string().into_bytes(),
+                        b"[]".to_vec(),
+                        if raw.is_some() {
+                            b"1".to_vec()
+                        } else {
+                            b"0".to_vec()
+                        },
+                        raw.map(<[u8]>::to_vec).unwrap_or_default(),
+                        headers.into_bytes(),
+                        b"0".to_vec(),
+                    ]);
+                }
+                let args: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
+                let reply = self.call(t, "recur_fire", &args).await?;
+                added += usize::try_from(int_of(&reply)?).unwrap_or(0);
+                next = plan.next;
+            }
+            earliest = Some(earliest.map_or(next, |e| e.min(next)));
+        }
+        self.due_schedules.remember(earliest, unix_ms(now));
+        Ok(added)
+    }
+
+    /// As [`fire_due`](Self::fire_due) for a lease: an error does not stop
+    /// the lease (the schedules are tried again within a second).
+    pub(crate) async fn fire_due_quietly(&self, t: &impl Transport) {
+        let now = self.now();
+        if self.due_schedules.due(unix_ms(now)) && self.fire_due(t, now).await.is_err() {
+            self.due_schedules.remember(None, unix_ms(now));
+        }
+    }
+}
