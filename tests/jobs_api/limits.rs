@@ -20,6 +20,7 @@ macro_rules! jobs_api_limits_checks {
             bad_limit_names_and_maxima_are_refused_and_change_nothing,
             a_paused_queue_leases_nothing_and_its_leases_still_settle,
             pause_and_limits_survive_a_restart,
+            a_limit_set_counts_the_jobs_already_leased_that_name_it,
         );
     };
     (@each $runner:path; $($check:ident),* $(,)?) => {
@@ -263,4 +264,36 @@ pub fn pause_and_limits_survive_a_restart(backend: &dyn Backend) {
     );
     q.ack(a).unwrap();
     assert_eq!(drain(q.as_ref()), ["b"]);
+}
+
+// Bug (review of issue 27): the embedded queue counted as holders only the
+// jobs leased while a limit (or a pause) was set, so a job leased before
+// `set_limit`, or between a `remove_limit` and a new `set_limit`, ran on
+// uncounted and a limit of 1 had two holders (PostgreSQL and Redis count
+// every leased job that names the limit).
+pub fn a_limit_set_counts_the_jobs_already_leased_that_name_it(backend: &dyn Backend) {
+    let (q, _s) = new_queue(backend, "lim-late");
+    let one = n(q.as_ref(), "one");
+    for name in ["a", "b", "c", "d"] {
+        put(q.as_ref(), NewJob::new(name).limit(one.clone()));
+    }
+    let a = lease(q.as_ref());
+    q.set_limit(&one, 1).unwrap();
+    assert_eq!(q.limits().unwrap(), [limit(one.clone(), 1, 1)]);
+    assert!(q.lease().unwrap().is_none(), "a, leased before, holds it");
+    q.ack(a).unwrap();
+    let b = lease(q.as_ref());
+    assert_eq!(body(&b), "b");
+    // Removed and set again while b runs, with c leased in between.
+    assert!(q.remove_limit(&one).unwrap());
+    let c = lease(q.as_ref());
+    q.ack(b).unwrap();
+    q.set_limit(&one, 1).unwrap();
+    assert_eq!(q.limits().unwrap(), [limit(one.clone(), 1, 1)]);
+    assert!(
+        q.lease().unwrap().is_none(),
+        "c, leased unlimited, holds it"
+    );
+    q.ack(c).unwrap();
+    assert_eq!(drain(q.as_ref()), ["d"]);
 }

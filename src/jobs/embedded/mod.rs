@@ -568,11 +568,16 @@ impl EmbeddedJobs {
     /// Leases the first ready job, without waiting.
     fn lease_now(&self) -> Result<Option<JobLease>> {
         self.check_open()?;
-        // A queue that uses neither pause nor limits: one memory read.
-        if let Some(limits) = self.limits.as_ref().filter(|l| l.in_use()) {
+        let Some(limits) = &self.limits else {
+            return self.lease_first(|_, _, _, _| true, &mut Vec::new());
+        };
+        // A queue that uses neither pause nor limits: one memory read
+        // (and, after the lease, a look at the job's headers).
+        if limits.in_use() {
             return self.lease_limited(limits);
         }
-        self.lease_first(|_, _, _, _| true, &mut Vec::new())
+        let found = self.lease_first(|_, _, _, _| true, &mut Vec::new())?;
+        self.admit_unlocked(limits, found)
     }
 
     /// Leases the first ready job that `accept` takes; the ones it does
