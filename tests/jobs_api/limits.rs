@@ -21,6 +21,7 @@ macro_rules! jobs_api_limits_checks {
             a_paused_queue_leases_nothing_and_its_leases_still_settle,
             pause_and_limits_survive_a_restart,
             a_limit_set_counts_the_jobs_already_leased_that_name_it,
+            a_job_naming_a_limit_twice_holds_it_once,
         );
     };
     (@each $runner:path; $($check:ident),* $(,)?) => {
@@ -296,4 +297,29 @@ pub fn a_limit_set_counts_the_jobs_already_leased_that_name_it(backend: &dyn Bac
     );
     q.ack(c).unwrap();
     assert_eq!(drain(q.as_ref()), ["d"]);
+}
+
+// Bug (review of issue 27): on PostgreSQL a job whose `limits` header
+// named a limit twice counted as two holders, so a limit of 2 ran one job.
+pub fn a_job_naming_a_limit_twice_holds_it_once(backend: &dyn Backend) {
+    let (q, _s) = new_queue(backend, "lim-twice");
+    let two = n(q.as_ref(), "two");
+    q.set_limit(&two, 2).unwrap();
+    put(
+        q.as_ref(),
+        NewJob::new("twice").header(LIMITS_HEADER, format!("{two}, {two}")),
+    );
+    put(
+        q.as_ref(),
+        NewJob::new("again").limit(two.clone()).limit(two.clone()),
+    );
+    put(q.as_ref(), NewJob::new("third").limit(two.clone()));
+    let first = lease(q.as_ref());
+    let second = q.lease().unwrap();
+    assert!(second.is_some(), "a limit of 2 runs two jobs");
+    assert_eq!(q.limits().unwrap(), [limit(two.clone(), 2, 2)]);
+    assert!(q.lease().unwrap().is_none(), "and no third");
+    q.ack(first).unwrap();
+    q.ack(second.unwrap()).unwrap();
+    assert_eq!(drain(q.as_ref()), ["third"]);
 }
