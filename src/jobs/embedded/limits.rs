@@ -233,8 +233,15 @@ impl Locked<'_> {
             return Ok(());
         }
         let limits = self.limits;
-        QueueDir::new(limits.dir.clone())
-            .write_durably(&limits.settings_path(), settings.encode().as_bytes())?;
+        let dir = QueueDir::new(limits.dir.clone());
+        let path = limits.settings_path();
+        if let Err(e) = dir.write_durably(&path, settings.encode().as_bytes()) {
+            // The new file may be in place already (the directory's sync
+            // failed after the rename): the old settings go back, so that
+            // the call that fails has no effect, here or after a reopen.
+            let _ = dir.write_durably(&path, self.local.settings.encode().as_bytes());
+            return Err(e);
+        }
         limits.word().store(settings.word(), Ordering::Release);
         let changes = limits.changes().fetch_add(1, Ordering::AcqRel) + 1;
         self.local.settings = settings;
