@@ -605,9 +605,6 @@ fn a_call_cut_off_after_it_was_sent_says_its_outcome_is_unknown() {
     assert_eq!(jobs.counts().unwrap().leased, 1);
 }
 
-/// Makes schema `schema` (at version 4, no job leased) what version 3
-/// made: jobs keyed by the queue's name, empty header arrays, no
-/// `queues` table.
 /// Undoes migration 4 → 5 (limits and pause, issue 27).
 fn back_to_version_4(client: &mut postgres::Client, schema: &str) {
     client
@@ -621,6 +618,9 @@ fn back_to_version_4(client: &mut postgres::Client, schema: &str) {
         .unwrap();
 }
 
+/// Makes schema `schema` (at version 5, no job leased) what version 3
+/// made: jobs keyed by the queue's name, empty header arrays, no
+/// `queues` table.
 fn back_to_version_3(client: &mut postgres::Client, schema: &str) {
     back_to_version_4(client, schema);
     client

@@ -22,6 +22,7 @@ macro_rules! jobs_api_limits_checks {
             pause_and_limits_survive_a_restart,
             a_limit_set_counts_the_jobs_already_leased_that_name_it,
             a_job_naming_a_limit_twice_holds_it_once,
+            jobs_waiting_on_a_full_limit_run_in_priority_then_fifo_order,
         );
     };
     (@each $runner:path; $($check:ident),* $(,)?) => {
@@ -322,4 +323,37 @@ pub fn a_job_naming_a_limit_twice_holds_it_once(backend: &dyn Backend) {
     q.ack(first).unwrap();
     q.ack(second.unwrap()).unwrap();
     assert_eq!(drain(q.as_ref()), ["third"]);
+}
+
+// Bug (review of issue 27): on Redis the jobs a lease set aside because
+// their limit was full came back (one for each holder that ended) in the
+// order they were set aside, ties broken by their ids: a more urgent job
+// set aside later, or a job with a smaller id enqueued later, ran first.
+pub fn jobs_waiting_on_a_full_limit_run_in_priority_then_fifo_order(backend: &dyn Backend) {
+    let (q, s) = new_queue(backend, "lim-order");
+    let one = n(q.as_ref(), "one");
+    q.set_limit(&one, 1).unwrap();
+    put(q.as_ref(), NewJob::new("holder").limit(one.clone()));
+    let holder = lease(q.as_ref());
+    put(
+        q.as_ref(),
+        NewJob::new("low").limit(one.clone()).priority(5),
+    );
+    put(
+        q.as_ref(),
+        NewJob::new("first").limit(one.clone()).id("zz-first"),
+    );
+    put(
+        q.as_ref(),
+        NewJob::new("second").limit(one.clone()).id("aa-second"),
+    );
+    assert!(q.lease().unwrap().is_none(), "the limit is full");
+    s.clock.advance(Duration::from_secs(1));
+    put(
+        q.as_ref(),
+        NewJob::new("urgent").limit(one.clone()).priority(-5),
+    );
+    assert!(q.lease().unwrap().is_none(), "the limit is still full");
+    q.ack(holder).unwrap();
+    assert_eq!(drain(q.as_ref()), ["urgent", "first", "second", "low"]);
 }

@@ -133,6 +133,12 @@ local function throttle_has_room(tid, taking)
   return redis.call('zcard', locks) < max
 end
 
+-- The negation of a score as Redis wrote it (its digits kept exactly).
+local function negated(score)
+  if string.sub(score, 1, 1) == '-' then return string.sub(score, 2) end
+  return '-' .. score
+end
+
 -- At most this many jobs whose throttles are full one pop sets aside.
 local MAX_THROTTLED = 1000
 
@@ -157,7 +163,11 @@ local function take_work(queue, count, now)
     end
     if full then
       set_aside = set_aside + 1
-      redis.call('zadd', throttle_key(full, 'pending'), now, jid)
+      -- Scored by its work score negated, so that the throttle lets the
+      -- first in the queue's order back first (its priority, then FIFO):
+      -- reqless's time of pending would let the first set aside back
+      -- first, ties by jid.
+      redis.call('zadd', throttle_key(full, 'pending'), negated(score), jid)
       redis.call('zadd', queue_key(queue, 'throttled'), now, jid)
       redis.call('hset', key, 'state', 'throttled', 'dque-score', score,
         'dque-prio', redis.call('hget', key, 'priority'))
