@@ -508,6 +508,16 @@ impl super::EmbeddedJobs {
         }
     }
 
+    /// The lock, while the queue is paused or has limits, for a call
+    /// that must not see a job leased by a limited lease looking past it
+    /// (`cancel`, `set_priority`: such a job is waiting, not leased).
+    pub(super) fn lock_limited_leases(&self) -> Result<Option<Locked<'_>>> {
+        match self.limits.as_ref().filter(|l| l.in_use()) {
+            Some(limits) => limits.lock().map(Some),
+            None => Ok(None),
+        }
+    }
+
     pub(super) fn set_paused(&self, paused: bool) -> Result<()> {
         self.check_open()?;
         let limits = self.limits_or_refuse("a pause")?;
