@@ -1,17 +1,18 @@
 //! A job waiting on a full limit is waiting, whatever leases run beside:
 //! a lease that looks past it (on the embedded queue, by leasing it for a
-//! moment and giving it back) must not make it look leased to `cancel` or
-//! `set_priority`.
+//! moment and giving it back) must not make it look leased to `cancel`,
+//! `set_priority`, `counts` or `waiting`.
 //!
 //! Bug pinned (review of issue 27): on the embedded queue a lease on a
 //! queue with limits leased each job it looked past and released it, with
 //! no lock that `cancel` and `set_priority` take: either, at that moment,
-//! failed with `JobLeased` for a job no lease returned.
+//! failed with `JobLeased` for a job no lease returned (and `counts` and
+//! `waiting` counted it leased).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
+use dque::jobs::{EmbeddedJobs, JobQueue, NewJob, WaitState};
 use dque::Error;
 
 /// Rounds of the race (`DQUE_LIMIT_SKIP_ROUNDS`, 50 by default).
@@ -48,6 +49,15 @@ fn a_job_waiting_on_a_full_limit_never_looks_leased() {
         for priority in 1..=5 {
             if let Err(e) = queue.set_priority(&id, priority) {
                 refused.push(format!("set_priority {id}: {e}"));
+            }
+            let leased = queue.counts().unwrap().leased;
+            if leased != 1 {
+                refused.push(format!("counts: {leased} leased"));
+            }
+            let listed = queue.waiting(10).unwrap();
+            let state = listed.iter().find(|w| w.job.id == id).map(|w| w.state);
+            if state != Some(WaitState::Ready) {
+                refused.push(format!("waiting {id}: {state:?}"));
             }
         }
         match queue.cancel(&id) {

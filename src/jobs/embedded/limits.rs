@@ -510,7 +510,8 @@ impl super::EmbeddedJobs {
 
     /// The lock, while the queue is paused or has limits, for a call
     /// that must not see a job leased by a limited lease looking past it
-    /// (`cancel`, `set_priority`: such a job is waiting, not leased).
+    /// (`cancel`, `set_priority`, `counts`, `waiting`: such a job is
+    /// waiting, not leased). Not reentrant: taken once a call.
     pub(super) fn lock_limited_leases(&self) -> Result<Option<Locked<'_>>> {
         match self.limits.as_ref().filter(|l| l.in_use()) {
             Some(limits) => limits.lock().map(Some),

@@ -1201,6 +1201,7 @@ impl JobQueue for EmbeddedJobs {
         self.cancel_now(id)
     }
     fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
+        let _no_look_past = self.lock_limited_leases()?;
         let now_ms = unix_ms(self.now());
         // The schedule first: jobs due by now are ready (the next call that
         // writes moves them to the end of their lanes, in due order), the
@@ -1346,6 +1347,7 @@ impl JobQueue for EmbeddedJobs {
     }
 
     fn counts(&self) -> Result<Counts> {
+        let _no_look_past = self.lock_limited_leases()?;
         let mut counts = Counts::default();
         for (_, lane) in self.lanes.all()? {
             let leased = lane.leased_len() as u64;
