@@ -751,6 +751,57 @@ fn a_version_3_database_migrates_with_every_job() {
         .unwrap();
 }
 
+// Schema 5 adds pause and limits (issue 27) without touching the jobs. A
+// populated database at version 4, with a job leased by a worker that
+// runs on through the migration, is migrated by the next program that
+// opens it: every job is there, the worker's lease still settles, and a
+// limit set after the migration counts the job leased before it.
+#[test]
+fn a_version_4_database_with_a_leased_job_migrates() {
+    use dque::jobs::NewJob;
+    let _sharing = sharing();
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let schema = format!("v4_{}", std::process::id());
+    let open = |queue: &str| {
+        PgOptions::new()
+            .schema(&schema)
+            .connect(&server.url(), queue)
+            .unwrap()
+    };
+    let worker = open("a");
+    worker
+        .enqueue_batch(vec![
+            NewJob::new("held").limit("one"),
+            NewJob::new("next").limit("one"),
+            NewJob::new("free"),
+        ])
+        .unwrap();
+    let held = worker.lease().unwrap().expect("held");
+    let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+    back_to_version_4(&mut client, &schema);
+    let a = open("a");
+    let version: i32 = client
+        .query_one(&format!("SELECT version FROM {schema}.schema_version"), &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, dque::jobs::SCHEMA_VERSION);
+    assert!(!a.is_paused().unwrap());
+    a.set_limit("one", 1).unwrap();
+    assert_eq!(a.limits().unwrap()[0].running, 1, "held, leased before");
+    let free = a.lease().unwrap().expect("free");
+    assert_eq!(free.job.body, b"free");
+    assert!(a.lease().unwrap().is_none(), "next waits for one");
+    worker.ack(held).unwrap();
+    a.ack(free).unwrap();
+    assert_eq!(jobs_api::drain(&a), ["next"]);
+    drop((a, worker));
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .unwrap();
+}
+
 // Schema 4 keeps NULL for the header arrays of a job without headers and
 // sends none for a batch without headers: every way a job goes in (a
 // batch without caller ids, with some, one job, in a caller's

@@ -184,3 +184,70 @@ fn pause_limits_and_holds_are_seen_by_every_handle() {
     assert_eq!(next.attempt, 2, "x again: its attempt counted");
     b.ack(next).unwrap();
 }
+
+/// The child's body: leases until killed, finding nothing (every job
+/// waits on a full limit), printing `@@ looked` after each lease.
+fn looker_child() {
+    let queue = open(&PathBuf::from(std::env::var(QUEUE).unwrap()));
+    let mut out = std::io::stdout().lock();
+    loop {
+        assert!(queue.lease().unwrap().is_none(), "the limit is full");
+        writeln!(out, "@@ looked").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+// Bug (review of issue 27), NOT FIXED YET (hence ignored; run it with
+// `--ignored`): on the embedded queue a lease looks past a job whose
+// limit is full by leasing it for a moment and giving it back uncounted.
+// A process killed in that moment leaves those leases to the dead, and
+// when they are given back each job it looked past is charged an
+// attempt: jobs that never ran use up their attempts (seen: 300 of 300
+// waiting jobs at attempt 5 after 6 kills), and at the last become dead
+// letters. The fix: look at the lanes' pending records without leasing
+// them (`pending_chunk`) and lease by id (`lease_id`) the first that has
+// room.
+#[test]
+#[ignore = "known bug: a kill while a limited lease looks past jobs charges them attempts"]
+fn a_process_killed_while_looking_past_full_limits_costs_no_attempts() {
+    if child::run_as_child(looker_child) {
+        return;
+    }
+    let rounds = child::kills(6);
+    let _one_at_a_time = child::one_spawner_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let queue = options().create(&path).unwrap();
+    queue.set_limit("one", 1).unwrap();
+    queue.enqueue(NewJob::new("holder").limit("one")).unwrap();
+    let waiters: Vec<NewJob> = (0..300)
+        .map(|n| NewJob::new(format!("w{n}")).limit("one"))
+        .collect();
+    queue.enqueue_batch(waiters).unwrap();
+    let holder = queue.lease().unwrap().expect("the holder");
+    let mut rng = Rng::new(11);
+    let mut looked = 0;
+    for _ in 0..rounds {
+        let lines = child::run_until_killed(
+            "a_process_killed_while_looking_past_full_limits_costs_no_attempts",
+            &[(QUEUE, path.display().to_string())],
+            Duration::from_millis(150 + rng.below(100)),
+        );
+        looked += lines.iter().filter(|l| l.contains("@@ looked")).count();
+    }
+    assert!(looked > 0, "the children never looked");
+    queue.ack(holder).unwrap();
+    let mut charged = Vec::new();
+    while let Some(lease) = queue.lease().unwrap() {
+        if lease.attempt != 1 {
+            charged.push((lease.id.clone(), lease.attempt));
+        }
+        queue.ack(lease).unwrap();
+    }
+    assert!(
+        charged.is_empty(),
+        "{} jobs charged attempts: {:?}",
+        charged.len(),
+        &charged[..charged.len().min(5)]
+    );
+}

@@ -18,13 +18,18 @@ use redis_server::RedisServer;
 /// A database of its own (counted down from 63: `qless_interop` counts
 /// up), a Rust handle on `queue` and a Python client of `kind`.
 fn setup(kind: Kind, queue: &str) -> Option<(RedisJobs, Client)> {
+    setup_leasing(kind, queue, Duration::from_secs(60))
+}
+
+/// As [`setup`], the Rust handle's leases lasting `lease_time`.
+fn setup_leasing(kind: Kind, queue: &str, lease_time: Duration) -> Option<(RedisJobs, Client)> {
     static DB: AtomicU32 = AtomicU32::new(0);
     let server = RedisServer::get()?;
     qless_clients::python()?;
     let db = 63 - DB.fetch_add(1, Ordering::Relaxed) % 32;
     let url = server.url(db);
     let rust = RedisOptions::new()
-        .lease_time(Duration::from_secs(60))
+        .lease_time(lease_time)
         .worker(format!("rust-{db}"))
         .connect(&url, queue)
         .expect("connect");
@@ -97,4 +102,40 @@ fn a_reqless_throttle_limits_dque_and_a_dque_limit_limits_reqless() {
     assert_eq!(lease.id, theirs);
     rust.ack(lease).unwrap();
     assert_eq!(rust.limits().unwrap()[0].running, 0);
+}
+
+// Bug (review of issue 27): a job dque set aside on a full throttle waits
+// outside the work set, and came back only when a holder's lease ended
+// through dque's script. When the holder was a job dque had leased but a
+// qless-py worker (which knows no throttles) took over after the lease
+// ran out and completed, its lock stayed and nothing let the waiting job
+// back: it was never leased again.
+#[test]
+fn a_job_waiting_on_a_limit_comes_back_when_a_qless_py_worker_ends_its_holder() {
+    let Some((rust, mut py)) = setup_leasing(Kind::QlessPy, "stale", Duration::from_millis(500))
+    else {
+        return;
+    };
+    // qless's grace period would give the lease that ran out 10 s more.
+    py.call(json!({"op": "config", "name": "grace-period", "value": 0}));
+    rust.set_limit("stale-one", 1).unwrap();
+    let holder = rust
+        .enqueue(NewJob::new("holder").limit("stale-one"))
+        .unwrap()
+        .id()
+        .to_owned();
+    rust.enqueue(NewJob::new("waiter").limit("stale-one"))
+        .unwrap();
+    let lost = rust.lease().unwrap().expect("the holder");
+    assert!(rust.lease().unwrap().is_none(), "the waiter is set aside");
+    std::thread::sleep(Duration::from_millis(1200));
+    let job = py
+        .pop("stale")
+        .expect("qless-py takes the job whose lease ran out");
+    assert_eq!(job["jid"], holder.as_str());
+    py.call(json!({"op": "complete", "jid": holder}));
+    drop(lost);
+    let waiter = rust.lease().unwrap().expect("the waiter comes back");
+    assert_eq!(waiter.body, b"waiter");
+    rust.ack(waiter).unwrap();
 }

@@ -377,10 +377,9 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// Sets limit `name` to `max` holders at once (made, or changed; a
     /// maximum below the holders running now lets them finish and leases
     /// no more until they are under it). Jobs name their limits in the
-    /// [`LIMITS_HEADER`] header ([`NewJob::limit`]). On the embedded
-    /// queue a job counts as a holder if it was leased while the queue
-    /// had a limit or a pause; jobs leased before (or by a handle that had
-    /// not yet seen the first limit set) run on uncounted.
+    /// [`LIMITS_HEADER`] header ([`NewJob::limit`]). Jobs already leased
+    /// that name it count as its holders (also those leased while it was
+    /// removed).
     ///
     /// ```
     /// use dque::jobs::{EmbeddedJobs, JobQueue, Limit};

@@ -20,6 +20,9 @@ macro_rules! jobs_api_limits_checks {
             bad_limit_names_and_maxima_are_refused_and_change_nothing,
             a_paused_queue_leases_nothing_and_its_leases_still_settle,
             pause_and_limits_survive_a_restart,
+            a_limit_set_counts_the_jobs_already_leased_that_name_it,
+            a_job_naming_a_limit_twice_holds_it_once,
+            jobs_waiting_on_a_full_limit_run_in_priority_then_fifo_order,
         );
     };
     (@each $runner:path; $($check:ident),* $(,)?) => {
@@ -263,4 +266,94 @@ pub fn pause_and_limits_survive_a_restart(backend: &dyn Backend) {
     );
     q.ack(a).unwrap();
     assert_eq!(drain(q.as_ref()), ["b"]);
+}
+
+// Bug (review of issue 27): the embedded queue counted as holders only the
+// jobs leased while a limit (or a pause) was set, so a job leased before
+// `set_limit`, or between a `remove_limit` and a new `set_limit`, ran on
+// uncounted and a limit of 1 had two holders (PostgreSQL and Redis count
+// every leased job that names the limit).
+pub fn a_limit_set_counts_the_jobs_already_leased_that_name_it(backend: &dyn Backend) {
+    let (q, _s) = new_queue(backend, "lim-late");
+    let one = n(q.as_ref(), "one");
+    for name in ["a", "b", "c", "d"] {
+        put(q.as_ref(), NewJob::new(name).limit(one.clone()));
+    }
+    let a = lease(q.as_ref());
+    q.set_limit(&one, 1).unwrap();
+    assert_eq!(q.limits().unwrap(), [limit(one.clone(), 1, 1)]);
+    assert!(q.lease().unwrap().is_none(), "a, leased before, holds it");
+    q.ack(a).unwrap();
+    let b = lease(q.as_ref());
+    assert_eq!(body(&b), "b");
+    // Removed and set again while b runs, with c leased in between.
+    assert!(q.remove_limit(&one).unwrap());
+    let c = lease(q.as_ref());
+    q.ack(b).unwrap();
+    q.set_limit(&one, 1).unwrap();
+    assert_eq!(q.limits().unwrap(), [limit(one.clone(), 1, 1)]);
+    assert!(
+        q.lease().unwrap().is_none(),
+        "c, leased unlimited, holds it"
+    );
+    q.ack(c).unwrap();
+    assert_eq!(drain(q.as_ref()), ["d"]);
+}
+
+// Bug (review of issue 27): on PostgreSQL a job whose `limits` header
+// named a limit twice counted as two holders, so a limit of 2 ran one job.
+pub fn a_job_naming_a_limit_twice_holds_it_once(backend: &dyn Backend) {
+    let (q, _s) = new_queue(backend, "lim-twice");
+    let two = n(q.as_ref(), "two");
+    q.set_limit(&two, 2).unwrap();
+    put(
+        q.as_ref(),
+        NewJob::new("twice").header(LIMITS_HEADER, format!("{two}, {two}")),
+    );
+    put(
+        q.as_ref(),
+        NewJob::new("again").limit(two.clone()).limit(two.clone()),
+    );
+    put(q.as_ref(), NewJob::new("third").limit(two.clone()));
+    let first = lease(q.as_ref());
+    let second = q.lease().unwrap();
+    assert!(second.is_some(), "a limit of 2 runs two jobs");
+    assert_eq!(q.limits().unwrap(), [limit(two.clone(), 2, 2)]);
+    assert!(q.lease().unwrap().is_none(), "and no third");
+    q.ack(first).unwrap();
+    q.ack(second.unwrap()).unwrap();
+    assert_eq!(drain(q.as_ref()), ["third"]);
+}
+
+// Bug (review of issue 27): on Redis the jobs a lease set aside because
+// their limit was full came back (one for each holder that ended) in the
+// order they were set aside, ties broken by their ids: a more urgent job
+// set aside later, or a job with a smaller id enqueued later, ran first.
+pub fn jobs_waiting_on_a_full_limit_run_in_priority_then_fifo_order(backend: &dyn Backend) {
+    let (q, s) = new_queue(backend, "lim-order");
+    let one = n(q.as_ref(), "one");
+    q.set_limit(&one, 1).unwrap();
+    put(q.as_ref(), NewJob::new("holder").limit(one.clone()));
+    let holder = lease(q.as_ref());
+    put(
+        q.as_ref(),
+        NewJob::new("low").limit(one.clone()).priority(5),
+    );
+    put(
+        q.as_ref(),
+        NewJob::new("first").limit(one.clone()).id("zz-first"),
+    );
+    put(
+        q.as_ref(),
+        NewJob::new("second").limit(one.clone()).id("aa-second"),
+    );
+    assert!(q.lease().unwrap().is_none(), "the limit is full");
+    s.clock.advance(Duration::from_secs(1));
+    put(
+        q.as_ref(),
+        NewJob::new("urgent").limit(one.clone()).priority(-5),
+    );
+    assert!(q.lease().unwrap().is_none(), "the limit is still full");
+    q.ack(holder).unwrap();
+    assert_eq!(drain(q.as_ref()), ["urgent", "first", "second", "low"]);
 }

@@ -233,8 +233,15 @@ impl Locked<'_> {
             return Ok(());
         }
         let limits = self.limits;
-        QueueDir::new(limits.dir.clone())
-            .write_durably(&limits.settings_path(), settings.encode().as_bytes())?;
+        let dir = QueueDir::new(limits.dir.clone());
+        let path = limits.settings_path();
+        if let Err(e) = dir.write_durably(&path, settings.encode().as_bytes()) {
+            // The new file may be in place already (the directory's sync
+            // failed after the rename): the old settings go back, so that
+            // the call that fails has no effect, here or after a reopen.
+            let _ = dir.write_durably(&path, self.local.settings.encode().as_bytes());
+            return Err(e);
+        }
         limits.word().store(settings.word(), Ordering::Release);
         let changes = limits.changes().fetch_add(1, Ordering::AcqRel) + 1;
         self.local.settings = settings;
@@ -326,6 +333,15 @@ pub(super) fn running(holds: &[Hold]) -> BTreeMap<&str, u32> {
     running
 }
 
+/// Whether each of `names` has room for one more holder (a limit with
+/// no maximum always has).
+fn has_room(maxima: &BTreeMap<String, u32>, running: &BTreeMap<&str, u32>, names: &[&str]) -> bool {
+    names.iter().all(|name| match maxima.get(*name) {
+        Some(&max) => running.get(name).copied().unwrap_or(0) < max,
+        None => true,
+    })
+}
+
 /// The limits of `settings` with their holders among `holds`.
 pub(super) fn listed(settings: &Settings, holds: &[Hold]) -> Vec<Limit> {
     let running = running(holds);
@@ -355,13 +371,7 @@ impl super::EmbeddedJobs {
         if locked.settings().paused {
             return Ok(None);
         }
-        let on_record = locked.holds()?;
-        let mut holds = Vec::with_capacity(on_record.len() + 1);
-        for hold in &on_record {
-            if self.hold_is_live(hold, true)? {
-                holds.push(hold.clone());
-            }
-        }
+        let (on_record, mut holds) = self.live_holds(&locked)?;
         let maxima = &locked.settings().limits;
         let counts = running(&holds);
         let mut taken: Vec<Hold> = Vec::new();
@@ -369,10 +379,7 @@ impl super::EmbeddedJobs {
         let found = self.lease_first(
             |job, priority, record, attempt| {
                 let names = crate::jobs::limits::limits_of(&job.headers);
-                let room = names.iter().all(|name| match maxima.get(*name) {
-                    Some(&max) => counts.get(name).copied().unwrap_or(0) < max,
-                    None => true,
-                });
+                let room = has_room(maxima, &counts, &names);
                 if room {
                     taken = names
                         .iter()
@@ -409,6 +416,86 @@ impl super::EmbeddedJobs {
         Ok(found)
     }
 
+    /// The holds on record, and those of them still live (dead
+    /// processes' leases given back first).
+    fn live_holds(&self, locked: &Locked<'_>) -> Result<(Vec<Hold>, Vec<Hold>)> {
+        let on_record = locked.holds()?;
+        let mut live = Vec::with_capacity(on_record.len() + 1);
+        for hold in &on_record {
+            if self.hold_is_live(hold, true)? {
+                live.push(hold.clone());
+            }
+        }
+        Ok((on_record, live))
+    }
+
+    /// Decides a lease taken without the lock (`found`, taken while the
+    /// queue had neither a pause nor a limit). A pause or a limit may have
+    /// been set since, and a limit set later must count this job: so a job
+    /// that names limits is kept only if, under the lock, they all have
+    /// room, its holds written; otherwise it goes back (uncounted) and a
+    /// limited lease looks for another. A job that names none is handed
+    /// back only if the queue was paused meanwhile.
+    pub(super) fn admit_unlocked(
+        &self,
+        limits: &Limits,
+        found: Option<JobLease>,
+    ) -> Result<Option<JobLease>> {
+        let Some(lease) = found else {
+            return Ok(None);
+        };
+        let names = crate::jobs::limits::limits_of(&lease.job.headers);
+        if names.is_empty() && !limits.is_paused() {
+            return Ok(Some(lease));
+        }
+        let kept = match names.is_empty() {
+            true => Ok(false),
+            false => self.hold_if_room(limits, &lease, &names),
+        };
+        match kept {
+            Ok(true) => Ok(Some(lease)),
+            Ok(false) => {
+                self.hand_back(&lease)?;
+                self.lease_limited(limits)
+            }
+            Err(e) => {
+                let _ = self.hand_back(&lease);
+                Err(e)
+            }
+        }
+    }
+
+    /// Under the lock: whether the queue is not paused and each of `names`
+    /// has room for `lease`'s job; if so its holds are written.
+    fn hold_if_room(&self, limits: &Limits, lease: &JobLease, names: &[&str]) -> Result<bool> {
+        let locked = limits.lock()?;
+        if locked.settings().paused {
+            return Ok(false);
+        }
+        let (_, mut holds) = self.live_holds(&locked)?;
+        let counts = running(&holds);
+        let maxima = &locked.settings().limits;
+        if !has_room(maxima, &counts, names) {
+            return Ok(false);
+        }
+        let token = &lease.token;
+        holds.extend(names.iter().map(|name| Hold {
+            name: (*name).to_owned(),
+            priority: i32::try_from(token.part).unwrap_or(i32::MAX),
+            record: token.record,
+            attempt: Self::lane_attempt(lease),
+        }));
+        locked.write_holds(&holds)?;
+        Ok(true)
+    }
+
+    /// Gives a lease back uncounted, waking no one (it was never out).
+    fn hand_back(&self, lease: &JobLease) -> Result<()> {
+        let (_, lane) = self.lane_of(lease)?;
+        lane.lessor()
+            .release(lease.token.record, Self::lane_attempt(lease))
+    }
+
     /// Whether `hold`'s record is still leased in its attempt (`mend`:
     /// dead processes' leases given back first, a write).
     fn hold_is_live(&self, hold: &Hold, mend: bool) -> Result<bool> {
@@ -418,6 +505,17 @@ impl super::EmbeddedJobs {
         match mend {
             true => lane.holds_lease(hold.record, hold.attempt),
             false => Ok(lane.held_attempt(hold.record)? == Some(hold.attempt)),
+        }
+    }
+
+    /// The lock, while the queue is paused or has limits, for a call
+    /// that must not see a job leased by a limited lease looking past it
+    /// (`cancel`, `set_priority`, `counts`, `waiting`: such a job is
+    /// waiting, not leased). Not reentrant: taken once a call.
+    pub(super) fn lock_limited_leases(&self) -> Result<Option<Locked<'_>>> {
+        match self.limits.as_ref().filter(|l| l.in_use()) {
+            Some(limits) => limits.lock().map(Some),
+            None => Ok(None),
         }
     }
 

@@ -607,11 +607,16 @@ impl EmbeddedJobs {
     /// Leases the first ready job, without waiting.
     fn lease_now(&self) -> Result<Option<JobLease>> {
         self.check_open()?;
-        // A queue that uses neither pause nor limits: one memory read.
-        if let Some(limits) = self.limits.as_ref().filter(|l| l.in_use()) {
+        let Some(limits) = &self.limits else {
+            return self.lease_first(|_, _, _, _| true, &mut Vec::new());
+        };
+        // A queue that uses neither pause nor limits: one memory read
+        // (and, after the lease, a look at the job's headers).
+        if limits.in_use() {
             return self.lease_limited(limits);
         }
-        self.lease_first(|_, _, _, _| true, &mut Vec::new())
+        let found = self.lease_first(|_, _, _, _| true, &mut Vec::new())?;
+        self.admit_unlocked(limits, found)
     }
 
     /// Leases the first ready job that `accept` takes; the ones it does
@@ -690,6 +695,53 @@ impl EmbeddedJobs {
             }
         }
         Ok(None)
+    }
+
+    /// `set_priority` of a jobs queue, with limited leases kept from
+    /// looking past jobs.
+    fn set_priority_now(&self, id: &str, priority: i32) -> Result<()> {
+        self.promote_due(self.now())?;
+        let location = self.locate(id)?;
+        if let Location::Lane(p, record) = location {
+            if p == priority {
+                // No change; but a leased job is refused as for any change.
+                let lane = self.lanes.get(p)?.ok_or_else(|| no_such_job(id))?;
+                return match lane.is_held(record)? {
+                    true => Err(Error::JobLeased { id: id.to_owned() }),
+                    false => Ok(()),
+                };
+            }
+        }
+        let taken = self.take_waiting(id, location)?;
+        if taken.envelope.job.priority == priority {
+            // A scheduled job already of that priority: nothing moves.
+            return taken.queue.lessor().release(taken.record, taken.attempt);
+        }
+        let mut envelope = taken.envelope.clone();
+        envelope.job.priority = priority;
+        match self.move_taken(taken, &envelope)? {
+            Moved::Moved => Ok(()),
+            // The record found was a leftover, now ended: the change goes
+            // to the job's live record.
+            Moved::LeftoverEnded => self.set_priority_now(id, priority),
+        }
+    }
+
+    /// `cancel`, with limited leases kept from looking past jobs.
+    fn cancel_now(&self, id: &str) -> Result<()> {
+        self.promote_due(self.now())?;
+        let location = self.locate(id)?;
+        let queue = self.part(location)?.ok_or_else(|| no_such_job(id))?;
+        match self.cancel_waiting(&queue, location) {
+            Ok(()) => {}
+            Err(Error::Leased { .. }) => return Err(Error::JobLeased { id: id.to_owned() }),
+            Err(Error::NotPending { .. }) => return Err(no_such_job(id)),
+            Err(e) => return Err(e),
+        }
+        if let Some(ids) = &self.ids {
+            ids.forget(id, location);
+        }
+        Ok(())
     }
 
     /// The lane a lease was taken from, checking the lease is this handle's.
@@ -1200,50 +1252,16 @@ impl JobQueue for EmbeddedJobs {
         if self.is_plain() {
             return Err(plain_refusal("a priority other than 0"));
         }
-        self.promote_due(self.now())?;
-        let location = self.locate(id)?;
-        if let Location::Lane(p, record) = location {
-            if p == priority {
-                // No change; but a leased job is refused as for any change.
-                let lane = self.lanes.get(p)?.ok_or_else(|| no_such_job(id))?;
-                return match lane.is_held(record)? {
-                    true => Err(Error::JobLeased { id: id.to_owned() }),
-                    false => Ok(()),
-                };
-            }
-        }
-        let taken = self.take_waiting(id, location)?;
-        if taken.envelope.job.priority == priority {
-            // A scheduled job already of that priority: nothing moves.
-            return taken.queue.lessor().release(taken.record, taken.attempt);
-        }
-        let mut envelope = taken.envelope.clone();
-        envelope.job.priority = priority;
-        match self.move_taken(taken, &envelope)? {
-            Moved::Moved => Ok(()),
-            // The record found was a leftover, now ended: the change goes
-            // to the job's live record.
-            Moved::LeftoverEnded => self.set_priority(id, priority),
-        }
+        let _no_look_past = self.lock_limited_leases()?;
+        self.set_priority_now(id, priority)
     }
 
     fn cancel(&self, id: &str) -> Result<()> {
-        self.promote_due(self.now())?;
-        let location = self.locate(id)?;
-        let queue = self.part(location)?.ok_or_else(|| no_such_job(id))?;
-        match self.cancel_waiting(&queue, location) {
-            Ok(()) => {}
-            Err(Error::Leased { .. }) => return Err(Error::JobLeased { id: id.to_owned() }),
-            Err(Error::NotPending { .. }) => return Err(no_such_job(id)),
-            Err(e) => return Err(e),
-        }
-        if let Some(ids) = &self.ids {
-            ids.forget(id, location);
-        }
-        Ok(())
+        let _no_look_past = self.lock_limited_leases()?;
+        self.cancel_now(id)
     }
-
     fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
+        let _no_look_past = self.lock_limited_leases()?;
         let now_ms = unix_ms(self.now());
         // The schedule first: jobs due by now are ready (the next call that
         // writes moves them to the end of their lanes, in due order), the
@@ -1395,6 +1413,7 @@ impl JobQueue for EmbeddedJobs {
     }
 
     fn counts(&self) -> Result<Counts> {
+        let _no_look_past = self.lock_limited_leases()?;
         let mut counts = Counts::default();
         for (_, lane) in self.lanes.all()? {
             let leased = lane.leased_len() as u64;

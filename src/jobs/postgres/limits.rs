@@ -22,7 +22,9 @@ use postgres::Row;
 use super::Tables;
 use crate::jobs::limits::{check_limit_name, check_max, Limit};
 
-/// Migration 4 → 5 (`{s}`: the schema, quoted).
+/// Migration 4 → 5 (`{s}`: the schema, quoted). `job_limits` names each
+/// limit once (`a,a` is `{a}`): a job holds a limit once, as on every
+/// backend.
 pub(super) const MIGRATION: &str = "\
 ALTER TABLE {s}.queues ADD COLUMN paused boolean NOT NULL DEFAULT false;
 CREATE TABLE {s}.limits (
@@ -33,7 +35,7 @@ CREATE TABLE {s}.limits (
 );
 CREATE FUNCTION {s}.job_limits(names text[], vals text[]) RETURNS text[]
 LANGUAGE sql IMMUTABLE AS $f$
-    SELECT coalesce(array_agg(btrim(x)) FILTER (WHERE btrim(x) <> ''), '{}')
+    SELECT coalesce(array_agg(DISTINCT btrim(x)) FILTER (WHERE btrim(x) <> ''), '{}')
     FROM unnest(string_to_array(vals[array_position(names, 'limits')], ',')) AS x
 $f$;
 CREATE FUNCTION {s}.lease_limited(p_qno integer, p_now bigint, p_real bigint,

@@ -146,6 +146,12 @@ local function throttle_has_room(tid, taking)
   return redis.call('zcard', locks) < max
 end
 
+-- The negation of a score as Redis wrote it (its digits kept exactly).
+local function negated(score)
+  if string.sub(score, 1, 1) == '-' then return string.sub(score, 2) end
+  return '-' .. score
+end
+
 -- At most this many jobs whose throttles are full one pop sets aside.
 local MAX_THROTTLED = 1000
 
@@ -170,7 +176,11 @@ local function take_work(queue, count, now)
     end
     if full then
       set_aside = set_aside + 1
-      redis.call('zadd', throttle_key(full, 'pending'), now, jid)
+      -- Scored by its work score negated, so that the throttle lets the
+      -- first in the queue's order back first (its priority, then FIFO):
+      -- reqless's time of pending would let the first set aside back
+      -- first, ties by jid.
+      redis.call('zadd', throttle_key(full, 'pending'), negated(score), jid)
       redis.call('zadd', queue_key(queue, 'throttled'), now, jid)
       redis.call('hset', key, 'state', 'throttled', 'dque-score', score,
         'dque-prio', redis.call('hget', key, 'priority'))
@@ -186,6 +196,24 @@ local function take_work(queue, count, now)
   return taken
 end
 
+-- Jobs set aside wait outside the work set until a holder's end lets
+-- them back; a holder a client that knows no throttles ended (qless-py:
+-- a job dque leased, taken over when its lease ran out, and completed)
+-- leaves its lock behind and lets nothing back. So a pop looks at the
+-- throttles of the first 10 jobs set aside in QUEUE and, where one has
+-- room once such locks are dropped, lets its pending jobs back.
+local function recheck_throttled(queue)
+  local checked = {}
+  for _, jid in ipairs(redis.call('zrange', queue_key(queue, 'throttled'), 0, 9)) do
+    for _, tid in ipairs(decode_list(redis.call('hget', job_key(jid), 'throttles'))) do
+      if not checked[tid] then
+        checked[tid] = true
+        if throttle_has_room(tid, {}) then release_pending(tid) end
+      end
+    end
+  end
+end
+
 -- pop QUEUE WORKER COUNT LEASE_SECONDS TOKEN: leases up to COUNT jobs,
 -- each until REAL + LEASE_SECONDS, with tokens TOKEN:1, TOKEN:2, ...
 -- (TOKEN starts with `WORKER|`). Nothing from a paused queue, and no more
@@ -196,6 +224,7 @@ function commands.pop(now, real, args)
   if redis.call('sismember', NS .. 'paused_queues', queue) == 1 then return {} end
   promote(queue, now)
   reclaim(queue, now, real)
+  recheck_throttled(queue)
   local most = config_number(queue .. '-max-concurrency', 0)
   if most > 0 then
     count = math.min(count, most - redis.call('zcard', queue_key(queue, 'locks')))
