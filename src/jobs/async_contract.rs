@@ -203,4 +203,23 @@ pub trait AsyncJobQueue: Send + Sync + std::fmt::Debug {
     ///
     /// As the blocking call.
     fn close(&self) -> BoxFuture<'_, Result<()>>;
+
+    // --- history (issue 27) ---
+
+    /// Job `id` whatever its state, with its history
+    /// ([`JobQueue::job_info`](super::JobQueue::job_info)). A read: cancel-safe.
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn job_info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<super::JobInfo>>> {
+        Box::pin(async move {
+            let waiting = self.waiting(super::history::ALL).await?;
+            let dead = match waiting.iter().any(|w| w.job.id == id) {
+                true => Vec::new(),
+                false => self.dead(super::history::ALL).await?,
+            };
+            super::history::find_listed(id, self.name(), waiting, || Ok(dead))
+        })
+    }
 }

@@ -66,6 +66,7 @@ mod address;
 mod async_contract;
 mod backoff;
 mod clock;
+mod history;
 pub(crate) mod embedded;
 mod job;
 #[cfg(feature = "postgres")]
@@ -83,6 +84,7 @@ pub use address::{open_address, Address, AddressOptions};
 pub use async_contract::{AsyncJobQueue, BoxFuture};
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use history::{JobEvent, JobInfo, JobState, KeepCompleted, TIMEOUT_HEADER};
 #[cfg(feature = "tokio")]
 pub use embedded::AsyncEmbeddedJobs;
 pub use embedded::{job_from_record, EmbeddedJobs, JobOptions, StoredJob, JOB_CODEC_ID, MAX_LANES};
@@ -313,5 +315,38 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// ```
     fn lease_time(&self) -> Option<Duration> {
         None
+    }
+
+    // --- history (issue 27) ---
+
+    /// Job `id` whatever its state (ready, scheduled, leased, dead, or
+    /// completed and kept: [`KeepCompleted`]), with its history as far as
+    /// the backend keeps it; `None` if the queue has no such job (or no
+    /// longer keeps it). A read.
+    ///
+    /// By a caller's id it is one lookup; by a made-up id an embedded
+    /// queue reads its waiting jobs through (as [`cancel`](Self::cancel)
+    /// does). The default reads [`waiting`](Self::waiting) and
+    /// [`dead`](Self::dead) through and knows no completed job.
+    ///
+    /// ```
+    /// use dque::jobs::{EmbeddedJobs, JobQueue, JobState, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+    /// queue.enqueue(NewJob::new("a").id("order-7"))?;
+    /// queue.ack(queue.lease()?.expect("a job"))?;
+    /// let info = queue.job_info("order-7")?.expect("kept a day by default");
+    /// assert_eq!(info.state, JobState::Completed);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    fn job_info(&self, id: &str) -> Result<Option<JobInfo>> {
+        history::find_listed(id, self.name(), self.waiting(history::ALL)?, || {
+            self.dead(history::ALL)
+        })
     }
 }

@@ -733,8 +733,11 @@ impl Shared {
             return None;
         };
         let kind = Arc::clone(kind);
+        // The job's own timeout (`NewJob::timeout`) takes precedence over
+        // its kind's.
+        let timeout = lease.job.timeout().or(kind.options().timeout);
         let running = Running {
-            deadline: kind.options().timeout.and_then(|t| now.checked_add(t)),
+            deadline: timeout.and_then(|t| now.checked_add(t)),
             kind: Some(Arc::clone(&kind)),
             kind_name: Some(kind_name),
             lease,
