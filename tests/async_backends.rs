@@ -131,6 +131,10 @@ impl JobQueue for Blocking {
     fn close(&self) -> Result<()> {
         self.wait(self.queue.close())
     }
+    // --- history (issue 27) ---
+    fn job_info(&self, id: &str) -> Result<Option<dque::jobs::JobInfo>> {
+        self.wait(self.queue.job_info(id))
+    }
 }
 
 /// Names unique to a test process and a backend value.

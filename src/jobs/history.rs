@@ -313,3 +313,13 @@ pub(crate) fn find_listed(
 
 /// As many jobs as a listing can hold: what the fallback lookup reads.
 pub(crate) const ALL: usize = u32::MAX as usize;
+
+/// This process's name as a worker, `host:pid`: what an embedded or
+/// PostgreSQL queue records as the worker of a completed job.
+pub(crate) fn worker_name() -> String {
+    let host = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    format!("{host}:{}", std::process::id())
+}

@@ -98,21 +98,12 @@ pub(crate) fn store_keep(dir: &Path, keep: KeepCompleted) -> Result<()> {
     std::fs::rename(&aside, &path).map_err(|e| Error::io(&path, e))
 }
 
-/// This process's name as a worker: `host:pid`.
-pub(crate) fn worker_name() -> String {
-    let host = rustix::system::uname()
-        .nodename()
-        .to_string_lossy()
-        .into_owned();
-    format!("{host}:{}", std::process::id())
-}
-
 impl History {
     pub(crate) fn new(dir: PathBuf, keep: KeepCompleted) -> History {
         History {
             dir,
             keep,
-            worker: worker_name(),
+            worker: crate::jobs::history::worker_name(),
             writer: Mutex::new(Writer {
                 day: u64::MAX,
                 file: None,
@@ -374,6 +365,7 @@ mod tests {
         // goes when a later day's file starts.
         assert_eq!(history.find("c", t0 + 2 * DAY_MS + 5).unwrap(), None);
         history.record(&job("d"), t0 + 3 * DAY_MS, t0 + 3 * DAY_MS);
+        history.flush().unwrap();
         assert_eq!(history.days().unwrap(), vec![13]);
     }
 

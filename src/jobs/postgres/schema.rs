@@ -8,7 +8,7 @@ use super::db;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// Migration `n` takes the schema from version `n` to `n + 1`. `{s}` is
 /// the schema's name (quoted).
@@ -101,6 +101,15 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX jobs_next ON {s}.jobs (qno, priority, ready_at, seq) WHERE state < 2;
     CREATE UNIQUE INDEX jobs_live_ids ON {s}.jobs (qno, id) WHERE state < 2;
     CREATE INDEX jobs_dead ON {s}.jobs (qno, died) WHERE state = 2;",
+    // 4 → 5 (history, issue 27): completed jobs kept in their rows
+    // (`state` 3, `history.rs`), with when their last attempt started and
+    // finished and the worker that ran it; kept and dead rows found by id,
+    // and completed ones pruned by their finish. Nullable columns without
+    // a default: no table rewrite.
+    "ALTER TABLE {s}.jobs ADD COLUMN started bigint, ADD COLUMN finished bigint,
+        ADD COLUMN worker text;
+    CREATE INDEX jobs_kept_ids ON {s}.jobs (qno, id) WHERE state >= 2;
+    CREATE INDEX jobs_completed ON {s}.jobs (qno, finished) WHERE state = 3;",
 ];
 
 /// One migrator at a time, whatever the schema's state (`$1` the schema).

@@ -400,4 +400,13 @@ impl AsyncJobQueue for AsyncRedisJobs {
     fn close(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(self.core.close(&*self.server))
     }
+
+    // --- history (issue 27) ---
+
+    fn job_info<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::jobs::JobInfo>>> {
+        Box::pin(self.core.job_info(&*self.server, id))
+    }
 }

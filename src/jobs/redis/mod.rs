@@ -20,6 +20,7 @@
 mod async_redis;
 mod core;
 mod encoding;
+mod history;
 mod qless;
 mod script;
 
@@ -417,6 +418,12 @@ impl JobQueue for RedisJobs {
 
     fn close(&self) -> Result<()> {
         ready(self.core.close(&self.server))
+    }
+
+    // --- history (issue 27) ---
+
+    fn job_info(&self, id: &str) -> Result<Option<super::JobInfo>> {
+        ready(self.core.job_info(&self.server, id))
     }
 }
 
