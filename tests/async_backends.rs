@@ -160,7 +160,11 @@ impl Embedded {
     }
 
     fn options(settings: &Settings) -> JobOptions {
-        JobOptions::new()
+        let options = match settings.keep_completed {
+            Some(keep) => JobOptions::new().keep_completed(keep),
+            None => JobOptions::new(),
+        };
+        options
             .queue(
                 Options::new()
                     .visibility_timeout(settings.lease_time)
@@ -199,7 +203,11 @@ struct Postgres {
 
 impl Postgres {
     fn options(settings: &Settings) -> PgOptions {
-        PgOptions::new()
+        let options = match settings.keep_completed {
+            Some(keep) => PgOptions::new().keep_completed(keep),
+            None => PgOptions::new(),
+        };
+        options
             .lease_time(settings.lease_time)
             .max_attempts(settings.max_attempts)
             .backoff(settings.backoff)
@@ -263,6 +271,13 @@ impl Redis {
             .max_attempts(settings.max_attempts)
             .backoff(settings.backoff)
             .clock(Arc::new(settings.clock.clone()));
+        if let Some(keep) = settings.keep_completed {
+            // qless's configuration, set through a blocking handle.
+            let blocking = RedisOptions::new()
+                .connect(&server.url(self.db), name)
+                .expect("connect");
+            jobs_api::history::keep_on_redis(&blocking, keep);
+        }
         runtime()
             .block_on(options.connect_async(&server.url(self.db), name))
             .expect("connect")

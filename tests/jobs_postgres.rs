@@ -34,7 +34,11 @@ impl Postgres {
     }
 
     fn options(settings: &Settings) -> PgOptions {
-        PgOptions::new()
+        let options = match settings.keep_completed {
+            Some(keep) => PgOptions::new().keep_completed(keep),
+            None => PgOptions::new(),
+        };
+        options
             .lease_time(settings.lease_time)
             .max_attempts(settings.max_attempts)
             .backoff(settings.backoff)

@@ -7,6 +7,8 @@
 //! for a wake-up that must come well inside their time limit.
 #![allow(dead_code)] // each test binary uses the parts it needs
 
+pub mod history;
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -23,6 +25,8 @@ pub struct Settings {
     pub lease_time: Duration,
     pub max_attempts: u16,
     pub backoff: Backoff,
+    /// Completed jobs kept (history, issue 27); `None`: the backend's default.
+    pub keep_completed: Option<dque::jobs::KeepCompleted>,
 }
 
 impl Default for Settings {
@@ -34,6 +38,7 @@ impl Default for Settings {
             max_attempts: 3,
             backoff: Backoff::new(Duration::from_secs(10), 2.0, Duration::from_secs(1000))
                 .jitter(0.0),
+            keep_completed: None,
         }
     }
 }
@@ -80,6 +85,15 @@ macro_rules! jobs_api_suite {
             a_huge_delay_is_never_due_not_due_now,
             a_closed_handle_refuses_calls_and_wakes_its_waiters,
         );
+        $crate::jobs_api_history_checks!(run = $runner);
+    };
+    (@each_in $runner:path; $module:ident; $($check:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                $runner(jobs_api::$module::$check);
+            }
+        )*
     };
     (@each $runner:path; $($check:ident),* $(,)?) => {
         $(

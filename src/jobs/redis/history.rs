@@ -1,5 +1,6 @@
 //! A job's record on Redis for [`JobQueue::job_info`](crate::jobs::JobQueue::job_info):
-//! qless's own (`get`: the job's hash and its `-history` list), so what
+//! qless's own (`lua/history.lua`'s `job_info`, qless's `get` with a
+//! scheduled job's due time: the job's hash and its `-history` list), so what
 //! a qless client sees is what the contract answers. Completed jobs are
 //! kept as qless keeps them (`ql:completed`, pruned by qless's config
 //! `jobs-history`, default 7 days, and `jobs-history-count`, default
@@ -18,7 +19,7 @@ impl Core {
     /// Job `id` of this handle's queue (a completed one: last put into
     /// it), with its qless history.
     pub(crate) async fn job_info(&self, t: &impl Transport, id: &str) -> Result<Option<JobInfo>> {
-        let reply = self.call(t, "get", &[id.as_bytes()]).await?;
+        let reply = self.call(t, "job_info", &[id.as_bytes()]).await?;
         if matches!(reply, Value::Nil) {
             return Ok(None);
         }
@@ -31,14 +32,22 @@ impl Core {
                 .collect(),
             None => Vec::new(),
         };
-        Ok(info_of(job, history, &self.queue))
+        Ok(info_of(job, history, &self.queue, self.now()))
     }
 }
 
 /// The contract's record of a qless job, if it is `queue`'s.
-fn info_of(reply: JobReply, history: Vec<JobEvent>, queue: &str) -> Option<JobInfo> {
+fn info_of(
+    reply: JobReply,
+    history: Vec<JobEvent>,
+    queue: &str,
+    now: SystemTime,
+) -> Option<JobInfo> {
     let state = match reply.state.as_str() {
         "running" => JobState::Leased,
+        // Due, not moved yet (the next lease moves it): ready, as
+        // `waiting` and `counts` say.
+        "scheduled" if reply.at.is_some_and(|at| at <= now) => JobState::Ready,
         "scheduled" | "depends" => JobState::Scheduled,
         "failed" => JobState::Dead,
         "complete" => JobState::Completed,
@@ -69,7 +78,20 @@ fn info_of(reply: JobReply, history: Vec<JobEvent>, queue: &str) -> Option<JobIn
         .filter(|w| !w.is_empty())
         .or_else(|| last("leased").and_then(|e| e.worker.clone()));
     let last_error = Some(reply.failure_message()).filter(|m| !m.is_empty());
-    let mut info = JobInfo::bare(reply.job, queue, state);
+    let mut job = reply.job;
+    if state == JobState::Completed {
+        // qless gives a completed job its retries back: its attempts are
+        // the leases its history shows since it was last put (a release's
+        // lease included, which qless does not tell apart).
+        let since_put = history
+            .iter()
+            .rev()
+            .take_while(|e| e.what != "enqueued")
+            .filter(|e| e.what == "leased")
+            .count();
+        job.attempt = u32::try_from(since_put).unwrap_or(u32::MAX);
+    }
+    let mut info = JobInfo::bare(job, queue, state);
     info.due_at = match state {
         JobState::Scheduled => reply.at,
         _ => None,

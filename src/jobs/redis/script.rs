@@ -34,6 +34,7 @@ pub(super) const SOURCE: &str = concat!(
     include_str!("lua/base.lua"),
     include_str!("lua/jobs.lua"),
     include_str!("lua/qless.lua"),
+    include_str!("lua/history.lua"),
     include_str!("lua/main.lua"),
 );
 
