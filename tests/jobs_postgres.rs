@@ -584,10 +584,19 @@ fn a_call_cut_off_after_it_was_sent_says_its_outcome_is_unknown() {
         loop {
             let ended = admin
                 .query(
-                    "SELECT pid FROM pg_stat_activity
-                     WHERE wait_event_type = 'Lock' AND query LIKE $1
-                       AND pg_terminate_backend(pid)",
-                    &[&format!("%DELETE FROM \"{schema}\".jobs%")],
+                    // OFFSET 0: the filter runs before the termination
+                    // (the planner orders a query's conditions by cost).
+                    "SELECT pid FROM (
+                         SELECT pid FROM pg_stat_activity
+                         WHERE wait_event_type = 'Lock' AND (query LIKE $1 OR query LIKE $2)
+                         OFFSET 0) AS waiting
+                     WHERE pg_terminate_backend(pid)",
+                    // The ack: a DELETE, or an UPDATE keeping the row
+                    // as completed (the default keeps completed jobs).
+                    &[
+                        &format!("%DELETE FROM \"{schema}\".jobs%"),
+                        &format!("%UPDATE \"{schema}\".jobs SET state = 3%"),
+                    ],
                 )
                 .unwrap();
             if !ended.is_empty() {
@@ -615,7 +624,9 @@ fn a_call_cut_off_after_it_was_sent_says_its_outcome_is_unknown() {
 fn back_to_version_3(client: &mut postgres::Client, schema: &str) {
     client
         .batch_execute(&format!(
-            "ALTER TABLE {schema}.jobs ADD COLUMN queue text;
+            "ALTER TABLE {schema}.jobs DROP COLUMN started, DROP COLUMN finished,
+                 DROP COLUMN worker;
+             ALTER TABLE {schema}.jobs ADD COLUMN queue text;
              UPDATE {schema}.jobs j SET queue = q.name,
                  header_names = coalesce(j.header_names, '{{}}'),
                  header_values = coalesce(j.header_values, '{{}}')
