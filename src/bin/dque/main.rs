@@ -8,6 +8,7 @@ mod address;
 mod bench;
 mod fail;
 mod holder;
+mod job;
 mod push_pop;
 mod records;
 mod repair;
@@ -69,6 +70,8 @@ enum Command {
     Workers(workers::WorkersArgs),
     /// Run a command once per job: body on stdin, job in the environment; exit 0 acks.
     Work(work::WorkArgs),
+    /// Show one job whatever its state (waiting, running, dead, completed): times, worker, history.
+    Job(job::JobArgs),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +90,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args).map_err(Failure::other),
         Command::Workers(args) => workers::run(args),
         Command::Work(args) => work::run(args),
+        Command::Job(args) => job::run(args),
     };
     // What `print!` left in stdout's buffer, its failure reported as any.
     let result = result.and_then(|code| output::flush().map(|()| code));
