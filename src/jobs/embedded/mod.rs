@@ -1096,10 +1096,10 @@ impl JobQueue for EmbeddedJobs {
         let now_ms = unix_ms(self.now());
         let ran = Duration::from_millis(now_ms.saturating_sub(lease.token.leased_ms));
         self.record_stats(now_ms, |day| day.run.record(ran));
-        if let Some(history) = &self.history {
-            history.record(&lease.job, lease.token.leased_ms, now_ms);
-        }
         self.forget(&lease.job, Location::Lane(priority, record));
+        if let Some(history) = &self.history {
+            history.record(lease.job, lease.token.leased_ms, now_ms);
+        }
         Ok(())
     }
 
