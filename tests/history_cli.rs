@@ -36,7 +36,15 @@ fn job_command_on(q: &str) {
     assert!(text.contains("owner=ops"), "{text}");
     assert!(text.contains("5 bytes: hello"), "{text}");
     assert_eq!(job_json(q, "h-job")["state"], "ready");
-    ok(&["work", q, "--until-empty", "--", "sh", "-c", "cat > /dev/null"]);
+    ok(&[
+        "work",
+        q,
+        "--until-empty",
+        "--",
+        "sh",
+        "-c",
+        "cat > /dev/null",
+    ]);
     let done = job_json(q, "h-job");
     assert_eq!(done["state"], "completed", "{done}");
     assert_eq!(done["attempts"], 1, "{done}");
@@ -44,8 +52,16 @@ fn job_command_on(q: &str) {
     assert!(done["worker"].is_string(), "{done}");
     assert!(done["finished_at_ms"].is_u64(), "{done}");
     let events = whats(&done);
-    assert_eq!(events.first().map(String::as_str), Some("enqueued"), "{events:?}");
-    assert_eq!(events.last().map(String::as_str), Some("completed"), "{events:?}");
+    assert_eq!(
+        events.first().map(String::as_str),
+        Some("enqueued"),
+        "{events:?}"
+    );
+    assert_eq!(
+        events.last().map(String::as_str),
+        Some("completed"),
+        "{events:?}"
+    );
     let text = ok(&["job", q, "h-job"]);
     assert!(text.contains(": completed"), "{text}");
     let unknown = dque(&["job", q, "no-such-job"]);
@@ -82,7 +98,11 @@ fn work_timeout_on(q: &str) {
         // Each job's command would end well after 0.3 s.
         "cat > /dev/null; sleep 2",
     ]);
-    for (id, state) in [("h-own", "dead"), ("h-plain", "dead"), ("h-long", "completed")] {
+    for (id, state) in [
+        ("h-own", "dead"),
+        ("h-plain", "dead"),
+        ("h-long", "completed"),
+    ] {
         let job = job_json(q, id);
         assert_eq!(job["state"], state, "{id}: {job}");
         if state == "dead" {

@@ -66,8 +66,8 @@ mod address;
 mod async_contract;
 mod backoff;
 mod clock;
-mod history;
 pub(crate) mod embedded;
+mod history;
 mod job;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -84,10 +84,10 @@ pub use address::{open_address, Address, AddressOptions};
 pub use async_contract::{AsyncJobQueue, BoxFuture};
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use history::{JobEvent, JobInfo, JobState, KeepCompleted, TIMEOUT_HEADER};
 #[cfg(feature = "tokio")]
 pub use embedded::AsyncEmbeddedJobs;
 pub use embedded::{job_from_record, EmbeddedJobs, JobOptions, StoredJob, JOB_CODEC_ID, MAX_LANES};
+pub use history::{JobEvent, JobInfo, JobState, KeepCompleted, TIMEOUT_HEADER};
 pub use job::{
     DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, WaitState, Waiting,
     MAX_HEADER_NAME_BYTES, MAX_JOB_ID_BYTES,

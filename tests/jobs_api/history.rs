@@ -116,9 +116,15 @@ pub fn job_info_follows_a_job_through_its_states(backend: &dyn Backend) {
     );
     assert!(q.waiting(10).expect("waiting").is_empty());
     // The id is free again: a new job with it is the one found.
-    assert!(q.enqueue(NewJob::new("again").id("h-1")).expect("enqueue").is_added());
+    assert!(q
+        .enqueue(NewJob::new("again").id("h-1"))
+        .expect("enqueue")
+        .is_added());
     let again = info(q, "h-1");
-    assert_eq!((again.state, again.job.body.as_slice()), (JobState::Ready, &b"again"[..]));
+    assert_eq!(
+        (again.state, again.job.body.as_slice()),
+        (JobState::Ready, &b"again"[..])
+    );
 }
 
 pub fn job_info_finds_made_up_ids_and_says_none_for_unknown_ones(backend: &dyn Backend) {
@@ -143,7 +149,9 @@ pub fn a_dead_job_shows_its_reason(backend: &dyn Backend) {
     let dead = info(q, "h-dead");
     assert_eq!(dead.state, JobState::Dead);
     assert!(
-        dead.last_error.as_deref().is_some_and(|e| e.contains("cannot parse")),
+        dead.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("cannot parse")),
         "{dead:?}"
     );
     assert_eq!(dead.job.body, b"bad input");
@@ -159,7 +167,11 @@ pub fn completed_jobs_go_once_past_the_time_kept(backend: &dyn Backend) {
     put(q, NewJob::new("old").id("h-old"));
     q.ack(lease(q)).expect("ack");
     settings.clock.advance(Duration::from_secs(1800));
-    assert_eq!(info(q, "h-old").state, JobState::Completed, "within the hour");
+    assert_eq!(
+        info(q, "h-old").state,
+        JobState::Completed,
+        "within the hour"
+    );
     settings.clock.advance(Duration::from_secs(1801));
     // A later completion (Redis prunes at completions, as qless does).
     put(q, NewJob::new("new").id("h-new"));
@@ -192,7 +204,11 @@ pub fn completed_jobs_beyond_the_count_kept_go(backend: &dyn Backend) {
     let kept: Vec<bool> = (0..6)
         .map(|n| q.job_info(&format!("h-{n}")).expect("job_info").is_some())
         .collect();
-    assert_eq!(kept, [false, false, false, false, true, true], "the newest 3 kept");
+    assert_eq!(
+        kept,
+        [false, false, false, false, true, true],
+        "the newest 3 kept"
+    );
     assert!(q.job_info("h-last").expect("job_info").is_some());
 }
 
@@ -229,7 +245,10 @@ pub fn a_job_timeout_is_stored_with_the_job(backend: &dyn Backend) {
 pub fn job_info_renders_as_json(backend: &dyn Backend) {
     let (q, _) = new_queue(backend, "history-json");
     let q = q.as_ref();
-    put(q, NewJob::new(vec![0xff, 0x00]).id("h-bytes").header("a", "b"));
+    put(
+        q,
+        NewJob::new(vec![0xff, 0x00]).id("h-bytes").header("a", "b"),
+    );
     let json: serde_json::Value =
         serde_json::from_str(&info(q, "h-bytes").to_json()).expect("JSON");
     assert_eq!(json["id"], "h-bytes");

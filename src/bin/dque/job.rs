@@ -109,7 +109,11 @@ fn body(bytes: &[u8]) -> String {
     let cut = &bytes[..bytes.len().min(SHOWN)];
     let more = if bytes.len() > SHOWN { " …" } else { "" };
     match std::str::from_utf8(cut) {
-        Ok(text) if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') => {
+        Ok(text)
+            if !text
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t') =>
+        {
             format!("{} bytes: {}{more}", bytes.len(), text.escape_debug())
         }
         _ => {

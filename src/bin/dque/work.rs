@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use dque::jobs::{Backoff, JobLease, JobQueue, Retry};
 use dque::runtime::{
-    is_server_trouble, touch_interval, trouble_pause, StopHandle, DEFAULT_GRACE, DEFAULT_LEASE_TIME,
-    TIMED_OUT,
+    is_server_trouble, touch_interval, trouble_pause, StopHandle, DEFAULT_GRACE,
+    DEFAULT_LEASE_TIME, TIMED_OUT,
 };
 
 use crate::address::{Address, AddressExt, Make, Tuning};

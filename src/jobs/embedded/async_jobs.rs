@@ -282,10 +282,7 @@ impl AsyncJobQueue for AsyncEmbeddedJobs {
 
     // --- history (issue 27) ---
 
-    fn job_info<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<crate::jobs::JobInfo>>> {
+    fn job_info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<crate::jobs::JobInfo>>> {
         // A read, inline as `waiting` (it reads files, as `waiting` does).
         Box::pin(async move { self.jobs.job_info(id) })
     }

@@ -285,7 +285,10 @@ impl History {
 
 /// A completed job's record: its entry, its history made of its times.
 pub(crate) fn info_of(done: Completed, queue: &str) -> JobInfo {
-    let (started, finished) = (from_unix_ms(done.started_ms), from_unix_ms(done.finished_ms));
+    let (started, finished) = (
+        from_unix_ms(done.started_ms),
+        from_unix_ms(done.finished_ms),
+    );
     let worker = Some(done.worker);
     let history = vec![
         JobEvent::new(done.job.enqueued_at, "enqueued"),
@@ -368,7 +371,10 @@ mod tests {
         history.record(job("a"), t0 - 5, t0);
         history.record(job("b"), t0 + 1, t0 + 2);
         let found = history.find("a", t0 + 3).unwrap().expect("kept");
-        assert_eq!((found.job, found.started_ms, found.finished_ms), (job("a"), t0 - 5, t0));
+        assert_eq!(
+            (found.job, found.started_ms, found.finished_ms),
+            (job("a"), t0 - 5, t0)
+        );
         // A third entry puts "a" beyond the count kept.
         history.record(job("c"), t0 + 3, t0 + 4);
         assert_eq!(history.find("a", t0 + 5).unwrap(), None);
@@ -389,8 +395,8 @@ mod tests {
         history.flush().unwrap();
         let path = dir.path().join("0.log");
         let mut bytes = std::fs::read(&path).unwrap();
-        let whole = bytes.len();
-        bytes.extend_from_slice(&bytes[..whole - 3].to_vec());
+        let torn = bytes[..bytes.len() - 3].to_vec();
+        bytes.extend_from_slice(&torn);
         std::fs::write(&path, bytes).unwrap();
         assert!(history.find("a", 3).unwrap().is_some());
     }

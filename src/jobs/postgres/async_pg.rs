@@ -15,8 +15,8 @@ use tokio::sync::Notify;
 use tokio_postgres::types::ToSql;
 
 use super::async_link::{self, Link};
-use super::history;
 use super::errors::{db, sent};
+use super::history;
 use super::statements::{self, Statements};
 use super::{
     answers, check_new, day_of, duration_ms, ms, rows, schema, stats_log, sums, taken_in_order,
@@ -817,9 +817,13 @@ impl AsyncJobQueue for AsyncPgJobs {
             if !inner.pruning.keep.is_none() && inner.pruning.due() {
                 // The job is acked: a prune that fails is tried again later.
                 let cutoff = inner.pruning.cutoff(finished);
-                let _ = link.execute(&inner.kept.prune_old, &[&inner.qno, &cutoff]).await;
+                let _ = link
+                    .execute(&inner.kept.prune_old, &[&inner.qno, &cutoff])
+                    .await;
                 let count = inner.pruning.count();
-                let _ = link.execute(&inner.kept.prune_over, &[&inner.qno, &count]).await;
+                let _ = link
+                    .execute(&inner.kept.prune_over, &[&inner.qno, &count])
+                    .await;
             }
             Ok(())
         })
@@ -1027,10 +1031,7 @@ impl AsyncJobQueue for AsyncPgJobs {
 
     // --- history (issue 27) ---
 
-    fn job_info<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<crate::jobs::JobInfo>>> {
+    fn job_info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<crate::jobs::JobInfo>>> {
         Box::pin(async move {
             let inner = &self.inner;
             let now = ms(inner.now());
@@ -1040,7 +1041,13 @@ impl AsyncJobQueue for AsyncPgJobs {
                 .await
                 .map_err(db)?;
             Ok(row.and_then(|row| {
-                history::info_of(&row, &inner.queue, &inner.pruning, now, PgJobs::real_now_ms())
+                history::info_of(
+                    &row,
+                    &inner.queue,
+                    &inner.pruning,
+                    now,
+                    PgJobs::real_now_ms(),
+                )
             }))
         })
     }

@@ -154,16 +154,14 @@ pub fn info_of(row: &Row, queue: &str, keep: &Pruning, now: i64, real_now: i64) 
     info.worker = row.get("worker");
     info.last_error = row.get("reason");
     if let Some(at) = info.started_at {
-        info.history.push(event(at, "leased", info.worker.clone(), None));
+        info.history
+            .push(event(at, "leased", info.worker.clone(), None));
     }
-    match state {
-        JobState::Completed => {
-            let at = info.finished_at.unwrap_or(SystemTime::UNIX_EPOCH);
-            info.history
-                .push(event(at, "completed", info.worker.clone(), None));
-        }
-        // A dead row keeps no time of death: `last_error` says why.
-        _ => {}
+    // A dead row keeps no time of death: `last_error` says why.
+    if state == JobState::Completed {
+        let at = info.finished_at.unwrap_or(SystemTime::UNIX_EPOCH);
+        info.history
+            .push(event(at, "completed", info.worker.clone(), None));
     }
     Some(info)
 }

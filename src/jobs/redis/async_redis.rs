@@ -403,10 +403,7 @@ impl AsyncJobQueue for AsyncRedisJobs {
 
     // --- history (issue 27) ---
 
-    fn job_info<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<crate::jobs::JobInfo>>> {
+    fn job_info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<crate::jobs::JobInfo>>> {
         Box::pin(self.core.job_info(&*self.server, id))
     }
 }

@@ -56,12 +56,14 @@ fn info_of(
     // A completed job's queue is empty in qless: its last put says where
     // it ran.
     let in_queue = match state {
-        JobState::Completed => history
-            .iter()
-            .rev()
-            .find(|e| e.what == "enqueued")
-            .and_then(|e| e.detail.as_deref())
-            == Some(queue),
+        JobState::Completed => {
+            history
+                .iter()
+                .rev()
+                .find(|e| e.what == "enqueued")
+                .and_then(|e| e.detail.as_deref())
+                == Some(queue)
+        }
         _ => reply.queue == queue,
     };
     if !in_queue {
@@ -123,12 +125,7 @@ fn event_of(entry: &str) -> Option<JobEvent> {
         ),
         _ => return None,
     };
-    let field = |name: &str| {
-        detail
-            .get(name)
-            .and_then(|v| v.as_str())
-            .map(str::to_owned)
-    };
+    let field = |name: &str| detail.get(name).and_then(|v| v.as_str()).map(str::to_owned);
     let what = match what.as_str() {
         "put" => "enqueued".to_owned(),
         "popped" => "leased".to_owned(),
@@ -159,7 +156,10 @@ mod tests {
             (put.what.as_str(), put.detail.as_deref()),
             ("enqueued", Some("mail"))
         );
-        assert_eq!(event_of(r#"[1700000002, "done"]"#).unwrap().what, "completed");
+        assert_eq!(
+            event_of(r#"[1700000002, "done"]"#).unwrap().what,
+            "completed"
+        );
         assert!(event_of("not json").is_none());
     }
 }
