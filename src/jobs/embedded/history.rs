@@ -309,20 +309,23 @@ pub(crate) fn info_of(done: Completed, queue: &str) -> JobInfo {
     info
 }
 
-/// The entries of a day's bytes whose CRC holds, in order; stops at the
-/// first torn or damaged one (a crash in a write).
+/// The entries of a day's bytes whose CRC holds, in order. Bytes that
+/// are no entry (a write cut by a crash or a kill, which other processes
+/// appended after) are stepped over a byte at a time until an entry's
+/// length and CRC hold again.
 fn frames(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut at = 0usize;
-    std::iter::from_fn(move || {
+    std::iter::from_fn(move || loop {
         let head = bytes.get(at..at + 8)?;
         let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
         let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
-        let body = bytes.get(at + 8..at + 8 + len)?;
-        if crc32fast::hash(body) != crc {
-            return None;
+        match bytes.get(at + 8..at + 8 + len) {
+            Some(body) if len > 0 && crc32fast::hash(body) == crc => {
+                at += 8 + len;
+                return Some(body);
+            }
+            _ => at += 1,
         }
-        at += 8 + len;
-        Some(body)
     })
 }
 
@@ -387,17 +390,33 @@ mod tests {
         assert_eq!(history.days().unwrap(), vec![13]);
     }
 
+    // A write cut by a kill (a short write) or a power loss leaves part of
+    // an entry that another process appends after: the entries after it
+    // must still be found (a reader that stopped at the first bad entry
+    // hid them for the rest of the day).
     #[test]
-    fn a_torn_entry_ends_the_file_without_failing_the_lookup() {
+    fn a_torn_entry_is_stepped_over_and_the_entries_after_it_are_found() {
         let dir = tempfile::tempdir().unwrap();
         let history = History::new(dir.path().to_path_buf(), KeepCompleted::DEFAULT);
         history.record(job("a"), 1, 2);
         history.flush().unwrap();
         let path = dir.path().join("0.log");
-        let mut bytes = std::fs::read(&path).unwrap();
-        let torn = bytes[..bytes.len() - 3].to_vec();
-        bytes.extend_from_slice(&torn);
-        std::fs::write(&path, bytes).unwrap();
-        assert!(history.find("a", 3).unwrap().is_some());
+        let whole = std::fs::read(&path).unwrap();
+        // "x" torn after 30 bytes, then "b" whole, by another handle.
+        let mut torn = whole.clone();
+        let x = {
+            let other = tempfile::tempdir().unwrap();
+            let h = History::new(other.path().to_path_buf(), KeepCompleted::DEFAULT);
+            h.record(job("x"), 1, 2);
+            h.flush().unwrap();
+            std::fs::read(other.path().join("0.log")).unwrap()
+        };
+        torn.extend_from_slice(&x[..30]);
+        std::fs::write(&path, &torn).unwrap();
+        history.record(job("b"), 3, 4);
+        history.flush().unwrap();
+        assert!(history.find("a", 5).unwrap().is_some());
+        assert!(history.find("b", 5).unwrap().is_some(), "after the torn entry");
+        assert!(history.find("x", 5).unwrap().is_none());
     }
 }
