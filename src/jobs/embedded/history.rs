@@ -416,7 +416,10 @@ mod tests {
         history.record(job("b"), 3, 4);
         history.flush().unwrap();
         assert!(history.find("a", 5).unwrap().is_some());
-        assert!(history.find("b", 5).unwrap().is_some(), "after the torn entry");
+        assert!(
+            history.find("b", 5).unwrap().is_some(),
+            "after the torn entry"
+        );
         assert!(history.find("x", 5).unwrap().is_none());
     }
 }
