@@ -126,7 +126,8 @@ impl Tally {
 /// - touches the lease at a third of the lease time while the handler runs
 ///   ([`lease_time`](Self::lease_time) must match the queue's);
 /// - catches a panic: a failed attempt, the panic's message its reason;
-/// - enforces the kind's timeout: the attempt fails with reason
+/// - enforces the job's own timeout ([`NewJob::timeout`](crate::jobs::NewJob::timeout)),
+///   else its kind's: the attempt fails with reason
 ///   `timed out` and the job is retried or dead as its attempts say. A
 ///   sync handler cannot be stopped from outside: its thread is
 ///   **abandoned** (left to run; [`Context::should_stop`] turns true so a
