@@ -31,6 +31,8 @@
 //! `DQUE_BENCH_DIR` picks the disk (default: the system temp dir).
 //! `DQUE_BENCH_CLOCK=cpu` counts the process's CPU time instead of the
 //! wall clock: steadier on a shared machine, meaningful for Turbo only.
+//! `DQUE_BENCH_KEEP_COMPLETED=0` keeps no completed jobs (history off;
+//! by default a queue keeps them a day, as `KeepCompleted::DEFAULT`).
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -90,11 +92,13 @@ fn jobs(durability: Durability, shape: Shape, n: usize) -> (f64, f64) {
         Shape::DelayedMs => Arc::new(SystemClock),
         _ => Arc::new(manual.clone()),
     };
-    let queue = JobOptions::new()
+    let mut options = JobOptions::new()
         .queue(Options::new().durability(durability))
-        .clock(clock)
-        .create(dir.path().join("q"))
-        .unwrap();
+        .clock(clock);
+    if std::env::var("DQUE_BENCH_KEEP_COMPLETED").is_ok_and(|v| v == "0") {
+        options = options.keep_completed(dque::jobs::KeepCompleted::NONE);
+    }
+    let queue = options.create(dir.path().join("q")).unwrap();
     if let Shape::TenPriorities = shape {
         // A lane (a queue per priority) is made, with its fsyncs, once in
         // a queue's life: before the timed part, its cost shown apart.

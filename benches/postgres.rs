@@ -25,6 +25,9 @@
 //! DQUE_BENCH_JOBS=2000 cargo bench --features postgres --bench postgres  # quick
 //! # the statements' own cost, without waiting for the disk at each commit:
 //! DQUE_BENCH_SYNC=off cargo bench --features postgres --bench postgres
+//! # PgJobs keeping no completed jobs (an ack deletes the row; the default
+//! # keeps them a day: an ack marks the row completed)
+//! DQUE_BENCH_KEEP_COMPLETED=0 cargo bench --features postgres --bench postgres
 //! ```
 
 use std::sync::Arc;
@@ -33,6 +36,15 @@ use std::time::{Duration, Instant};
 use dque::jobs::{EmbeddedJobs, JobOptions, JobQueue, NewJob, PgOptions};
 use dque::Options;
 use postgres::{Client, NoTls};
+
+/// PgJobs' options: the default, or keeping no completed jobs with
+/// `DQUE_BENCH_KEEP_COMPLETED=0`.
+fn pg_options() -> PgOptions {
+    match std::env::var("DQUE_BENCH_KEEP_COMPLETED").is_ok_and(|v| v == "0") {
+        true => PgOptions::new().keep_completed(dque::jobs::KeepCompleted::NONE),
+        false => PgOptions::new(),
+    }
+}
 
 #[path = "common/mod.rs"]
 mod common;
@@ -298,7 +310,7 @@ fn main() {
     // Enqueue, one at a time, in turns.
     let mut plain = Plain::new(&url, "bench_plain");
     // Named, so that its server process can be found for its CPU time.
-    let jobs = PgOptions::new()
+    let jobs = pg_options()
         .connect(&format!("{url} application_name=bench_pgjobs"), "bench")
         .unwrap();
     let jobs_pid: i32 = admin
@@ -393,7 +405,7 @@ fn main() {
         })
     });
     let pg_workers: Vec<Arc<dyn JobQueue>> = (0..workers)
-        .map(|_| Arc::new(PgOptions::new().connect(&url, "bench").unwrap()) as Arc<dyn JobQueue>)
+        .map(|_| Arc::new(pg_options().connect(&url, "bench").unwrap()) as Arc<dyn JobQueue>)
         .collect();
     let pg_8 = rate(batched, || {
         std::thread::scope(|scope| {

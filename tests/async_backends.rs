@@ -168,6 +168,11 @@ impl JobQueue for Blocking {
     fn fire_schedules(&self) -> Result<usize> {
         self.wait(self.queue.fire_schedules())
     }
+
+    // --- history (issue 27) ---
+    fn job_info(&self, id: &str) -> Result<Option<dque::jobs::JobInfo>> {
+        self.wait(self.queue.job_info(id))
+    }
 }
 
 /// Names unique to a test process and a backend value.
@@ -193,7 +198,11 @@ impl Embedded {
     }
 
     fn options(settings: &Settings) -> JobOptions {
-        JobOptions::new()
+        let options = match settings.keep_completed {
+            Some(keep) => JobOptions::new().keep_completed(keep),
+            None => JobOptions::new(),
+        };
+        options
             .queue(
                 Options::new()
                     .visibility_timeout(settings.lease_time)
@@ -232,7 +241,11 @@ struct Postgres {
 
 impl Postgres {
     fn options(settings: &Settings) -> PgOptions {
-        PgOptions::new()
+        let options = match settings.keep_completed {
+            Some(keep) => PgOptions::new().keep_completed(keep),
+            None => PgOptions::new(),
+        };
+        options
             .lease_time(settings.lease_time)
             .max_attempts(settings.max_attempts)
             .backoff(settings.backoff)
@@ -296,6 +309,13 @@ impl Redis {
             .max_attempts(settings.max_attempts)
             .backoff(settings.backoff)
             .clock(Arc::new(settings.clock.clone()));
+        if let Some(keep) = settings.keep_completed {
+            // qless's configuration, set through a blocking handle.
+            let blocking = RedisOptions::new()
+                .connect(&server.url(self.db), name)
+                .expect("connect");
+            jobs_api::history::keep_on_redis(&blocking, keep);
+        }
         runtime()
             .block_on(options.connect_async(&server.url(self.db), name))
             .expect("connect")

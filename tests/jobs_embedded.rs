@@ -26,7 +26,11 @@ impl Embedded {
     }
 
     fn options(&self, settings: &Settings) -> JobOptions {
-        JobOptions::new()
+        let options = match settings.keep_completed {
+            Some(keep) => JobOptions::new().keep_completed(keep),
+            None => JobOptions::new(),
+        };
+        options
             .queue(
                 Options::new()
                     .shared(self.shared)

@@ -34,7 +34,11 @@ impl Postgres {
     }
 
     fn options(settings: &Settings) -> PgOptions {
-        PgOptions::new()
+        let options = match settings.keep_completed {
+            Some(keep) => PgOptions::new().keep_completed(keep),
+            None => PgOptions::new(),
+        };
+        options
             .lease_time(settings.lease_time)
             .max_attempts(settings.max_attempts)
             .backoff(settings.backoff)
@@ -580,10 +584,19 @@ fn a_call_cut_off_after_it_was_sent_says_its_outcome_is_unknown() {
         loop {
             let ended = admin
                 .query(
-                    "SELECT pid FROM pg_stat_activity
-                     WHERE wait_event_type = 'Lock' AND query LIKE $1
-                       AND pg_terminate_backend(pid)",
-                    &[&format!("%DELETE FROM \"{schema}\".jobs%")],
+                    // OFFSET 0: the filter runs before the termination
+                    // (the planner orders a query's conditions by cost).
+                    "SELECT pid FROM (
+                         SELECT pid FROM pg_stat_activity
+                         WHERE wait_event_type = 'Lock' AND (query LIKE $1 OR query LIKE $2)
+                         OFFSET 0) AS waiting
+                     WHERE pg_terminate_backend(pid)",
+                    // The ack: a DELETE, or an UPDATE keeping the row
+                    // as completed (the default keeps completed jobs).
+                    &[
+                        &format!("%DELETE FROM \"{schema}\".jobs%"),
+                        &format!("%UPDATE \"{schema}\".jobs SET state = 3%"),
+                    ],
                 )
                 .unwrap();
             if !ended.is_empty() {
@@ -605,8 +618,22 @@ fn a_call_cut_off_after_it_was_sent_says_its_outcome_is_unknown() {
     assert_eq!(jobs.counts().unwrap().leased, 1);
 }
 
+/// Undoes migration 7 → 8 (history, issue 27).
+fn back_to_version_7(client: &mut postgres::Client, schema: &str) {
+    client
+        .batch_execute(&format!(
+            "DROP INDEX {schema}.jobs_kept_ids;
+             DROP INDEX {schema}.jobs_completed;
+             ALTER TABLE {schema}.jobs DROP COLUMN started, DROP COLUMN finished,
+                 DROP COLUMN worker;
+             UPDATE {schema}.schema_version SET version = 7;"
+        ))
+        .unwrap();
+}
+
 /// Undoes migration 6 → 7 (recurring jobs, issue 27).
 fn back_to_version_6(client: &mut postgres::Client, schema: &str) {
+    back_to_version_7(client, schema);
     client
         .batch_execute(&format!(
             "DROP TABLE {schema}.schedules;

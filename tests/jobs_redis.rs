@@ -43,6 +43,9 @@ impl Redis {
             .clock(Arc::new(settings.clock.clone()))
             .connect(&server.url(self.db), name)
             .expect("connect");
+        if let Some(keep) = settings.keep_completed {
+            jobs_api::history::keep_on_redis(&queue, keep);
+        }
         Arc::new(queue)
     }
 }

@@ -292,6 +292,25 @@ pub trait AsyncJobQueue: Send + Sync + std::fmt::Debug {
     ///
     /// As the blocking call.
     fn fire_schedules(&self) -> BoxFuture<'_, Result<usize>>;
+
+    // --- history (issue 27) ---
+
+    /// Job `id` whatever its state, with its history
+    /// ([`JobQueue::job_info`](super::JobQueue::job_info)). A read: cancel-safe.
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn job_info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<super::JobInfo>>> {
+        Box::pin(async move {
+            let waiting = self.waiting(super::history::ALL).await?;
+            let dead = match waiting.iter().any(|w| w.job.id == id) {
+                true => Vec::new(),
+                false => self.dead(super::history::ALL).await?,
+            };
+            super::history::find_listed(id, self.name(), waiting, || Ok(dead))
+        })
+    }
 }
 
 /// What a backend without pause or limits answers.

@@ -160,6 +160,34 @@ impl NewJob {
         })
     }
 
+    /// Gives the job its own timeout: a worker ends an attempt running
+    /// longer (the runtime, `dque work`), failing it with "timed out", and
+    /// this timeout takes precedence over the worker's. Stored with the job
+    /// on every backend, in header [`TIMEOUT_HEADER`](super::TIMEOUT_HEADER)
+    /// (whole milliseconds, at least 1).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dque::jobs::NewJob;
+    /// let job = NewJob::new("resize").timeout(Duration::from_secs(30));
+    /// assert_eq!(job.timeout_value(), Some(Duration::from_secs(30)));
+    /// ```
+    #[must_use]
+    pub fn timeout(self, timeout: Duration) -> Self {
+        let ms = timeout.as_millis().clamp(1, u128::from(u64::MAX)) as u64;
+        self.header(super::history::TIMEOUT_HEADER, ms.to_string())
+    }
+
+    /// The job's own timeout, if it has one.
+    pub fn timeout_value(&self) -> Option<Duration> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == super::history::TIMEOUT_HEADER)
+            .and_then(|(_, v)| v.parse::<u64>().ok())
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis)
+    }
+
     /// The priority this job will have.
     pub fn priority_value(&self) -> i32 {
         self.priority
@@ -312,6 +340,12 @@ pub struct Job {
 }
 
 impl Job {
+    /// The job's own timeout ([`NewJob::timeout`]), if it has one: how
+    /// long an attempt may run before a worker ends it as "timed out".
+    pub fn timeout(&self) -> Option<Duration> {
+        super::history::job_timeout(self)
+    }
+
     /// The value of header `name`, if the job has it.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers

@@ -73,6 +73,7 @@ mod async_contract;
 mod backoff;
 mod clock;
 pub(crate) mod embedded;
+mod history;
 mod job;
 mod limits;
 #[cfg(feature = "postgres")]
@@ -96,6 +97,7 @@ pub use embedded::stored_limits;
 #[cfg(feature = "tokio")]
 pub use embedded::AsyncEmbeddedJobs;
 pub use embedded::{job_from_record, EmbeddedJobs, JobOptions, StoredJob, JOB_CODEC_ID, MAX_LANES};
+pub use history::{JobEvent, JobInfo, JobState, KeepCompleted, TIMEOUT_HEADER};
 pub use job::{
     DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, WaitState, Waiting,
     MAX_HEADER_NAME_BYTES, MAX_JOB_ID_BYTES,
@@ -470,6 +472,39 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     ///
     /// Storage errors; schedules fired before the error keep their jobs.
     fn fire_schedules(&self) -> Result<usize>;
+
+    // --- history (issue 27) ---
+
+    /// Job `id` whatever its state (ready, scheduled, leased, dead, or
+    /// completed and kept: [`KeepCompleted`]), with its history as far as
+    /// the backend keeps it; `None` if the queue has no such job (or no
+    /// longer keeps it). A read.
+    ///
+    /// By a caller's id it is one lookup; by a made-up id an embedded
+    /// queue reads its waiting jobs through (as [`cancel`](Self::cancel)
+    /// does). The default reads [`waiting`](Self::waiting) and
+    /// [`dead`](Self::dead) through and knows no completed job.
+    ///
+    /// ```
+    /// use dque::jobs::{EmbeddedJobs, JobQueue, JobState, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+    /// queue.enqueue(NewJob::new("a").id("order-7"))?;
+    /// queue.ack(queue.lease()?.expect("a job"))?;
+    /// let info = queue.job_info("order-7")?.expect("kept a day by default");
+    /// assert_eq!(info.state, JobState::Completed);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    fn job_info(&self, id: &str) -> Result<Option<JobInfo>> {
+        history::find_listed(id, self.name(), self.waiting(history::ALL)?, || {
+            self.dead(history::ALL)
+        })
+    }
 }
 
 /// What a backend without pause or limits answers.

@@ -242,7 +242,9 @@ impl KindOptions {
 
     /// The longest an attempt may run (default: no limit). A handler still
     /// running then fails the attempt with reason `timed out`; see
-    /// [`Worker`](super::Worker) for what happens to its thread.
+    /// [`Worker`](super::Worker) for what happens to its thread. A job's
+    /// own timeout ([`NewJob::timeout`](crate::jobs::NewJob::timeout))
+    /// takes precedence.
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);

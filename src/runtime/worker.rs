@@ -169,7 +169,8 @@ impl Tally {
 /// - touches the lease at a third of the lease time while the handler runs
 ///   ([`lease_time`](Self::lease_time) must match the queue's);
 /// - catches a panic: a failed attempt, the panic's message its reason;
-/// - enforces the kind's timeout: the attempt fails with reason
+/// - enforces the job's own timeout ([`NewJob::timeout`](crate::jobs::NewJob::timeout)),
+///   else its kind's: the attempt fails with reason
 ///   `timed out` and the job is retried or dead as its attempts say. A
 ///   sync handler cannot be stopped from outside: its thread is
 ///   **abandoned** (left to run; [`Context::should_stop`] turns true so a
@@ -776,8 +777,11 @@ impl Shared {
             return None;
         };
         let kind = Arc::clone(kind);
+        // The job's own timeout (`NewJob::timeout`) takes precedence over
+        // its kind's.
+        let timeout = lease.job.timeout().or(kind.options().timeout);
         let running = Running {
-            deadline: kind.options().timeout.and_then(|t| now.checked_add(t)),
+            deadline: timeout.and_then(|t| now.checked_add(t)),
             kind: Some(Arc::clone(&kind)),
             kind_name: Some(kind_name),
             lease,

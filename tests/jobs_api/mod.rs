@@ -7,6 +7,7 @@
 //! for a wake-up that must come well inside their time limit.
 #![allow(dead_code)] // each test binary uses the parts it needs
 
+pub mod history;
 pub mod limits;
 
 use std::sync::Arc;
@@ -32,6 +33,8 @@ pub struct Settings {
     pub lease_time: Duration,
     pub max_attempts: u16,
     pub backoff: Backoff,
+    /// Completed jobs kept (history, issue 27); `None`: the backend's default.
+    pub keep_completed: Option<dque::jobs::KeepCompleted>,
 }
 
 impl Default for Settings {
@@ -43,6 +46,7 @@ impl Default for Settings {
             max_attempts: 3,
             backoff: Backoff::new(Duration::from_secs(10), 2.0, Duration::from_secs(1000))
                 .jitter(0.0),
+            keep_completed: None,
         }
     }
 }
@@ -93,6 +97,15 @@ macro_rules! jobs_api_suite {
             a_schedule_fires_once_per_tick_from_any_lease, schedules_are_listed_replaced_and_removed, missed_ticks_catch_up_by_policy, a_schedules_jobs_carry_its_kind_priority_and_headers, // recurring (issue 27)
         );
         $crate::jobs_api_limits_checks!($runner);
+        $crate::jobs_api_history_checks!(run = $runner);
+    };
+    (@each_in $runner:path; $module:ident; $($check:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                $runner(jobs_api::$module::$check);
+            }
+        )*
     };
     (@each $runner:path; $($check:ident),* $(,)?) => {
         $(

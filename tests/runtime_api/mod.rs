@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use super::jobs_api::{Backend, Settings};
 
+pub mod timeouts;
+
 /// One `#[test]` per check, each handed to `$runner: fn(fn(&dyn Backend))`.
 #[macro_export]
 macro_rules! runtime_suite {
@@ -38,6 +40,7 @@ macro_rules! runtime_suite {
             drain_with_a_manual_clock_runs_retries_without_sleeping,
             typed_enqueue_is_seen_by_the_test_helpers,
         );
+        $crate::runtime_timeout_checks!(run = $runner);
     };
     (@each $runner:path; $($check:ident),* $(,)?) => {
         $(

@@ -14,7 +14,7 @@ Exit codes:
   4  the queue is in use by a running program (it holds the lock; push and pop
      wait up to a second for it, so that dque commands on one queue take turns)
   5  no queue there: the path is missing or holds something else
-  6  pop or peek found the queue empty
+  6  pop or peek found the queue empty; job found no such job
 A reader that stops early (`| head`, `| grep -q`) is not an error: the command
 stops printing and exits as it would have (pop gives back the item it could not
 write; items already written into the pipe count as taken).";

@@ -8,6 +8,7 @@ mod address;
 mod bench;
 mod fail;
 mod holder;
+mod job;
 mod limits;
 mod push_pop;
 mod records;
@@ -86,6 +87,8 @@ enum Command {
     Schedules(recurring::SchedulesArgs),
     /// Remove a recurring job (the jobs it enqueued stay).
     Unschedule(recurring::UnscheduleArgs),
+    /// Show one job whatever its state (waiting, running, dead, completed): times, worker, history.
+    Job(job::JobArgs),
 }
 
 fn main() -> ExitCode {
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
         Command::Schedule(args) => recurring::schedule(args),
         Command::Schedules(args) => recurring::schedules(args),
         Command::Unschedule(args) => recurring::unschedule(args),
+        Command::Job(args) => job::run(args),
     };
     // What `print!` left in stdout's buffer, its failure reported as any.
     let result = result.and_then(|code| output::flush().map(|()| code));

@@ -44,7 +44,7 @@ pub struct PushArgs {
     pub create: bool,
     /// Push into a queue of any codec: the items must already be encoded
     /// with it (bytes from `dque pop --encoded` or `dque peek --raw`).
-    #[arg(long, conflicts_with_all = ["create", "priority", "delay", "header", "id", "kind", "limit", "unique_for"])]
+    #[arg(long, conflicts_with_all = ["create", "priority", "delay", "header", "id", "kind", "limit", "unique_for", "timeout"])]
     pub encoded: bool,
     /// With --create: items per segment of a new queue (default 100000).
     #[arg(long, requires = "create", value_name = "N")]
@@ -85,6 +85,11 @@ pub struct PushArgs {
     /// queued,running,done; queued and running are always in).
     #[arg(long, value_name = "STATES", requires = "unique_for")]
     pub unique_states: Option<dque::jobs::UniqueStates>,
+    /// The jobs' own timeout in seconds: a worker (`dque work`, the
+    /// runtime) ends an attempt running longer as "timed out". Header
+    /// `dque_timeout_ms` on every backend.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
 }
 
 /// Options of `dque pop`.
@@ -310,6 +315,21 @@ fn job_template(args: &PushArgs) -> Result<JobTemplate, Failure> {
         headers.push((dque::runtime::KIND_HEADER.to_owned(), kind.clone()));
     }
     crate::limits::add_limits(&mut headers, &args.limit)?;
+    if let Some(seconds) = args.timeout {
+        let timeout = Duration::try_from_secs_f64(seconds)
+            .ok()
+            .filter(|t| !t.is_zero())
+            .ok_or_else(|| {
+                Failure::new(
+                    2,
+                    format!("--timeout {seconds}: give a number of seconds, more than 0"),
+                )
+            })?;
+        // As `NewJob::timeout` writes it: whole milliseconds, at least 1.
+        headers.retain(|(name, _)| name != dque::jobs::TIMEOUT_HEADER);
+        let ms = timeout.as_millis().max(1).to_string();
+        headers.push((dque::jobs::TIMEOUT_HEADER.to_owned(), ms));
+    }
     Ok(JobTemplate {
         priority: args.priority,
         delay,

@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use dque::jobs::{Backoff, JobLease, JobQueue, Retry};
 use dque::runtime::{
-    is_server_trouble, touch_interval, trouble_pause, StopHandle, DEFAULT_GRACE, DEFAULT_LEASE_TIME,
+    is_server_trouble, touch_interval, trouble_pause, StopHandle, DEFAULT_GRACE,
+    DEFAULT_LEASE_TIME, TIMED_OUT,
 };
 
 use crate::address::{Address, AddressExt, Make, Tuning};
@@ -58,6 +59,12 @@ pub struct WorkArgs {
     /// 0 retries at once.
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     pub backoff: f64,
+    /// Seconds a command may run: past it, it is stopped (SIGTERM, then
+    /// SIGKILL after the grace period) and the attempt fails with reason
+    /// "timed out". A job's own timeout (`dque push --timeout`) takes
+    /// precedence. Default: none.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
     /// The command to run for each job, and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
@@ -72,6 +79,8 @@ const RELAY_GRACE: Duration = Duration::from_millis(500);
 struct Crew<'a> {
     queue: &'a dyn JobQueue,
     args: &'a WorkArgs,
+    /// `--timeout`, checked.
+    timeout: Option<Duration>,
     /// Stopped by SIGTERM or SIGINT.
     stop: StopHandle,
     /// Set when the work is over (empty with --until-empty, or a failure).
@@ -97,12 +106,27 @@ pub fn run(args: &WorkArgs) -> Result<ExitCode, Failure> {
         max_attempts: Some(args.attempts),
         backoff: Some(Backoff::new(first, 2.0, Duration::from_secs(3600))),
     };
+    let timeout = match args.timeout {
+        None => None,
+        Some(seconds) => Some(
+            Duration::try_from_secs_f64(seconds)
+                .ok()
+                .filter(|t| !t.is_zero())
+                .ok_or_else(|| {
+                    Failure::new(
+                        2,
+                        format!("--timeout {seconds}: give a number of seconds, more than 0"),
+                    )
+                })?,
+        ),
+    };
     let queue = args.address.open_tuned(Make::No, &tuning)?;
     let stop = StopHandle::new();
     let _signals = stop.on_signals().map_err(Failure::other)?;
     let crew = Crew {
         queue: queue.as_ref(),
         args,
+        timeout,
         stop,
         done: AtomicBool::new(false),
         idle: AtomicUsize::new(0),
@@ -277,9 +301,14 @@ impl Crew<'_> {
                 break;
             }
         }
-        let Some(status) = status.map_err(Failure::other)? else {
+        let status = match status.map_err(Failure::other)? {
+            Waited::Exited(status) => status,
             // Stopped by a signal to this worker: back without an attempt.
-            return self.settled(self.queue.release(lease));
+            Waited::Stopped => return self.settled(self.queue.release(lease)),
+            Waited::TimedOut => {
+                let nacked = self.queue.nack(lease, Retry::Backoff, TIMED_OUT);
+                return self.settled(nacked.map(drop));
+            }
         };
         if status.success() {
             return self.settled(self.queue.ack(lease));
@@ -315,9 +344,12 @@ impl Crew<'_> {
         command.spawn()
     }
 
-    /// Waits for the command, touching the lease; `None` if the worker was
-    /// told to stop (the command then is stopped too).
-    fn wait(&self, mut child: Child, lease: &JobLease) -> std::io::Result<Option<ExitStatus>> {
+    /// Waits for the command, touching the lease, until it exits, the
+    /// worker is told to stop, or the job's timeout passes (the job's own,
+    /// else `--timeout`): then the command is stopped too.
+    fn wait(&self, mut child: Child, lease: &JobLease) -> std::io::Result<Waited> {
+        let started = Instant::now();
+        let timeout = lease.timeout().or(self.timeout);
         let group = child.id();
         // A thread blocks in wait(2): the exit is seen at once.
         let (exited, exit) = crossbeam_channel::bounded(1);
@@ -327,7 +359,7 @@ impl Crew<'_> {
         let mut touched = Instant::now();
         loop {
             match exit.recv_timeout(LOOK_EVERY) {
-                Ok(status) => return status.map(Some),
+                Ok(status) => return status.map(Waited::Exited),
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
                     unreachable!("the waiter sends before it ends")
                 }
@@ -335,7 +367,11 @@ impl Crew<'_> {
             }
             if self.stop.is_stopping() {
                 terminate(group, &exit)?;
-                return Ok(None);
+                return Ok(Waited::Stopped);
+            }
+            if timeout.is_some_and(|t| started.elapsed() >= t) {
+                terminate(group, &exit)?;
+                return Ok(Waited::TimedOut);
             }
             // By the queue's own lease time (an embedded queue keeps the
             // one it was made with).
@@ -347,6 +383,15 @@ impl Crew<'_> {
             }
         }
     }
+}
+
+/// How a command's wait ended.
+enum Waited {
+    Exited(ExitStatus),
+    /// The worker was told to stop.
+    Stopped,
+    /// The job's timeout passed.
+    TimedOut,
 }
 
 /// Sends SIGTERM to the command's process group, then SIGKILL after the

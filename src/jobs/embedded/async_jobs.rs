@@ -327,4 +327,11 @@ impl AsyncJobQueue for AsyncEmbeddedJobs {
     fn fire_schedules(&self) -> BoxFuture<'_, Result<usize>> {
         Box::pin(self.call(|jobs| jobs.fire_schedules()))
     }
+
+    // --- history (issue 27) ---
+
+    fn job_info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<crate::jobs::JobInfo>>> {
+        // A read, inline as `waiting` (it reads files, as `waiting` does).
+        Box::pin(async move { self.jobs.job_info(id) })
+    }
 }

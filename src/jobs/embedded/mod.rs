@@ -3,6 +3,7 @@
 #[cfg(feature = "tokio")]
 mod async_jobs;
 mod envelope;
+mod history;
 mod ids;
 mod lanes;
 mod limits;
@@ -87,6 +88,8 @@ pub struct JobOptions {
     queue: Options,
     backoff: Backoff,
     clock: Arc<dyn Clock>,
+    /// Stored with the queue when given (`jobs/history/keep`).
+    keep_completed: Option<super::KeepCompleted>,
 }
 
 impl Default for JobOptions {
@@ -95,6 +98,7 @@ impl Default for JobOptions {
             queue: Options::new(),
             backoff: Backoff::default(),
             clock: Arc::new(SystemClock),
+            keep_completed: None,
         }
     }
 }
@@ -129,6 +133,32 @@ impl JobOptions {
     #[must_use]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// How long completed jobs are kept for [`JobQueue::job_info`]
+    /// (`jobs/history/`, FORMAT.md "Job history"): stored with the queue,
+    /// so every handle and process keeps the same; when not given, the
+    /// stored setting holds, else [`KeepCompleted::DEFAULT`](super::KeepCompleted::DEFAULT)
+    /// (a day, at most 50,000). [`KeepCompleted::NONE`](super::KeepCompleted::NONE)
+    /// keeps none (an ack then costs nothing more).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dque::jobs::{JobOptions, JobQueue, KeepCompleted, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = JobOptions::new()
+    ///     .keep_completed(KeepCompleted::new(Duration::from_secs(3600), 1000))
+    ///     .create(dir.path().join("q"))?;
+    /// queue.enqueue(NewJob::new("a").id("a"))?;
+    /// queue.ack(queue.lease()?.expect("a job"))?;
+    /// assert!(queue.job_info("a")?.is_some());
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn keep_completed(mut self, keep: super::KeepCompleted) -> Self {
+        self.keep_completed = Some(keep);
         self
     }
 
@@ -224,6 +254,8 @@ pub struct EmbeddedJobs {
     schedule: Option<Schedule>,
     ids: Option<Ids>,
     stats: Option<Mutex<StatsBook>>,
+    /// Completed jobs kept; `None` when none are (or a plain queue).
+    history: Option<history::History>,
     max_attempts: u32,
     lease_time: Duration,
     /// Safe durability: every write is durable when its call returns.
@@ -281,6 +313,9 @@ impl EmbeddedJobs {
         for (_, lane) in self.lanes.known() {
             lane.sync()?;
         }
+        if let Some(history) = &self.history {
+            history.flush()?;
+        }
         // Caller ids live in their jobs' records: nothing else to sync.
         match &self.schedule {
             Some(schedule) => schedule.queue.sync(),
@@ -327,8 +362,8 @@ impl EmbeddedJobs {
             true => None,
             false => Some(limits::Limits::open(&jobs)?),
         };
-        let (schedule, ids, stats, lanes_dir) = if plain {
-            (None, None, None, None)
+        let (schedule, ids, stats, lanes_dir, history) = if plain {
+            (None, None, None, None, None)
         } else {
             let make = |dir: PathBuf| {
                 std::fs::create_dir_all(&dir)
@@ -342,11 +377,26 @@ impl EmbeddedJobs {
                 make_part(&jobs.join("scheduled"), &parts)?,
                 options.queue.shared,
             );
+            let history_dir = jobs.join("history");
+            let stored = history::stored_keep(&history_dir)?;
+            let keep = match options.keep_completed {
+                Some(keep) if stored != Some(keep) => {
+                    history::store_keep(&history_dir, keep)?;
+                    keep
+                }
+                Some(keep) => keep,
+                None => stored.unwrap_or_default(),
+            };
+            let history = match keep.is_none() {
+                true => None,
+                false => Some(history::History::new(make(history_dir)?, keep)),
+            };
             (
                 Some(schedule),
                 Some(Ids::new(ids_dir, options.queue.shared)),
                 Some(Mutex::new(StatsBook::new(stats_dir))),
                 Some(lanes_dir),
+                history,
             )
         };
         // Shared, another process may take a schedule record whose lease
@@ -370,6 +420,7 @@ impl EmbeddedJobs {
             schedule,
             ids,
             stats,
+            history,
             max_attempts: u32::from(max_attempts.max(1)),
             lease_time,
             safe: options.queue.durability == crate::Durability::Safe,
@@ -1172,6 +1223,10 @@ impl JobQueue for EmbeddedJobs {
                 let left = due.saturating_sub(unix_ms(self.now()));
                 until = until.min(now + Duration::from_millis(left));
             }
+            // Idle: the completed jobs' entries are written.
+            if let Some(history) = &self.history {
+                history.flush_if_due();
+            }
             self.signal.wait(seen, until);
         }
     }
@@ -1186,6 +1241,9 @@ impl JobQueue for EmbeddedJobs {
         let ran = Duration::from_millis(now_ms.saturating_sub(lease.token.leased_ms));
         self.record_stats(now_ms, |day| day.run.record(ran));
         self.forget(&lease.job, Location::Lane(priority, record));
+        if let Some(history) = &self.history {
+            history.record(lease.job, lease.token.leased_ms, now_ms);
+        }
         Ok(())
     }
 
@@ -1455,6 +1513,7 @@ impl JobQueue for EmbeddedJobs {
             Some(stats) => stats.lock().flush(),
             None => Ok(()),
         };
+        let flushed = flushed.and(self.history.as_ref().map_or(Ok(()), |h| h.flush()));
         let lanes = self.lanes.close();
         let schedule = self.schedule.as_ref().map_or(Ok(()), |s| s.queue.close());
         settled.and(lanes).and(schedule).and(flushed)
@@ -1504,6 +1563,35 @@ impl JobQueue for EmbeddedJobs {
         self.check_open()?;
         self.fire_due(self.now())
     }
+
+    // --- history (issue 27) ---
+
+    fn job_info(&self, id: &str) -> Result<Option<super::JobInfo>> {
+        self.check_open()?;
+        // Waiting: where the id's index (or a scan, for a made-up id)
+        // finds it, then its state from the listing.
+        let live = match self.locate(id) {
+            Ok(_) => true,
+            Err(Error::NoSuchJob { .. }) => false,
+            Err(e) => return Err(e),
+        };
+        let waiting = match live {
+            true => self.waiting(super::history::ALL)?,
+            false => Vec::new(),
+        };
+        let found = super::history::find_listed(id, &self.name, waiting, || {
+            self.dead(super::history::ALL)
+        })?;
+        if found.is_some() {
+            return Ok(found);
+        }
+        let Some(history) = &self.history else {
+            return Ok(None);
+        };
+        Ok(history
+            .find(id, unix_ms(self.now()))?
+            .map(|done| history::info_of(done, &self.name)))
+    }
 }
 
 impl Drop for EmbeddedJobs {
@@ -1512,6 +1600,9 @@ impl Drop for EmbeddedJobs {
         let _ = self.settle_moves(true);
         if let Some(stats) = &self.stats {
             let _ = stats.lock().flush();
+        }
+        if let Some(history) = &self.history {
+            let _ = history.flush();
         }
     }
 }

@@ -18,6 +18,7 @@ mod recurring;
 
 use super::async_link::{self, Link, Pool};
 use super::errors::{db, sent};
+use super::history;
 use super::statements::{self, Statements};
 use super::{
     added_ids, answers, check_new, day_of, duration_ms, ms, not_added, rows, schema, stats_log,
@@ -132,6 +133,10 @@ struct Inner {
     held: Mutex<HashMap<i64, i64>>,
     /// When the schedules (recurring jobs) may next be due.
     due_schedules: DueCache,
+    /// The statements of the history, what it keeps, and this worker.
+    kept: history::HistorySql,
+    pruning: history::Pruning,
+    worker: String,
 }
 
 /// The most connections an [`AsyncPgJobs`] handle opens by default: enough
@@ -194,6 +199,9 @@ impl PgOptions {
             inner: Arc::new(Inner {
                 queue: queue.to_owned(),
                 qno,
+                kept: history::HistorySql::new(&tables),
+                pruning: history::Pruning::new(self.keep_completed),
+                worker: crate::jobs::history::worker_name(),
                 hot: Hot::new(&tables),
                 sql: Statements::new(&tables),
                 tables,
@@ -850,20 +858,35 @@ impl AsyncJobQueue for AsyncPgJobs {
             let now = inner.now();
             let ran = ms(now).saturating_sub(lease.token.leased_ms as i64).max(0);
             let link = inner.link().await?;
-            let row = link
-                .query_one(
-                    &inner.hot.ack,
-                    &[
-                        &seq,
-                        &token,
-                        &PgJobs::real_now_ms(),
-                        &inner.queue,
-                        &day_of(now),
-                        &ran,
-                    ],
-                )
-                .await
-                .map_err(sent);
+            let (real_now, day) = (PgJobs::real_now_ms(), day_of(now));
+            let (finished, started) = (ms(now), lease.token.leased_ms as i64);
+            let row = match inner.pruning.keep.is_none() {
+                true => {
+                    link.query_one(
+                        &inner.hot.ack,
+                        &[&seq, &token, &real_now, &inner.queue, &day, &ran],
+                    )
+                    .await
+                }
+                false => {
+                    link.query_one(
+                        &inner.kept.ack_keep,
+                        &[
+                            &seq,
+                            &token,
+                            &real_now,
+                            &inner.queue,
+                            &day,
+                            &ran,
+                            &finished,
+                            &started,
+                            &inner.worker,
+                        ],
+                    )
+                    .await
+                }
+            }
+            .map_err(sent);
             if !matches!(row, Err(Error::OutcomeUnknown { .. })) {
                 inner.settled(&lease);
             }
@@ -871,6 +894,17 @@ impl AsyncJobQueue for AsyncPgJobs {
                 return Err(PgJobs::lease_lost(&lease));
             }
             inner.merge_stats_if_due();
+            if !inner.pruning.keep.is_none() && inner.pruning.due() {
+                // The job is acked: a prune that fails is tried again later.
+                let cutoff = inner.pruning.cutoff(finished);
+                let _ = link
+                    .execute(&inner.kept.prune_old, &[&inner.qno, &cutoff])
+                    .await;
+                let count = inner.pruning.count();
+                let _ = link
+                    .execute(&inner.kept.prune_over, &[&inner.qno, &count])
+                    .await;
+            }
             Ok(())
         })
     }
@@ -1157,6 +1191,29 @@ impl AsyncJobQueue for AsyncPgJobs {
 
     fn fire_schedules(&self) -> BoxFuture<'_, Result<usize>> {
         Box::pin(async move { self.inner.fire_due(self.inner.now()).await })
+    }
+
+    // --- history (issue 27) ---
+
+    fn job_info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<crate::jobs::JobInfo>>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let now = ms(inner.now());
+            let link = inner.link().await?;
+            let row = link
+                .query_opt(&inner.kept.job_info, &[&inner.qno, &id])
+                .await
+                .map_err(db)?;
+            Ok(row.and_then(|row| {
+                history::info_of(
+                    &row,
+                    &inner.queue,
+                    &inner.pruning,
+                    now,
+                    PgJobs::real_now_ms(),
+                )
+            }))
+        })
     }
 }
 

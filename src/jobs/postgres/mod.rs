@@ -10,6 +10,7 @@ mod async_link;
 mod async_pg;
 mod connection;
 mod errors;
+mod history;
 mod limits;
 mod recurring;
 mod rows;
@@ -78,6 +79,7 @@ pub struct PgOptions {
     /// The most connections an async handle opens (see `AsyncPgJobs`).
     #[cfg(feature = "tokio")]
     async_connections: usize,
+    keep_completed: super::KeepCompleted,
 }
 
 impl Default for PgOptions {
@@ -90,11 +92,25 @@ impl Default for PgOptions {
             clock: Arc::new(SystemClock),
             #[cfg(feature = "tokio")]
             async_connections: async_pg::DEFAULT_CONNECTIONS,
+            keep_completed: super::KeepCompleted::DEFAULT,
         }
     }
 }
 
 impl PgOptions {
+    /// How long this handle keeps the jobs it completes, for
+    /// [`JobQueue::job_info`] (default [`KeepCompleted::DEFAULT`](super::KeepCompleted::DEFAULT):
+    /// a day, at most 50,000): an ack marks the row completed instead of
+    /// deleting it, and the handle prunes completed rows about once a
+    /// second. [`KeepCompleted::NONE`](super::KeepCompleted::NONE): an ack
+    /// deletes the row. (A setting of the handle: workers of one queue
+    /// should agree.)
+    #[must_use]
+    pub fn keep_completed(mut self, keep: super::KeepCompleted) -> Self {
+        self.keep_completed = keep;
+        self
+    }
+
     /// Schema `dque`, a lease of 30 s, 5 attempts, [`Backoff::default`],
     /// the system clock.
     pub fn new() -> Self {
@@ -174,6 +190,9 @@ impl PgOptions {
         Ok(PgJobs {
             queue: queue.to_owned(),
             qno,
+            kept: history::HistorySql::new(&tables),
+            pruning: history::Pruning::new(self.keep_completed),
+            worker: super::history::worker_name(),
             hot: Hot::new(&tables),
             sql: Statements::new(&tables),
             tables,
@@ -461,6 +480,10 @@ pub struct PgJobs {
     held: Mutex<std::collections::HashMap<i64, i64>>,
     /// When the schedules (recurring jobs) may next be due.
     due_schedules: DueCache,
+    /// The statements of the history, what it keeps, and this worker.
+    kept: history::HistorySql,
+    pruning: history::Pruning,
+    worker: String,
 }
 
 impl std::fmt::Debug for PgJobs {
@@ -879,6 +902,18 @@ impl PgJobs {
         Ok(row.get::<_, i64>(0) > 0)
     }
 
+    /// Deletes completed rows past what is kept (a batch of each kind).
+    fn prune(&self, client: &mut Conn, now: SystemTime) -> Result<()> {
+        let cutoff = self.pruning.cutoff(ms(now));
+        client
+            .execute(&self.kept.prune_old, &[&self.qno, &cutoff])
+            .map_err(db)?;
+        client
+            .execute(&self.kept.prune_over, &[&self.qno, &self.pruning.count()])
+            .map_err(db)?;
+        Ok(())
+    }
+
     fn notify(&self, client: &mut dyn Db) -> Result<()> {
         client
             .execute(statements::NOTIFY, &[&CHANNEL, &self.queue])
@@ -1246,19 +1281,28 @@ impl JobQueue for PgJobs {
         let now = self.now();
         let ran = ms(now).saturating_sub(lease.token.leased_ms as i64).max(0);
         let mut client = self.client()?;
-        let row = client
-            .query_one(
+        let (real_now, day) = (Self::real_now_ms(), day_of(now));
+        let row = match self.pruning.keep.is_none() {
+            true => client.query_one(
                 &self.hot.ack,
+                &[&seq, &token, &real_now, &self.queue, &day, &ran],
+            ),
+            false => client.query_one(
+                &self.kept.ack_keep,
                 &[
                     &seq,
                     &token,
-                    &Self::real_now_ms(),
+                    &real_now,
                     &self.queue,
-                    &day_of(now),
+                    &day,
                     &ran,
+                    &ms(now),
+                    &(lease.token.leased_ms as i64),
+                    &self.worker,
                 ],
-            )
-            .map_err(sent);
+            ),
+        }
+        .map_err(sent);
         if !matches!(row, Err(Error::OutcomeUnknown { .. })) {
             self.settled(&lease);
         }
@@ -1266,6 +1310,10 @@ impl JobQueue for PgJobs {
             return Err(Self::lease_lost(&lease));
         }
         self.merge_stats_if_due(&mut client);
+        if !self.pruning.keep.is_none() && self.pruning.due() {
+            // The job is acked: a prune that fails is tried again later.
+            let _ = self.prune(&mut client, now);
+        }
         Ok(())
     }
 
@@ -1506,6 +1554,19 @@ impl JobQueue for PgJobs {
 
     fn fire_schedules(&self) -> Result<usize> {
         self.fire_due(self.now())
+    }
+
+    // --- history (issue 27) ---
+
+    fn job_info(&self, id: &str) -> Result<Option<super::JobInfo>> {
+        let now = ms(self.now());
+        let mut client = self.client()?;
+        let row = client
+            .query_opt(&self.kept.job_info, &[&self.qno, &id])
+            .map_err(db)?;
+        Ok(row.and_then(|row| {
+            history::info_of(&row, &self.queue, &self.pruning, now, Self::real_now_ms())
+        }))
     }
 }
 

@@ -8,7 +8,7 @@ use super::db;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 /// Migration `n` takes the schema from version `n` to `n + 1`. `{s}` is
 /// the schema's name (quoted).
@@ -110,6 +110,15 @@ const MIGRATIONS: &[&str] = &[
     super::unique::MIGRATION,
     // 6 → 7 (recurring jobs, issue 27): the schedules.
     super::recurring::MIGRATION,
+    // 7 → 8 (history, issue 27): completed jobs kept in their rows
+    // (`state` 3, `history.rs`), with when their last attempt started and
+    // finished and the worker that ran it; kept and dead rows found by id,
+    // and completed ones pruned by their finish. Nullable columns without
+    // a default: no table rewrite.
+    "ALTER TABLE {s}.jobs ADD COLUMN started bigint, ADD COLUMN finished bigint,
+        ADD COLUMN worker text;
+    CREATE INDEX jobs_kept_ids ON {s}.jobs (qno, id) WHERE state >= 2;
+    CREATE INDEX jobs_completed ON {s}.jobs (qno, finished) WHERE state = 3;",
 ];
 
 /// One migrator at a time, whatever the schema's state (`$1` the schema).

@@ -592,4 +592,10 @@ impl AsyncJobQueue for AsyncRedisJobs {
     fn fire_schedules(&self) -> BoxFuture<'_, Result<usize>> {
         Box::pin(async move { self.core.fire_due(&*self.server, self.core.now()).await })
     }
+
+    // --- history (issue 27) ---
+
+    fn job_info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<crate::jobs::JobInfo>>> {
+        Box::pin(self.core.job_info(&*self.server, id))
+    }
 }

@@ -20,6 +20,7 @@
 mod async_redis;
 mod core;
 mod encoding;
+mod history;
 mod limits;
 mod qless;
 mod recurring;
@@ -470,6 +471,12 @@ impl JobQueue for RedisJobs {
 
     fn fire_schedules(&self) -> Result<usize> {
         ready(self.core.fire_due(&self.server, self.core.now()))
+    }
+
+    // --- history (issue 27) ---
+
+    fn job_info(&self, id: &str) -> Result<Option<super::JobInfo>> {
+        ready(self.core.job_info(&self.server, id))
     }
 }
 

@@ -37,6 +37,7 @@ pub(super) const SOURCE: &str = concat!(
     include_str!("lua/qless.lua"),
     include_str!("lua/limits.lua"),
     include_str!("lua/recurring.lua"),
+    include_str!("lua/history.lua"),
     include_str!("lua/main.lua"),
 );
 

@@ -1,0 +1,87 @@
+//! Job history on the embedded queue (issue 27) beyond the shared suite:
+//! handles sharing a queue append their completed jobs to one day file
+//! at once (each its own buffer and `O_APPEND` file), and every entry is
+//! found whole; the setting is stored with the queue, so a handle opened
+//! without it keeps what the queue says. Rounds: `DQUE_HISTORY_JOBS`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dque::jobs::{JobOptions, JobQueue, JobState, KeepCompleted, NewJob};
+use dque::Options;
+
+fn jobs_per_handle() -> usize {
+    std::env::var("DQUE_HISTORY_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300)
+}
+
+#[test]
+fn handles_sharing_a_queue_append_whole_entries_that_are_all_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let shared = JobOptions::new().queue(Options::new().shared(true));
+    let n = jobs_per_handle();
+    let first = shared.create(&path).unwrap();
+    for i in 0..2 * n {
+        first
+            .enqueue(NewJob::new(format!("body {i}")).id(format!("job-{i}")))
+            .unwrap();
+    }
+    std::thread::scope(|scope| {
+        for _ in 0..3 {
+            let handle = shared.open(&path).unwrap();
+            scope.spawn(move || {
+                while let Some(lease) = handle.lease().unwrap() {
+                    handle.ack(lease).unwrap();
+                }
+                handle.close().unwrap();
+            });
+        }
+    });
+    first.close().unwrap();
+    let reader = shared.open(&path).unwrap();
+    for i in 0..2 * n {
+        let info = reader
+            .job_info(&format!("job-{i}"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("job-{i} kept"));
+        assert_eq!(info.state, JobState::Completed);
+        assert_eq!(info.job.body, format!("body {i}").as_bytes());
+        assert_eq!(info.job.attempt, 1);
+    }
+}
+
+#[test]
+fn the_setting_is_stored_with_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let none = JobOptions::new()
+        .keep_completed(KeepCompleted::NONE)
+        .create(&path)
+        .unwrap();
+    none.close().unwrap();
+    drop(none);
+    // Opened without the setting: the stored one (none kept) holds.
+    let plain: Arc<dyn JobQueue> = Arc::new(JobOptions::new().open(&path).unwrap());
+    plain.enqueue(NewJob::new("a").id("a")).unwrap();
+    plain.ack(plain.lease().unwrap().unwrap()).unwrap();
+    assert!(plain.job_info("a").unwrap().is_none());
+    plain.close().unwrap();
+    drop(plain);
+    // Set again: kept from then on, by every later handle.
+    let keeping = JobOptions::new()
+        .keep_completed(KeepCompleted::new(Duration::from_secs(60), 10))
+        .open(&path)
+        .unwrap();
+    keeping.close().unwrap();
+    drop(keeping);
+    let later = JobOptions::new().open(&path).unwrap();
+    later.enqueue(NewJob::new("b").id("b")).unwrap();
+    later.ack(later.lease().unwrap().unwrap()).unwrap();
+    assert_eq!(
+        later.job_info("b").unwrap().map(|i| i.state),
+        Some(JobState::Completed)
+    );
+}
