@@ -14,6 +14,7 @@ mod repair;
 mod report;
 mod requeue;
 mod salvage;
+mod serve;
 mod stats;
 mod verify;
 mod when;
@@ -69,6 +70,8 @@ enum Command {
     Workers(workers::WorkersArgs),
     /// Run a command once per job: body on stdin, job in the environment; exit 0 acks.
     Work(work::WorkArgs),
+    /// Serve the dashboard: every queue's numbers, its jobs and dead letters, actions, /metrics.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +90,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args).map_err(Failure::other),
         Command::Workers(args) => workers::run(args),
         Command::Work(args) => work::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     // What `print!` left in stdout's buffer, its failure reported as any.
     let result = result.and_then(|code| output::flush().map(|()| code));
