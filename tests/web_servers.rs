@@ -141,25 +141,40 @@ impl CsrfOf for web::Answer {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_dashboard_serves_a_postgres_queue() {
+/// Runs the check on a runtime of its own: the blocking clients are made
+/// and dropped outside it (PostgreSQL's runs a runtime inside each call).
+fn check(q: Arc<dyn JobQueue>) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(dashboard_works(q.clone()));
+    drop(runtime);
+    drop(q);
+}
+
+#[test]
+fn the_dashboard_serves_a_postgres_queue() {
     let Some(server) = PgServer::get() else {
         return;
     };
     let name = format!("web{}", std::process::id());
-    let q = PgOptions::new()
-        .connect(&server.url(), &name)
-        .expect("connect");
-    dashboard_works(Arc::new(q)).await;
+    check(Arc::new(
+        PgOptions::new()
+            .connect(&server.url(), &name)
+            .expect("connect"),
+    ));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_dashboard_serves_a_redis_queue() {
+#[test]
+fn the_dashboard_serves_a_redis_queue() {
     let Some(server) = RedisServer::get() else {
         return;
     };
-    let q = RedisOptions::new()
-        .connect(&server.url(0), "web")
-        .expect("connect");
-    dashboard_works(Arc::new(q)).await;
+    check(Arc::new(
+        RedisOptions::new()
+            .connect(&server.url(0), "web")
+            .expect("connect"),
+    ));
 }
