@@ -90,6 +90,30 @@ async fn every_post_needs_the_csrf_token_and_a_refused_one_changes_nothing() {
     .await;
     assert_eq!(same.status, StatusCode::OK, "{}", same.body);
     assert_eq!(q.counts().unwrap().dead, 0);
+    // Regression: a browser's form POST under a `no-referrer` policy says
+    // `Origin: null`, and the dashboard refused every action of a real
+    // browser. The token decides then; the policy no longer asks for it.
+    let null_origin = post_with(
+        &app,
+        "/queues/0/actions",
+        &[("csrf", &csrf), ("row", "cancel:r0")],
+        &[
+            ("sec-fetch-site", "same-origin"),
+            ("origin", "null"),
+            ("host", "127.0.0.1:7878"),
+        ],
+    )
+    .await;
+    assert_eq!(null_origin.status, StatusCode::OK, "{}", null_origin.body);
+    assert_eq!(null_origin.header("referrer-policy"), "same-origin");
+    let null_no_token = post_with(
+        &app,
+        "/queues/0/actions",
+        &[("row", "cancel:r1")],
+        &[("origin", "null")],
+    )
+    .await;
+    assert_eq!(null_no_token.status, StatusCode::FORBIDDEN);
 }
 
 #[tokio::test]

@@ -145,7 +145,9 @@ pub async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) ->
         (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::X_FRAME_OPTIONS, "DENY"),
-        (header::REFERRER_POLICY, "no-referrer"),
+        // Not `no-referrer`: under it browsers send `Origin: null` with a
+        // form's POST, and the origin check below could not tell.
+        (header::REFERRER_POLICY, "same-origin"),
         (header::CACHE_CONTROL, "no-store"),
     ] {
         headers.insert(name, HeaderValue::from_static(value));
@@ -181,7 +183,10 @@ pub fn check_post(
             return refuse("The request came from another site.");
         }
     }
-    if let (Some(origin), Some(host)) = (text(header::ORIGIN), text(header::HOST)) {
+    // `null`: a browser that keeps the origin to itself (privacy settings);
+    // the token above still holds.
+    let origin = text(header::ORIGIN).filter(|o| *o != "null");
+    if let (Some(origin), Some(host)) = (origin, text(header::HOST)) {
         let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
         if origin_host != host {
             return refuse("The request came from another origin.");
