@@ -31,7 +31,7 @@ async fn the_overview_shows_every_queue_by_state() {
     let (a, b) = (queue(&dir, "alpha"), queue(&dir, "beta"));
     fill(a.as_ref(), 3, 2, 1, &["exit 3: boom", "timeout"]);
     fill(b.as_ref(), 0, 0, 0, &[]);
-    let app = router(&[a, b], DashboardOptions::new());
+    let app = router(vec![a, b], DashboardOptions::new());
     let page = get(&app, "/").await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.header("content-type").starts_with("text/html"));
@@ -64,7 +64,7 @@ async fn the_queue_page_lists_each_state_and_pages_through_the_jobs() {
     let dir = tempfile::tempdir().unwrap();
     let q = queue(&dir, "q");
     fill(q.as_ref(), 120, 3, 2, &["boom"]);
-    let app = router(&[q], DashboardOptions::new());
+    let app = router(vec![q], DashboardOptions::new());
     let rows = |body: &str| body.matches("name=\"id\" value=").count();
     let first = get(&app, "/queues/0").await;
     assert_eq!(first.status, StatusCode::OK);
@@ -118,7 +118,7 @@ async fn dead_letters_are_grouped_by_failure_reason() {
         0,
         &["exit 3: disk full", "exit 3: no route", "timeout"],
     );
-    let app = router(&[q.clone()], DashboardOptions::new());
+    let app = router(vec![q.clone()], DashboardOptions::new());
     let page = get(&app, "/queues/0/dead").await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(
@@ -161,7 +161,7 @@ async fn actions_change_one_job_or_a_selection_through_the_jobs_api() {
     let dir = tempfile::tempdir().unwrap();
     let q = queue(&dir, "q");
     fill(q.as_ref(), 4, 1, 1, &["boom"]);
-    let app = router(&[q.clone()], DashboardOptions::new());
+    let app = router(vec![q.clone()], DashboardOptions::new());
     let csrf = get(&app, "/queues/0").await.csrf();
     let act = |fields: Vec<(&'static str, String)>| {
         let app = app.clone();
@@ -251,7 +251,7 @@ async fn live_numbers_and_assets_are_served() {
     let dir = tempfile::tempdir().unwrap();
     let q = queue(&dir, "q");
     fill(q.as_ref(), 2, 1, 0, &["x"]);
-    let app = router(&[q], DashboardOptions::new());
+    let app = router(vec![q], DashboardOptions::new());
     let live = get(&app, "/live").await;
     assert_eq!(live.header("content-type"), "application/json");
     let json: serde_json::Value = serde_json::from_str(&live.body).unwrap();
@@ -283,7 +283,7 @@ async fn metrics_are_collected_at_scrape_time() {
     let dir = tempfile::tempdir().unwrap();
     let q = queue(&dir, "q");
     fill(q.as_ref(), 3, 1, 0, &["exit 1: no"]);
-    let app = router(&[q.clone()], DashboardOptions::new());
+    let app = router(vec![q.clone()], DashboardOptions::new());
     let before = get(&app, "/metrics").await;
     assert_eq!(before.status, StatusCode::OK);
     assert!(before
@@ -324,9 +324,9 @@ async fn read_only_serves_no_actions() {
     let dir = tempfile::tempdir().unwrap();
     let q = queue(&dir, "q");
     fill(q.as_ref(), 2, 0, 0, &["boom"]);
-    let writable = router(&[q.clone()], DashboardOptions::new());
+    let writable = router(vec![q.clone()], DashboardOptions::new());
     let csrf = get(&writable, "/queues/0").await.csrf();
-    let app = router(&[q.clone()], DashboardOptions::new().read_only(true));
+    let app = router(vec![q.clone()], DashboardOptions::new().read_only(true));
     for path in [
         "/",
         "/queues/0",

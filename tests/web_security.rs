@@ -24,11 +24,13 @@ async fn every_post_needs_the_csrf_token_and_a_refused_one_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let q = queue(&dir);
     fill(q.as_ref(), 3, 0, 0, &["boom"]);
-    let app = router(&[q.clone()], DashboardOptions::new());
+    let app = router(vec![q.clone()], DashboardOptions::new());
     let csrf = get(&app, "/queues/0").await.csrf();
     let before = (q.counts().unwrap(), q.waiting(10).unwrap());
     let wrong = "0".repeat(csrf.len());
-    let cases: Vec<(Vec<(&str, &str)>, Vec<(&str, &str)>)> = vec![
+    // (form fields, request headers) of each refused request.
+    type Fields<'a> = Vec<(&'a str, &'a str)>;
+    let cases: Vec<(Fields, Fields)> = vec![
         (vec![], vec![]),
         (vec![("csrf", "")], vec![]),
         (vec![("csrf", &wrong)], vec![]),
@@ -121,7 +123,10 @@ async fn with_a_token_every_route_but_login_and_assets_needs_it() {
     let dir = tempfile::tempdir().unwrap();
     let q = queue(&dir);
     fill(q.as_ref(), 1, 0, 0, &["boom"]);
-    let app = router(&[q.clone()], DashboardOptions::new().token(TOKEN).unwrap());
+    let app = router(
+        vec![q.clone()],
+        DashboardOptions::new().token(TOKEN).unwrap(),
+    );
     let routes = [
         "/",
         "/queues/0",
@@ -216,7 +221,7 @@ async fn with_a_token_every_route_but_login_and_assets_needs_it() {
     assert_eq!(done.status, StatusCode::OK);
     assert_eq!(q.counts().unwrap().dead, 0);
     // Without a token there is no login route.
-    let open = router(&[q], DashboardOptions::new());
+    let open = router(vec![q], DashboardOptions::new());
     assert_eq!(get(&open, "/login").await.status, StatusCode::NOT_FOUND);
 }
 

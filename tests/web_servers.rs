@@ -32,7 +32,7 @@ async fn dashboard_works(q: Arc<dyn JobQueue>) {
     })
     .await
     .unwrap();
-    let app = router(&[q.clone()], DashboardOptions::new());
+    let app = router(vec![q.clone()], DashboardOptions::new());
     let overview = get(&app, "/").await;
     assert_eq!(overview.status, StatusCode::OK);
     for (key, shown) in [

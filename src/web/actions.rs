@@ -42,10 +42,10 @@ pub async fn act(
 ) -> Response {
     let n = match queue_number(&app, &n) {
         Ok(n) => n,
-        Err(page) => return page,
+        Err(page) => return *page,
     };
     if let Err(refused) = check_post(&app, &headers, &fields) {
-        return refused;
+        return *refused;
     }
     let (action, ids) = match parse(&fields) {
         Ok(asked) => asked,

@@ -44,7 +44,10 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 
 /// A histogram whose buckets are already counted (the stats'), encoded as is.
 #[derive(Debug, Default, Clone)]
-struct Counted(Arc<Mutex<(f64, u64, Vec<(f64, u64)>)>>);
+struct Counted(Arc<Mutex<Bucketed>>);
+
+/// A histogram's sum, count, and (upper bound, count) per bucket.
+type Bucketed = (f64, u64, Vec<(f64, u64)>);
 
 impl Counted {
     fn set(&self, timing: &Timing) {

@@ -161,13 +161,13 @@ pub fn check_post(
     app: &App,
     headers: &HeaderMap,
     fields: &[(String, String)],
-) -> Result<(), Response> {
+) -> Result<(), Box<Response>> {
     let refuse = |why: &str| {
-        Err(layout::bare(
+        Err(Box::new(layout::bare(
             StatusCode::FORBIDDEN,
             "Refused",
             html! { p { (why) " Reload the page and try again." } },
-        ))
+        )))
     };
     let given = field(fields, "csrf").unwrap_or("");
     if !same(given, &app.csrf) {
@@ -231,7 +231,7 @@ pub async fn login(
     Form(fields): Form<Vec<(String, String)>>,
 ) -> Response {
     if let Err(refused) = check_post(&app, &headers, &fields) {
-        return refused;
+        return *refused;
     }
     let token = app.token.as_deref().unwrap_or_default();
     if !same(field(&fields, "token").unwrap_or(""), token) {

@@ -38,7 +38,7 @@ impl Answer {
 }
 
 /// The router of a dashboard over `queues` named by their names.
-pub fn router(queues: &[Arc<dyn JobQueue>], options: DashboardOptions) -> Router {
+pub fn router(queues: Vec<Arc<dyn JobQueue>>, options: DashboardOptions) -> Router {
     let shown = queues
         .iter()
         .map(|q| (q.name().to_owned(), q.clone()))

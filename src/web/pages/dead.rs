@@ -29,7 +29,7 @@ pub async fn page(
 ) -> Response {
     let n = match queue_number(&app, &n) {
         Ok(n) => n,
-        Err(page) => return page,
+        Err(page) => return *page,
     };
     let (label, queue) = app.queues[n].clone();
     let dead = match blocking(move || queue.dead(SCAN_BOUND)).await {

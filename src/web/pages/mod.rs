@@ -25,10 +25,10 @@ pub async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'stat
 }
 
 /// Queue `n` of a URL's `{n}`, or the page that says there is none.
-pub fn queue_number(app: &App, n: &str) -> Result<usize, Response> {
+pub fn queue_number(app: &App, n: &str) -> Result<usize, Box<Response>> {
     match n.parse::<usize>() {
         Ok(n) if n < app.queues.len() => Ok(n),
-        _ => Err(not_found_page(app)),
+        _ => Err(Box::new(not_found_page(app))),
     }
 }
 

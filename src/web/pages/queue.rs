@@ -42,7 +42,7 @@ pub async fn page(
 ) -> Response {
     let n = match queue_number(&app, &n) {
         Ok(n) => n,
-        Err(page) => return page,
+        Err(page) => return *page,
     };
     let state = param(&query, "state")
         .filter(|s| STATES.contains(s))
@@ -137,10 +137,13 @@ fn list(queue: &dyn crate::jobs::JobQueue, state: &str, page_no: usize) -> crate
             page(rows, false)
         }
         one => {
-            let keep = |w: &crate::jobs::Waiting| match (one, w.state) {
-                ("ready", WaitState::Ready) | ("leased", WaitState::Leased) => true,
-                ("scheduled", WaitState::Scheduled(_)) => true,
-                _ => false,
+            let keep = |w: &crate::jobs::Waiting| {
+                matches!(
+                    (one, w.state),
+                    ("ready", WaitState::Ready)
+                        | ("leased", WaitState::Leased)
+                        | ("scheduled", WaitState::Scheduled(_))
+                )
             };
             // Read more of the front until the page is full, the queue
             // ends, or the bound is reached.
