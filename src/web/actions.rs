@@ -114,12 +114,13 @@ fn parse(fields: &[(String, String)]) -> Result<(Action, Vec<String>), String> {
         return Ok((verb(name, priority)?, vec![id.to_owned()]));
     }
     let action = verb(field(fields, "action").unwrap_or(""), priority)?;
-    let mut ids: Vec<String> = fields
+    // Each job once, in the order given.
+    let mut seen = std::collections::HashSet::new();
+    let ids: Vec<String> = fields
         .iter()
-        .filter(|(n, _)| n == "id")
+        .filter(|(n, v)| n == "id" && seen.insert(v.as_str()))
         .map(|(_, v)| v.clone())
         .collect();
-    ids.dedup();
     if ids.is_empty() {
         return Err("No job selected: tick the jobs first.".into());
     }
@@ -159,7 +160,13 @@ mod tests {
 
     #[test]
     fn a_form_asks_for_one_action_on_named_jobs() {
-        let asked = parse(&form(&[("action", "cancel"), ("id", "a"), ("id", "b")])).unwrap();
+        let asked = parse(&form(&[
+            ("action", "cancel"),
+            ("id", "a"),
+            ("id", "b"),
+            ("id", "a"),
+        ]))
+        .unwrap();
         assert_eq!(asked, (Action::Cancel, vec!["a".into(), "b".into()]));
         let row = parse(&form(&[
             ("action", "cancel"),

@@ -22,6 +22,13 @@
 //! | `GET /static/…` | the stylesheet and the one small script (vendored: no CDN) |
 //! | `GET`/`POST /login` | with a token: the form that sets the session cookie |
 //!
+//! Pages to come slot in the same way, each over its part of the
+//! contract: a job page (`/queues/{n}/jobs/{id}`, over a lookup of one job
+//! with its history; the lists' ids would link to it), schedules, limits
+//! and paused queues (a module under `pages/`, a tab in
+//! the navigation (`layout`), and their actions as more verbs of the
+//! one action route).
+//!
 //! Security: every response carries a Content-Security-Policy that allows
 //! only this server's own script and style; every page is a maud template,
 //! which escapes what it shows (job bodies, headers, ids, reasons); every
