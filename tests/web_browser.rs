@@ -87,11 +87,21 @@ fn filter_to_dead_jobs_bulk_requeue_them_and_see_the_counts_change() {
         let lease = q.lease().unwrap().unwrap();
         q.fail(lease, &format!("exit 3: mailbox {i} full")).unwrap();
     }
+    // A dead letter of another kind, which the filter leaves out.
+    q.enqueue(
+        NewJob::new("a photo")
+            .id("photo")
+            .priority(-1)
+            .header("klass", "resize"),
+    )
+    .unwrap();
+    let lease = q.lease().unwrap().unwrap();
+    q.fail(lease, "exit 3: too big").unwrap();
     let (_served, url) = serve(&path);
     let browser = Session::new(&driver, &browser, true);
     browser.open(&format!("{url}/"));
     assert_eq!(browser.title(), "Queues · dque");
-    assert_eq!(browser.text("[data-live='0.dead']"), "3");
+    assert_eq!(browser.text("[data-live='0.dead']"), "4");
     assert_eq!(browser.text("[data-live='0.ready']"), "5");
     browser.screenshot(&shots().join("overview.png"));
     // Live: a job enqueued meanwhile shows up without a reload.
@@ -104,18 +114,35 @@ fn filter_to_dead_jobs_bulk_requeue_them_and_see_the_counts_change() {
     browser.click("a[href='/queues/0']");
     browser.screenshot(&shots().join("queue.png"));
     browser.click("a[href='/queues/0?state=dead']");
-    assert_eq!(browser.count("input[name=id]"), 3);
+    assert_eq!(browser.count("input[name=id]"), 4);
+    // Filtered to the dead jobs of one kind.
+    browser.type_into("input[name=kind]", "send_email");
+    browser.click("form.filter button");
+    // A form's navigation may end after the click's answer.
+    assert_eq!(
+        browser.wait_count("input[name=id]", 3, Duration::from_secs(10)),
+        3
+    );
+    assert!(browser.title().contains("mail"));
     browser.click("input[data-select-all]");
     browser.screenshot(&shots().join("queue-dead-selected.png"));
     browser.click("button[name=action][value=requeue]");
     browser.screenshot(&shots().join("requeued.png"));
-    assert_eq!(browser.text("#outcome"), "Requeued 3 of 3 jobs.");
+    assert!(browser.wait_text("#outcome", "Requeued 3 of 3 jobs.", Duration::from_secs(10)));
     browser.click("#back");
-    assert_eq!(browser.count("input[name=id]"), 0, "no dead jobs left");
+    assert_eq!(
+        browser.count("input[name=id]"),
+        0,
+        "no dead send_email jobs left"
+    );
     browser.open(&format!("{url}/"));
-    assert_eq!(browser.text("[data-live='0.dead']"), "0");
+    assert_eq!(
+        browser.text("[data-live='0.dead']"),
+        "1",
+        "the other kind's stays"
+    );
     assert_eq!(browser.text("[data-live='0.ready']"), "9");
-    assert_eq!(q.counts().unwrap().dead, 0);
+    assert_eq!(q.counts().unwrap().dead, 1);
     q.close().unwrap();
 }
 
@@ -143,10 +170,14 @@ fn pages_work_with_javascript_off() {
     browser.screenshot(&shots().join("dead-group.png"));
     // No script: the group's button and a row's button still act.
     browser.click("form.bar-actions button");
-    assert_eq!(browser.text("#outcome"), "Requeued 1 of 1 jobs.");
+    assert!(browser.wait_text("#outcome", "Requeued 1 of 1 jobs.", Duration::from_secs(10)));
     browser.open(&format!("{url}/queues/0"));
     browser.click("button[name=row][value='cancel:r1']");
-    assert_eq!(browser.text("#outcome"), "Cancelled 1 of 1 jobs.");
+    assert!(browser.wait_text(
+        "#outcome",
+        "Cancelled 1 of 1 jobs.",
+        Duration::from_secs(10)
+    ));
     browser.open(&format!("{url}/metrics"));
     let counts = q.counts().unwrap();
     assert_eq!((counts.ready, counts.dead), (3, 0), "x back, r1 cancelled");

@@ -7,7 +7,7 @@ mod web;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use dque::jobs::{EmbeddedJobs, JobQueue};
+use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
 use dque::web::DashboardOptions;
 use web::{fill, get, post, router};
 
@@ -336,7 +336,14 @@ async fn read_only_serves_no_actions() {
     ] {
         let page = get(&app, path).await;
         assert_eq!(page.status, StatusCode::OK, "{path}");
-        for action in ["<form", "<button", "csrf", "type=\"checkbox\""] {
+        // The kind filter is a GET form: nothing else may be.
+        for action in [
+            "method=\"post\"",
+            "name=\"action\"",
+            "name=\"row\"",
+            "csrf",
+            "type=\"checkbox\"",
+        ] {
             assert!(!page.body.contains(action), "{path} shows {action}");
         }
     }
@@ -353,4 +360,71 @@ async fn read_only_serves_no_actions() {
     }
     assert_eq!(q.counts().unwrap(), before);
     assert_eq!(q.waiting(10).unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn lists_filter_by_kind_and_keep_the_filter_in_their_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = queue(&dir, "q");
+    let mut jobs = Vec::new();
+    for i in 0..120 {
+        let kind = if i % 2 == 0 { "send_email" } else { "resize" };
+        jobs.push(
+            NewJob::new(format!("job {i}"))
+                .id(format!("j{i}"))
+                .header("klass", kind),
+        );
+    }
+    for i in 0..4 {
+        let kind = if i % 2 == 0 { "send_email" } else { "resize" };
+        jobs.push(
+            NewJob::new("bad")
+                .id(format!("d{i}"))
+                .priority(-1)
+                .header("klass", kind),
+        );
+    }
+    q.enqueue_batch(jobs).unwrap();
+    for _ in 0..4 {
+        let lease = q.lease().unwrap().unwrap();
+        q.fail(lease, "exit 1: no").unwrap();
+    }
+    let app = router(vec![q], DashboardOptions::new());
+    let ids = |body: &str| -> Vec<String> {
+        body.split("name=\"id\" value=\"")
+            .skip(1)
+            .map(|r| r.split('"').next().unwrap().to_owned())
+            .collect()
+    };
+    let first = get(&app, "/queues/0?state=waiting&kind=resize").await;
+    let shown = ids(&first.body);
+    assert_eq!(shown.len(), 50);
+    assert!(
+        shown
+            .iter()
+            .all(|id| id[1..].parse::<u32>().unwrap() % 2 == 1),
+        "{shown:?}"
+    );
+    assert!(
+        first
+            .body
+            .contains("href=\"/queues/0?state=waiting&amp;kind=resize&amp;page=2\""),
+        "paging keeps the kind"
+    );
+    assert!(
+        first
+            .body
+            .contains("href=\"/queues/0?state=dead&amp;kind=resize\""),
+        "tabs keep the kind"
+    );
+    assert!(first
+        .body
+        .contains("name=\"back\" value=\"/queues/0?state=waiting&amp;kind=resize&amp;page=1\""));
+    let second = get(&app, "/queues/0?state=ready&kind=resize&page=2").await;
+    assert_eq!(ids(&second.body).len(), 10, "60 resize jobs: 50, then 10");
+    let dead = get(&app, "/queues/0?state=dead&kind=send_email").await;
+    assert_eq!(ids(&dead.body), ["d0", "d2"]);
+    let none = get(&app, "/queues/0?state=dead&kind=nothing").await;
+    assert!(ids(&none.body).is_empty());
+    assert!(none.body.contains("No dead jobs"));
 }

@@ -289,6 +289,7 @@ async fn what_jobs_reasons_urls_and_labels_hold_is_shown_escaped() {
             web::encode(h)
         ));
         paths.push(format!("/{}", web::encode(h)));
+        paths.push(format!("/queues/0?state=dead&kind={}", web::encode(h)));
     }
     for path in &paths {
         let page = get(&app, path).await;

@@ -209,6 +209,16 @@ impl<'a> Session<'a> {
         );
     }
 
+    /// Types `text` into the element matching `css`.
+    pub fn type_into(&self, css: &str, text: &str) {
+        let element = self.element(css);
+        self.call(
+            "POST",
+            &format!("/element/{element}/value"),
+            Some(json!({ "text": text })),
+        );
+    }
+
     /// The text of the element matching `css`.
     pub fn text(&self, css: &str) -> String {
         let element = self.element(css);
@@ -226,17 +236,35 @@ impl<'a> Session<'a> {
             .to_owned()
     }
 
-    /// Waits up to `wait` for the text of `css` to be `text`.
+    /// The text of the element matching `css`, if there is one now.
+    fn try_text(&self, css: &str) -> Option<String> {
+        (self.count(css) > 0).then(|| self.text(css))
+    }
+
+    /// Waits up to `wait` for the text of `css` to be `text` (a page
+    /// reached by a form may come after the click's answer).
     pub fn wait_text(&self, css: &str, text: &str, wait: Duration) -> bool {
         let deadline = Instant::now() + wait;
         loop {
-            if self.text(css) == text {
+            if self.try_text(css).as_deref() == Some(text) {
                 return true;
             }
             if Instant::now() > deadline {
                 return false;
             }
             std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits up to `wait` for `n` elements to match `css`.
+    pub fn wait_count(&self, css: &str, n: usize, wait: Duration) -> usize {
+        let deadline = Instant::now() + wait;
+        loop {
+            let found = self.count(css);
+            if found == n || Instant::now() > deadline {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
