@@ -93,6 +93,8 @@ fn main() {
         "/queues/0?state=ready",
         "/queues/0?state=scheduled",
         "/queues/0?state=dead",
+        "/queues/0?state=waiting&kind=send_email",
+        "/queues/0?state=waiting&kind=none_such",
         "/queues/0/dead",
         "/queues/0/dead?reason=reason%203",
         "/live",
