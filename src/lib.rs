@@ -43,6 +43,8 @@ mod queue;
 #[cfg(feature = "runtime")]
 pub mod runtime;
 mod tools;
+#[cfg(feature = "web")]
+pub mod web;
 
 pub use codec::{Bincode, Codec, Json, Raw};
 pub use error::{CodecError, Error, Result};

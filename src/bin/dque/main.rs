@@ -17,6 +17,7 @@ mod repair;
 mod report;
 mod requeue;
 mod salvage;
+mod serve;
 mod stats;
 mod verify;
 mod when;
@@ -89,6 +90,8 @@ enum Command {
     Unschedule(recurring::UnscheduleArgs),
     /// Show one job whatever its state (waiting, running, dead, completed): times, worker, history.
     Job(job::JobArgs),
+    /// Serve the dashboard: every queue's numbers, its jobs and dead letters, actions, /metrics.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -116,6 +119,7 @@ fn main() -> ExitCode {
         Command::Schedules(args) => recurring::schedules(args),
         Command::Unschedule(args) => recurring::unschedule(args),
         Command::Job(args) => job::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     // What `print!` left in stdout's buffer, its failure reported as any.
     let result = result.and_then(|code| output::flush().map(|()| code));

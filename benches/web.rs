@@ -1,0 +1,125 @@
+//! The dashboard's answer times on a big embedded queue: every page and
+//! `/metrics`, in process (tower's `oneshot`, no socket), each the median
+//! of `DQUE_BENCH_RUNS` runs (default 5).
+//!
+//! ```sh
+//! cargo bench --features web --bench web
+//! DQUE_BENCH_WEB_JOBS=100000 cargo bench --features web --bench web   # quicker
+//! ```
+//!
+//! The queue: `DQUE_BENCH_WEB_JOBS` ready jobs (default 1 000 000), 1 000
+//! scheduled, 1 000 dead letters in 10 reasons, and 1 000 jobs run (so the
+//! stats have a day). `DQUE_BENCH_DIR` picks the disk.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::Request;
+use dque::jobs::{EmbeddedJobs, JobOptions, JobQueue, NewJob};
+use dque::web::{Dashboard, DashboardOptions};
+use dque::{Durability, Options};
+use http_body_util::BodyExt;
+use tower::ServiceExt;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let jobs = env("DQUE_BENCH_WEB_JOBS", 1_000_000);
+    let runs = env("DQUE_BENCH_RUNS", 5).max(1);
+    let dir = match std::env::var_os("DQUE_BENCH_DIR") {
+        Some(d) => tempfile::tempdir_in(d).unwrap(),
+        None => tempfile::tempdir().unwrap(),
+    };
+    let started = Instant::now();
+    let queue: EmbeddedJobs = JobOptions::new()
+        .queue(Options::new().durability(Durability::Turbo))
+        .create(dir.path().join("big"))
+        .unwrap();
+    for i in 0..1_000 {
+        queue.enqueue(NewJob::new(format!("will run {i}"))).unwrap();
+    }
+    for i in 0..1_000 {
+        queue
+            .enqueue(NewJob::new(format!("will fail {i}")).priority(-1))
+            .unwrap();
+    }
+    for i in 0..1_000 {
+        let lease = queue.lease().unwrap().unwrap();
+        queue
+            .fail(lease, &format!("reason {}: job {i}", i % 10))
+            .unwrap();
+    }
+    for _ in 0..1_000 {
+        let lease = queue.lease().unwrap().unwrap();
+        queue.ack(lease).unwrap();
+    }
+    let mut left = jobs;
+    while left > 0 {
+        let n = left.min(10_000);
+        let batch = (0..n)
+            .map(|i| {
+                NewJob::new(format!("{{\"n\":{i},\"to\":\"someone@example.com\"}}"))
+                    .header("klass", "send_email")
+            })
+            .collect();
+        queue.enqueue_batch(batch).unwrap();
+        left -= n;
+    }
+    let later = (0..1_000)
+        .map(|i| NewJob::new(format!("later {i}")).delay(Duration::from_secs(3600)))
+        .collect();
+    queue.enqueue_batch(later).unwrap();
+    println!(
+        "queue: {jobs} ready, 1000 scheduled, 1000 dead, 1000 run; filled in {:.1?}",
+        started.elapsed()
+    );
+    let shown: Vec<(String, Arc<dyn JobQueue>)> = vec![("big".into(), Arc::new(queue))];
+    let router = Dashboard::new(shown, DashboardOptions::new()).router();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let routes = [
+        "/",
+        "/queues/0",
+        "/queues/0?state=waiting&page=200",
+        "/queues/0?state=ready",
+        "/queues/0?state=scheduled",
+        "/queues/0?state=dead",
+        "/queues/0?state=waiting&kind=send_email",
+        "/queues/0?state=waiting&kind=none_such",
+        "/queues/0/dead",
+        "/queues/0/dead?reason=reason%203",
+        "/live",
+        "/metrics",
+    ];
+    println!("{:<36} {:>10} {:>10}", "route", "median", "bytes");
+    for route in routes {
+        let mut times = Vec::new();
+        let mut bytes = 0;
+        for _ in 0..runs {
+            let request = Request::get(route).body(Body::empty()).unwrap();
+            let t = Instant::now();
+            let body = runtime.block_on(async {
+                let response = router.clone().oneshot(request).await.unwrap();
+                assert!(
+                    response.status().is_success(),
+                    "{route}: {}",
+                    response.status()
+                );
+                response.into_body().collect().await.unwrap().to_bytes()
+            });
+            times.push(t.elapsed());
+            bytes = body.len();
+        }
+        times.sort();
+        println!("{route:<36} {:>10.2?} {bytes:>10}", times[times.len() / 2]);
+    }
+}
