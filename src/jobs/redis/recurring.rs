@@ -14,10 +14,11 @@ use std::time::{Duration, SystemTime};
 
 use ::redis::Value;
 
-use super::core::{Core, Transport};
+use super::core::{put_fields, Core, PutFields, Transport};
 use super::encoding::{
     array_of, duration_seconds, encode_body, encode_headers, int_of, qless_priority, text_of,
 };
+use super::qless::QlessPut;
 use crate::error::Result;
 use crate::jobs::clock::{from_unix_ms, unix_ms};
 use crate::jobs::recurring::{Cadence, CatchUp, Schedule, ScheduleInfo};
@@ -155,27 +156,16 @@ impl Core {
                 let retries = u32::from(self.max_attempts).saturating_sub(1);
                 for &tick in &plan.ticks {
                     let job = s.job_for(tick);
-                    // put's twelve fields, as `Core::put_all` sends them.
-                    let (data, raw) = encode_body(&job.body);
-                    let (klass, headers) = encode_headers(&job.headers);
-                    fields.extend([
-                        job.id.clone().unwrap_or_default().into_bytes(),
-                        klass.into_bytes(),
-                        data.into_bytes(),
-                        qless_priority(job.priority).to_string().into_bytes(),
-                        b"[]".to_vec(),
-                        b"0".to_vec(),
-                        retries.to_string().into_bytes(),
-                        b"[]".to_vec(),
-                        if raw.is_some() {
-                            b"1".to_vec()
-                        } else {
-                            b"0".to_vec()
-                        },
-                        raw.map(<[u8]>::to_vec).unwrap_or_default(),
-                        headers.into_bytes(),
-                        b"0".to_vec(),
-                    ]);
+                    let id = job.id.clone().unwrap_or_default();
+                    fields.extend(put_fields(PutFields {
+                        id: &id,
+                        job: &job,
+                        extra: &QlessPut::default(),
+                        made: false,
+                        hold: job.hold(now),
+                        delay: Duration::ZERO,
+                        retries,
+                    }));
                 }
                 let args: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
                 let reply = self.call(t, "recur_fire", &args).await?;
