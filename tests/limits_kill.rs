@@ -197,18 +197,15 @@ fn looker_child() {
     }
 }
 
-// Bug (review of issue 27), NOT FIXED YET (hence ignored; run it with
-// `--ignored`): on the embedded queue a lease looks past a job whose
-// limit is full by leasing it for a moment and giving it back uncounted.
-// A process killed in that moment leaves those leases to the dead, and
-// when they are given back each job it looked past is charged an
-// attempt: jobs that never ran use up their attempts (seen: 300 of 300
-// waiting jobs at attempt 5 after 6 kills), and at the last become dead
-// letters. The fix: look at the lanes' pending records without leasing
-// them (`pending_chunk`) and lease by id (`lease_id`) the first that has
-// room.
+// Bug (review of issue 27): on the embedded queue a lease looked past a
+// job whose limit is full by leasing it for a moment and giving it back
+// uncounted. A process killed in that moment left those leases to the
+// dead, and when they were given back each job it looked past was
+// charged an attempt: jobs that never ran used up their attempts (seen:
+// 300 of 300 waiting jobs at attempt 5 after 6 kills), and at the last
+// became dead letters. Fixed: a lease reads the lanes' pending records
+// and leases by id only the first job that has room.
 #[test]
-#[ignore = "known bug: a kill while a limited lease looks past jobs charges them attempts"]
 fn a_process_killed_while_looking_past_full_limits_costs_no_attempts() {
     if child::run_as_child(looker_child) {
         return;

@@ -747,6 +747,18 @@ impl<T, C: Codec<T>> DQue<T, C> {
         self.shared.read(|engine| engine.pending_chunk(from))
     }
 
+    /// Calls `visit` on each pending record from id `from` on (id,
+    /// attempts so far, leased now, payload in place) until it says stop
+    /// (see `Engine::visit_pending`). A read.
+    pub(crate) fn visit_pending_from(
+        &self,
+        from: u64,
+        visit: impl FnMut(u64, u16, bool, &[u8]) -> std::ops::ControlFlow<()>,
+    ) -> Result<()> {
+        self.shared
+            .read(|engine| engine.visit_pending_after(from, visit))
+    }
+
     /// As [`pending_chunk`](Self::pending_chunk), without copying the
     /// payloads: `visit` sees each in place. Returns the id to go on from
     /// (`None` at the end). A read.

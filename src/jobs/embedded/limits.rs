@@ -375,31 +375,24 @@ impl super::EmbeddedJobs {
         let maxima = &locked.settings().limits;
         let counts = running(&holds);
         let mut taken: Vec<Hold> = Vec::new();
-        let mut skipped = Vec::new();
-        let found = self.lease_first(
-            |job, priority, record, attempt| {
-                let names = crate::jobs::limits::limits_of(&job.headers);
-                let room = has_room(maxima, &counts, &names);
-                if room {
-                    taken = names
-                        .iter()
-                        .map(|name| Hold {
-                            name: (*name).to_owned(),
-                            priority,
-                            record,
-                            attempt,
-                        })
-                        .collect();
-                }
-                room
-            },
-            &mut skipped,
-        );
-        // The jobs looked past go back untouched (their attempts uncounted).
-        for (lane, record, attempt) in skipped {
-            let _ = lane.lessor().release(record, attempt);
-        }
-        let found = found?;
+        // The jobs looked past are only read, never leased (a process
+        // killed while looking must not leave them leased to the dead).
+        let found = self.lease_with_room(|job, priority, record, attempt| {
+            let names = crate::jobs::limits::limits_of(&job.headers);
+            let room = has_room(maxima, &counts, &names);
+            if room {
+                taken = names
+                    .iter()
+                    .map(|name| Hold {
+                        name: (*name).to_owned(),
+                        priority,
+                        record,
+                        attempt,
+                    })
+                    .collect();
+            }
+            room
+        })?;
         let changed = holds.len() != on_record.len() || !taken.is_empty();
         if found.is_some() {
             holds.extend(taken);

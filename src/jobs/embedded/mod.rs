@@ -10,6 +10,7 @@ mod limits;
 mod moves;
 mod promote;
 mod recurring;
+mod room;
 mod schedule;
 mod signal;
 mod stats_file;

@@ -21,6 +21,16 @@ impl Engine {
         self.visit_pending_from(0, false, visit)
     }
 
+    /// [`visit_pending`](Self::visit_pending) from id `from` on, over
+    /// every segment, until `visit` says stop. Writes nothing.
+    pub fn visit_pending_after(
+        &self,
+        from: u64,
+        visit: impl FnMut(u64, u16, bool, &[u8]) -> ControlFlow<()>,
+    ) -> Result<()> {
+        self.visit_pending_from(from, false, visit)
+    }
+
     /// [`visit_pending`](Self::visit_pending) from id `from` on: segments
     /// that end before it are skipped by their headers, never read. With
     /// `one_segment`, stops after the first segment that had any.
