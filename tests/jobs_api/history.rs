@@ -24,6 +24,7 @@ macro_rules! jobs_api_history_checks {
                 keeping_none_leaves_no_completed_job,
                 a_job_timeout_is_stored_with_the_job,
                 a_bad_job_timeout_is_refused_and_adds_nothing,
+                job_info_of_a_reused_id_is_its_newest_job,
                 job_info_renders_as_json,
             );
         }
@@ -276,6 +277,37 @@ pub fn a_bad_job_timeout_is_refused_and_adds_nothing(backend: &dyn Backend) {
     put(q, NewJob::new("long").id("t-long").timeout(Duration::MAX));
     assert_eq!(info(q, "t-quick").timeout, Some(Duration::from_millis(1)));
     assert_eq!(info(q, "t-long").timeout, Some(Duration::from_millis(u64::MAX)));
+}
+
+// Bug pinned: on the embedded queue, an id whose first job died and whose
+// next one completed was shown as the dead one (dead letters were looked
+// at before the kept completed jobs, whatever their age).
+pub fn job_info_of_a_reused_id_is_its_newest_job(backend: &dyn Backend) {
+    let (q, s) = new_queue(backend, "history-reused");
+    let q = q.as_ref();
+    put(q, NewJob::new("first, dies").id("r-1"));
+    q.fail(lease(q), "broken").expect("fail");
+    s.clock.advance(Duration::from_secs(1));
+    put(q, NewJob::new("second, completes").id("r-1"));
+    s.clock.advance(Duration::from_secs(1));
+    q.ack(lease(q)).expect("ack");
+    let newest = info(q, "r-1");
+    assert_eq!(
+        (newest.state, newest.job.body.as_slice()),
+        (JobState::Completed, &b"second, completes"[..]),
+        "{newest:?}"
+    );
+    // And the other way round: a completed job, then a dead one.
+    s.clock.advance(Duration::from_secs(1));
+    put(q, NewJob::new("third, dies").id("r-1"));
+    s.clock.advance(Duration::from_secs(1));
+    q.fail(lease(q), "broken again").expect("fail");
+    let newest = info(q, "r-1");
+    assert_eq!(
+        (newest.state, newest.job.body.as_slice()),
+        (JobState::Dead, &b"third, dies"[..]),
+        "{newest:?}"
+    );
 }
 
 pub fn job_info_renders_as_json(backend: &dyn Backend) {
