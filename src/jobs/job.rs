@@ -243,10 +243,7 @@ impl NewJob {
 pub(crate) fn check_timeout_header(headers: &[(String, String)]) -> Result<()> {
     let name = super::history::TIMEOUT_HEADER;
     for (_, value) in headers.iter().filter(|(n, _)| n == name) {
-        let ms = value
-            .parse::<u64>()
-            .ok()
-            .filter(|ms| *ms > 0);
+        let ms = value.parse::<u64>().ok().filter(|ms| *ms > 0);
         if ms.is_none() {
             return Err(Error::InvalidJob {
                 reason: format!(

@@ -259,7 +259,9 @@ pub fn a_bad_job_timeout_is_refused_and_adds_nothing(backend: &dyn Backend) {
         NewJob::new("x").id("t-bad").header(header, "abc"),
         NewJob::new("x").id("t-bad").header(header, "-5"),
         NewJob::new("x").id("t-bad").header(header, "1.5"),
-        NewJob::new("x").id("t-bad").header(header, "99999999999999999999999"),
+        NewJob::new("x")
+            .id("t-bad")
+            .header(header, "99999999999999999999999"),
     ];
     for job in bad {
         let refused = q.enqueue(job.clone());
@@ -273,10 +275,18 @@ pub fn a_bad_job_timeout_is_refused_and_adds_nothing(backend: &dyn Backend) {
     assert_eq!(q.counts().expect("counts").ready, 0, "nothing was added");
     // Less than a millisecond, or more than any clock reaches: taken as
     // 1 ms and as the longest timeout stored.
-    put(q, NewJob::new("quick").id("t-quick").timeout(Duration::from_micros(10)));
+    put(
+        q,
+        NewJob::new("quick")
+            .id("t-quick")
+            .timeout(Duration::from_micros(10)),
+    );
     put(q, NewJob::new("long").id("t-long").timeout(Duration::MAX));
     assert_eq!(info(q, "t-quick").timeout, Some(Duration::from_millis(1)));
-    assert_eq!(info(q, "t-long").timeout, Some(Duration::from_millis(u64::MAX)));
+    assert_eq!(
+        info(q, "t-long").timeout,
+        Some(Duration::from_millis(u64::MAX))
+    );
 }
 
 // Bug pinned: on the embedded queue, an id whose first job died and whose

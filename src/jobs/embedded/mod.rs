@@ -1584,7 +1584,10 @@ impl JobQueue for EmbeddedJobs {
         })?;
         // A live job is the newest of its id; a dead letter may be older
         // than a kept completed job of the same id (enqueued after it).
-        if found.as_ref().is_some_and(|f| f.state != super::JobState::Dead) {
+        if found
+            .as_ref()
+            .is_some_and(|f| f.state != super::JobState::Dead)
+        {
             return Ok(found);
         }
         let Some(history) = &self.history else {
@@ -1592,9 +1595,7 @@ impl JobQueue for EmbeddedJobs {
         };
         let done = history.find(id, unix_ms(self.now()))?;
         Ok(match (found, done) {
-            (Some(dead), Some(done)) if done.job.enqueued_at <= dead.job.enqueued_at => {
-                Some(dead)
-            }
+            (Some(dead), Some(done)) if done.job.enqueued_at <= dead.job.enqueued_at => Some(dead),
             (dead, None) => dead,
             (_, Some(done)) => Some(history::info_of(done, &self.name)),
         })
