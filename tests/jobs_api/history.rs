@@ -196,10 +196,19 @@ pub fn completed_jobs_beyond_the_count_kept_go(backend: &dyn Backend) {
         put(q, NewJob::new(format!("job {n}")).id(format!("h-{n}")));
         settings.clock.advance(Duration::from_secs(1));
         q.ack(lease(q)).expect("ack");
-        // PostgreSQL prunes at most once a second per handle.
-        std::thread::sleep(Duration::from_millis(if n == 5 { 1100 } else { 0 }));
     }
-    // One more completion, after the second: the prune runs.
+    // Bug pinned: PostgreSQL applied only the time kept to lookups, so a
+    // job beyond the count kept was still found until a prune (at most a
+    // second, or hundreds of acks, later) deleted its row: the count
+    // applies to lookups at once, whenever the prune runs.
+    let kept: Vec<bool> = (0..6)
+        .map(|n| q.job_info(&format!("h-{n}")).expect("job_info").is_some())
+        .collect();
+    assert_eq!(
+        kept,
+        [false, false, false, true, true, true],
+        "the newest 3 kept, before any prune"
+    );
     put(q, NewJob::new("last").id("h-last"));
     settings.clock.advance(Duration::from_secs(1));
     q.ack(lease(q)).expect("ack");

@@ -43,7 +43,9 @@ pub struct HistorySql {
     pub prune_old: String,
     /// Prunes rows beyond the newest `$2` (`$1` the queue's number).
     pub prune_over: String,
-    /// Job `$2` of queue `$1`: its live row, else its newest kept one.
+    /// Job `$2` of queue `$1`: its live row, else its newest kept one,
+    /// with `newer` the completed rows finished after it (at most `$3`,
+    /// the count kept: a lookup applies the count before a prune does).
     pub job_info: String,
 }
 
@@ -84,9 +86,13 @@ impl HistorySql {
             prune_old: prune("AND finished < $2 ORDER BY finished"),
             prune_over: prune("ORDER BY finished DESC OFFSET $2"),
             job_info: format!(
-                "(SELECT {columns} FROM {jobs} WHERE qno = $1 AND id = $2 AND state < 2)
+                "(SELECT {columns}, 0::bigint AS newer FROM {jobs}
+                  WHERE qno = $1 AND id = $2 AND state < 2)
                  UNION ALL
-                 (SELECT {columns} FROM {jobs} WHERE qno = $1 AND id = $2 AND state >= 2
+                 (SELECT {columns}, (SELECT count(*) FROM (
+                      SELECT 1 FROM {jobs} c WHERE c.qno = $1 AND c.state = {COMPLETED}
+                          AND c.finished > k.finished LIMIT $3) AS n) AS newer
+                  FROM {jobs} k WHERE qno = $1 AND id = $2 AND state >= 2
                   ORDER BY seq DESC LIMIT 1)
                  LIMIT 1"
             ),
@@ -152,7 +158,10 @@ pub fn info_of(row: &Row, queue: &str, keep: &Pruning, now: i64, real_now: i64) 
         _ => (JobState::Completed, None),
     };
     let finished: Option<i64> = row.get("finished");
-    if state == JobState::Completed && finished.is_some_and(|f| f < keep.cutoff(now)) {
+    let newer: i64 = row.get("newer");
+    if state == JobState::Completed
+        && (finished.is_some_and(|f| f < keep.cutoff(now)) || newer >= keep.count())
+    {
         return None;
     }
     let mut info = JobInfo::bare(job_of(row), queue, state);
