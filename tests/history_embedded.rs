@@ -85,3 +85,28 @@ fn the_setting_is_stored_with_the_queue() {
         Some(JobState::Completed)
     );
 }
+
+// Bug pinned: a keep time longer than u64::MAX milliseconds (say
+// `Duration::MAX`, "keep them for ever") was stored in jobs/history/keep
+// as a number no later open could read: every open of the queue without
+// its own setting failed with InvalidOption until the file was removed.
+#[test]
+fn a_keep_time_too_long_for_milliseconds_is_stored_readably() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    for for_time in [Duration::MAX, Duration::from_secs(u64::MAX / 10)] {
+        let keep = KeepCompleted::new(for_time, 10);
+        let first = JobOptions::new()
+            .keep_completed(keep)
+            .open_or_create(&path)
+            .unwrap();
+        first.enqueue(NewJob::new("x").id("k-1")).unwrap();
+        let lease = first.lease().unwrap().expect("a job");
+        first.ack(lease).unwrap();
+        first.close().unwrap();
+        let again = JobOptions::new().open(&path).expect("opened again");
+        let info = again.job_info("k-1").unwrap().expect("kept");
+        assert_eq!(info.state, JobState::Completed);
+        again.close().unwrap();
+    }
+}

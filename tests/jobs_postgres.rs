@@ -1018,3 +1018,55 @@ fn a_wait_kept_in_the_row_is_counted_once_however_the_job_settles() {
         q.close().unwrap();
     });
 }
+
+fn prune_jobs() -> usize {
+    std::env::var("DQUE_PRUNE_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000)
+}
+
+// Bug: a handle pruned completed rows once a second, at most 1,000 of
+// each kind a time, so a handle acking faster than that (a batch worker
+// does thousands a second) left completed rows beyond the count kept
+// faster than it pruned them: the table grew without bound. Pruning now
+// also runs every few hundred acks of the handle, whatever the time. The
+// pin that fails on the old code whatever the machine's speed is
+// `postgres::history`'s unit test; this checks the outcome on a server
+// (it fails on the old code only where acks outrun a second's prune).
+// Rounds: `DQUE_PRUNE_JOBS`.
+#[test]
+fn pruning_keeps_up_with_a_handle_that_acks_fast() {
+    with_server(|backend| {
+        let server = PgServer::get().expect("checked by with_server");
+        let name = format!("{}-prune-fast", backend.prefix);
+        let keep = dque::jobs::KeepCompleted::new(std::time::Duration::from_secs(3600), 10);
+        let q = PgOptions::new()
+            .keep_completed(keep)
+            .connect(&server.url(), &name)
+            .expect("connect");
+        let n = prune_jobs();
+        for chunk in 0..n.div_ceil(500) {
+            let jobs = (0..500)
+                .map(|i| dque::jobs::NewJob::new(format!("job {chunk}-{i}")))
+                .collect();
+            q.enqueue_batch(jobs).unwrap();
+            for lease in q.lease_batch(500).unwrap() {
+                q.ack(lease).unwrap();
+            }
+        }
+        let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+        let kept: i64 = client
+            .query_one(
+                "SELECT count(*) FROM dque.jobs j JOIN dque.queues q USING (qno)
+                 WHERE q.name = $1 AND j.state = 3",
+                &[&name],
+            )
+            .unwrap()
+            .get(0);
+        assert!(
+            kept <= 10 + 1000,
+            "{kept} completed rows kept after {n} acks, the count kept being 10"
+        );
+    });
+}

@@ -262,11 +262,16 @@ impl KeepCompleted {
         count: 0,
     };
 
-    /// Keeps them for `for_time`, at most `count` (either zero: none).
+    /// Keeps them for `for_time`, at most `count` (either zero: none). A
+    /// time beyond `u64::MAX` milliseconds is taken as that (what every
+    /// backend stores).
     pub fn new(for_time: Duration, count: u64) -> Self {
         if for_time.is_zero() || count == 0 {
             return KeepCompleted::NONE;
         }
+        // Stored and compared in milliseconds: a longer time would not
+        // read back (the embedded queue's `keep` file) or would wrap.
+        let for_time = for_time.min(Duration::from_millis(u64::MAX));
         KeepCompleted { for_time, count }
     }
 

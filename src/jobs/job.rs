@@ -164,7 +164,10 @@ impl NewJob {
     /// longer (the runtime, `dque work`), failing it with "timed out", and
     /// this timeout takes precedence over the worker's. Stored with the job
     /// on every backend, in header [`TIMEOUT_HEADER`](super::TIMEOUT_HEADER)
-    /// (whole milliseconds, at least 1).
+    /// (whole milliseconds: less than one is taken as 1, more than
+    /// `u64::MAX` as `u64::MAX`). A timeout of zero is refused by the
+    /// enqueue (`InvalidJob`), as is a header that holds no whole number
+    /// of milliseconds from 1.
     ///
     /// ```
     /// use std::time::Duration;
@@ -174,7 +177,12 @@ impl NewJob {
     /// ```
     #[must_use]
     pub fn timeout(self, timeout: Duration) -> Self {
-        let ms = timeout.as_millis().clamp(1, u128::from(u64::MAX)) as u64;
+        // Zero stays 0, which the enqueue refuses (an attempt that times
+        // out at once is no timeout anyone meant).
+        let ms = match timeout.is_zero() {
+            true => 0,
+            false => timeout.as_millis().clamp(1, u128::from(u64::MAX)) as u64,
+        };
         self.header(super::history::TIMEOUT_HEADER, ms.to_string())
     }
 
@@ -224,8 +232,29 @@ impl NewJob {
             check_header(name, value)?;
         }
         super::limits::check_job_limits(&self.headers)?;
+        check_timeout_header(&self.headers)?;
         Ok(())
     }
+}
+
+/// `InvalidJob` unless the job's timeout header, if any, holds whole
+/// milliseconds from 1 (what every worker reads it as; anything else
+/// would be stored and then silently be no timeout).
+pub(crate) fn check_timeout_header(headers: &[(String, String)]) -> Result<()> {
+    let name = super::history::TIMEOUT_HEADER;
+    for (_, value) in headers.iter().filter(|(n, _)| n == name) {
+        let ms = value.parse::<u64>().ok().filter(|ms| *ms > 0);
+        if ms.is_none() {
+            return Err(Error::InvalidJob {
+                reason: format!(
+                    "header {name} = {value:?}: a job's timeout is whole milliseconds from 1 \
+                     to {}; give NewJob::timeout a duration above zero",
+                    u64::MAX
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The latest time a job can be due, 9999-12-31T23:59:59Z: a later one is

@@ -233,6 +233,8 @@ impl Schedule {
         for (name, value) in &self.headers {
             check_header(name, value)?;
         }
+        // Its jobs' timeout, refused now rather than at every tick.
+        super::job::check_timeout_header(&self.headers)?;
         Ok(())
     }
 

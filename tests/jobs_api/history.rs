@@ -23,6 +23,8 @@ macro_rules! jobs_api_history_checks {
                 completed_jobs_beyond_the_count_kept_go,
                 keeping_none_leaves_no_completed_job,
                 a_job_timeout_is_stored_with_the_job,
+                a_bad_job_timeout_is_refused_and_adds_nothing,
+                job_info_of_a_reused_id_is_its_newest_job,
                 job_info_renders_as_json,
             );
         }
@@ -194,10 +196,19 @@ pub fn completed_jobs_beyond_the_count_kept_go(backend: &dyn Backend) {
         put(q, NewJob::new(format!("job {n}")).id(format!("h-{n}")));
         settings.clock.advance(Duration::from_secs(1));
         q.ack(lease(q)).expect("ack");
-        // PostgreSQL prunes at most once a second per handle.
-        std::thread::sleep(Duration::from_millis(if n == 5 { 1100 } else { 0 }));
     }
-    // One more completion, after the second: the prune runs.
+    // Bug pinned: PostgreSQL applied only the time kept to lookups, so a
+    // job beyond the count kept was still found until a prune (at most a
+    // second, or hundreds of acks, later) deleted its row: the count
+    // applies to lookups at once, whenever the prune runs.
+    let kept: Vec<bool> = (0..6)
+        .map(|n| q.job_info(&format!("h-{n}")).expect("job_info").is_some())
+        .collect();
+    assert_eq!(
+        kept,
+        [false, false, false, true, true, true],
+        "the newest 3 kept, before any prune"
+    );
     put(q, NewJob::new("last").id("h-last"));
     settings.clock.advance(Duration::from_secs(1));
     q.ack(lease(q)).expect("ack");
@@ -240,6 +251,82 @@ pub fn a_job_timeout_is_stored_with_the_job(backend: &dyn Backend) {
     assert_eq!(slow.timeout(), Some(Duration::from_millis(1500)));
     let plain = lease(q);
     assert_eq!(plain.timeout(), None);
+}
+
+// Bug pinned: a timeout of 0 (`NewJob::timeout(Duration::ZERO)`, made a
+// timeout of 1 ms that failed every attempt at once) and a timeout header
+// that is no number of milliseconds (`header("dque_timeout_ms", "abc")`,
+// stored, then silently no timeout at all) were accepted.
+pub fn a_bad_job_timeout_is_refused_and_adds_nothing(backend: &dyn Backend) {
+    let (q, _) = new_queue(backend, "history-bad-timeout");
+    let q = q.as_ref();
+    let header = dque::jobs::TIMEOUT_HEADER;
+    let bad = [
+        NewJob::new("x").id("t-bad").timeout(Duration::ZERO),
+        NewJob::new("x").id("t-bad").header(header, "0"),
+        NewJob::new("x").id("t-bad").header(header, ""),
+        NewJob::new("x").id("t-bad").header(header, "abc"),
+        NewJob::new("x").id("t-bad").header(header, "-5"),
+        NewJob::new("x").id("t-bad").header(header, "1.5"),
+        NewJob::new("x")
+            .id("t-bad")
+            .header(header, "99999999999999999999999"),
+    ];
+    for job in bad {
+        let refused = q.enqueue(job.clone());
+        let invalid = matches!(refused, Err(dque::Error::InvalidJob { .. }));
+        assert!(invalid, "{job:?}: {refused:?}");
+        let batch = q.enqueue_batch(vec![NewJob::new("good"), job.clone()]);
+        let invalid = matches!(batch, Err(dque::Error::InvalidJob { .. }));
+        assert!(invalid, "{job:?} in a batch: {batch:?}");
+    }
+    assert!(q.job_info("t-bad").expect("job_info").is_none());
+    assert_eq!(q.counts().expect("counts").ready, 0, "nothing was added");
+    // Less than a millisecond, or more than any clock reaches: taken as
+    // 1 ms and as the longest timeout stored.
+    put(
+        q,
+        NewJob::new("quick")
+            .id("t-quick")
+            .timeout(Duration::from_micros(10)),
+    );
+    put(q, NewJob::new("long").id("t-long").timeout(Duration::MAX));
+    assert_eq!(info(q, "t-quick").timeout, Some(Duration::from_millis(1)));
+    assert_eq!(
+        info(q, "t-long").timeout,
+        Some(Duration::from_millis(u64::MAX))
+    );
+}
+
+// Bug pinned: on the embedded queue, an id whose first job died and whose
+// next one completed was shown as the dead one (dead letters were looked
+// at before the kept completed jobs, whatever their age).
+pub fn job_info_of_a_reused_id_is_its_newest_job(backend: &dyn Backend) {
+    let (q, s) = new_queue(backend, "history-reused");
+    let q = q.as_ref();
+    put(q, NewJob::new("first, dies").id("r-1"));
+    q.fail(lease(q), "broken").expect("fail");
+    s.clock.advance(Duration::from_secs(1));
+    put(q, NewJob::new("second, completes").id("r-1"));
+    s.clock.advance(Duration::from_secs(1));
+    q.ack(lease(q)).expect("ack");
+    let newest = info(q, "r-1");
+    assert_eq!(
+        (newest.state, newest.job.body.as_slice()),
+        (JobState::Completed, &b"second, completes"[..]),
+        "{newest:?}"
+    );
+    // And the other way round: a completed job, then a dead one.
+    s.clock.advance(Duration::from_secs(1));
+    put(q, NewJob::new("third, dies").id("r-1"));
+    s.clock.advance(Duration::from_secs(1));
+    q.fail(lease(q), "broken again").expect("fail");
+    let newest = info(q, "r-1");
+    assert_eq!(
+        (newest.state, newest.job.body.as_slice()),
+        (JobState::Dead, &b"third, dies"[..]),
+        "{newest:?}"
+    );
 }
 
 pub fn job_info_renders_as_json(backend: &dyn Backend) {

@@ -53,6 +53,9 @@ pub(crate) struct History {
     /// Who acks through this handle: `host:pid`.
     worker: String,
     writer: Mutex<Writer>,
+    /// The prunes this handle ran (what the tests look at).
+    #[cfg(test)]
+    prunes: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Debug)]
@@ -113,7 +116,14 @@ impl History {
                 written_at: Instant::now(),
                 unread: 0,
             }),
+            #[cfg(test)]
+            prunes: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    #[cfg(test)]
+    fn prunes(&self) -> usize {
+        self.prunes.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Adds the entry of `job`, leased at `started_ms`, acked at
@@ -126,8 +136,13 @@ impl History {
             let _ = self.write_out(&mut writer);
             writer.file = None;
             writer.day = day;
-            // A new day's file: the old ones outside what is kept go.
-            let _ = self.prune(finished_ms);
+            // A new day's file: the old ones outside what is kept go. Only
+            // the handle that starts it prunes (one stat a handle and day
+            // otherwise): a handle that acks once pays no read of the
+            // history. Two starting it at once both prune, harmlessly.
+            if !self.day_path(day).exists() {
+                let _ = self.prune(finished_ms);
+            }
         }
         let buffer = &mut writer.buffer;
         let start = buffer.len();
@@ -208,6 +223,10 @@ impl History {
         Ok(())
     }
 
+    fn day_path(&self, day: u64) -> PathBuf {
+        self.dir.join(format!("{day}.log"))
+    }
+
     /// The day files, newest first.
     fn days(&self) -> Result<Vec<u64>> {
         let entries = match std::fs::read_dir(&self.dir) {
@@ -237,6 +256,9 @@ impl History {
     /// Deletes the files wholly outside what is kept at `now_ms`: older
     /// than the time kept, or older than the newest `count` entries.
     fn prune(&self, now_ms: u64) -> Result<()> {
+        #[cfg(test)]
+        self.prunes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let cutoff = now_ms.saturating_sub(self.keep.for_time().as_millis() as u64);
         let mut newer = 0u64;
         for day in self.days()? {
@@ -391,6 +413,30 @@ mod tests {
         history.record(job("d"), t0 + 3 * DAY_MS, t0 + 3 * DAY_MS);
         history.flush().unwrap();
         assert_eq!(history.days().unwrap(), vec![13]);
+    }
+
+    // Bug pinned: every handle's first ack pruned (a listing of the
+    // history and a read of every kept day file, 50,000 entries by
+    // default, on the ack's path), not only the handle that starts a new
+    // day's file: a process that acks once, as `dque pop --ack` does, paid
+    // for the whole history each time.
+    #[test]
+    fn only_the_handle_that_starts_a_days_file_prunes() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 10 * DAY_MS;
+        let first = History::new(dir.path().to_path_buf(), KeepCompleted::DEFAULT);
+        first.record(job("a"), t0, t0 + 1);
+        first.flush().unwrap();
+        assert_eq!(first.prunes(), 1, "the day's file was started");
+        for n in 0..3 {
+            let later = History::new(dir.path().to_path_buf(), KeepCompleted::DEFAULT);
+            later.record(job("b"), t0 + 2, t0 + 3 + n);
+            later.flush().unwrap();
+            assert_eq!(later.prunes(), 0, "handle {n}: the day's file was there");
+        }
+        // The next day's file: pruned by the handle that starts it.
+        first.record(job("c"), t0 + DAY_MS, t0 + DAY_MS);
+        assert_eq!(first.prunes(), 2);
     }
 
     // A write cut by a kill (a short write) or a power loss leaves part of

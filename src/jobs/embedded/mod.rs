@@ -1583,15 +1583,23 @@ impl JobQueue for EmbeddedJobs {
         let found = super::history::find_listed(id, &self.name, waiting, || {
             self.dead(super::history::ALL)
         })?;
-        if found.is_some() {
+        // A live job is the newest of its id; a dead letter may be older
+        // than a kept completed job of the same id (enqueued after it).
+        if found
+            .as_ref()
+            .is_some_and(|f| f.state != super::JobState::Dead)
+        {
             return Ok(found);
         }
         let Some(history) = &self.history else {
-            return Ok(None);
+            return Ok(found);
         };
-        Ok(history
-            .find(id, unix_ms(self.now()))?
-            .map(|done| history::info_of(done, &self.name)))
+        let done = history.find(id, unix_ms(self.now()))?;
+        Ok(match (found, done) {
+            (Some(dead), Some(done)) if done.job.enqueued_at <= dead.job.enqueued_at => Some(dead),
+            (dead, None) => dead,
+            (_, Some(done)) => Some(history::info_of(done, &self.name)),
+        })
     }
 }
 

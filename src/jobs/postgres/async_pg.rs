@@ -1201,7 +1201,10 @@ impl AsyncJobQueue for AsyncPgJobs {
             let now = ms(inner.now());
             let link = inner.link().await?;
             let row = link
-                .query_opt(&inner.kept.job_info, &[&inner.qno, &id])
+                .query_opt(
+                    &inner.kept.job_info,
+                    &[&inner.qno, &id, &inner.pruning.count()],
+                )
                 .await
                 .map_err(db)?;
             Ok(row.and_then(|row| {

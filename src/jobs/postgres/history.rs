@@ -1,13 +1,14 @@
 //! Completed jobs kept in their rows ([`KeepCompleted`]): an ack of a
 //! handle that keeps them sets `state = 3` (completed), `started`,
 //! `finished` and `worker` instead of deleting the row; the handle prunes
-//! completed rows older than the time kept, or beyond the count, at most
-//! once a second and at most [`PRUNE_BATCH`] rows a statement (a bounded
-//! cost, on the ack's connection). Every other statement names the states
+//! completed rows older than the time kept, or beyond the count, once a
+//! second or every [`PRUNE_ACKS`] of its acks, whichever comes first, at
+//! most [`PRUNE_BATCH`] rows a statement (a bounded cost, on the ack's
+//! connection: a handle prunes at least as fast as it completes jobs). Every other statement names the states
 //! it reads (0 waiting, 2 dead), so completed rows are in no count and no
 //! listing. The lookup ([`JobInfo`]) is one statement for any state.
 //!
-//! Schema version 5 adds the columns and two indexes (`schema.rs`).
+//! Schema version 8 adds the columns and two indexes (`schema.rs`).
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -24,8 +25,12 @@ pub const COMPLETED: i16 = 3;
 /// At most this many completed rows go in one pruning statement.
 pub const PRUNE_BATCH: i64 = 1000;
 
-/// How often a handle prunes.
+/// How often a handle prunes...
 const PRUNE_EVERY: Duration = Duration::from_secs(1);
+
+/// ...or after this many of its acks: fewer than a prune's batch, so a
+/// handle acking faster than [`PRUNE_BATCH`] a second is kept up with.
+pub const PRUNE_ACKS: u32 = (PRUNE_BATCH / 2) as u32;
 
 /// The statements of the history, their text made once per handle.
 #[derive(Debug)]
@@ -38,7 +43,9 @@ pub struct HistorySql {
     pub prune_old: String,
     /// Prunes rows beyond the newest `$2` (`$1` the queue's number).
     pub prune_over: String,
-    /// Job `$2` of queue `$1`: its live row, else its newest kept one.
+    /// Job `$2` of queue `$1`: its live row, else its newest kept one,
+    /// with `newer` the completed rows finished after it (at most `$3`,
+    /// the count kept: a lookup applies the count before a prune does).
     pub job_info: String,
 }
 
@@ -79,9 +86,13 @@ impl HistorySql {
             prune_old: prune("AND finished < $2 ORDER BY finished"),
             prune_over: prune("ORDER BY finished DESC OFFSET $2"),
             job_info: format!(
-                "(SELECT {columns} FROM {jobs} WHERE qno = $1 AND id = $2 AND state < 2)
+                "(SELECT {columns}, 0::bigint AS newer FROM {jobs}
+                  WHERE qno = $1 AND id = $2 AND state < 2)
                  UNION ALL
-                 (SELECT {columns} FROM {jobs} WHERE qno = $1 AND id = $2 AND state >= 2
+                 (SELECT {columns}, (SELECT count(*) FROM (
+                      SELECT 1 FROM {jobs} c WHERE c.qno = $1 AND c.state = {COMPLETED}
+                          AND c.finished > k.finished LIMIT $3) AS n) AS newer
+                  FROM {jobs} k WHERE qno = $1 AND id = $2 AND state >= 2
                   ORDER BY seq DESC LIMIT 1)
                  LIMIT 1"
             ),
@@ -93,23 +104,26 @@ impl HistorySql {
 #[derive(Debug)]
 pub struct Pruning {
     pub keep: KeepCompleted,
-    at: Mutex<Instant>,
+    /// When the last prune ran, and the acks since.
+    at: Mutex<(Instant, u32)>,
 }
 
 impl Pruning {
     pub fn new(keep: KeepCompleted) -> Pruning {
         Pruning {
             keep,
-            at: Mutex::new(Instant::now()),
+            at: Mutex::new((Instant::now(), 0)),
         }
     }
 
-    /// Whether a prune is due now (then the next one is a second away).
+    /// Called once an ack: whether a prune is due now (a second since
+    /// the last, or [`PRUNE_ACKS`] acks; then both start again).
     pub fn due(&self) -> bool {
         let mut at = self.at.lock();
-        let due = at.elapsed() >= PRUNE_EVERY;
+        at.1 += 1;
+        let due = at.1 >= PRUNE_ACKS || at.0.elapsed() >= PRUNE_EVERY;
         if due {
-            *at = Instant::now();
+            *at = (Instant::now(), 0);
         }
         due
     }
@@ -144,7 +158,10 @@ pub fn info_of(row: &Row, queue: &str, keep: &Pruning, now: i64, real_now: i64) 
         _ => (JobState::Completed, None),
     };
     let finished: Option<i64> = row.get("finished");
-    if state == JobState::Completed && finished.is_some_and(|f| f < keep.cutoff(now)) {
+    let newer: i64 = row.get("newer");
+    if state == JobState::Completed
+        && (finished.is_some_and(|f| f < keep.cutoff(now)) || newer >= keep.count())
+    {
         return None;
     }
     let mut info = JobInfo::bare(job_of(row), queue, state);
@@ -171,5 +188,24 @@ fn event(at: SystemTime, what: &str, worker: Option<String>, detail: Option<Stri
         worker,
         detail,
         ..JobEvent::new(at, what)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Bug pinned: a prune was due once a second only, at most
+    // `PRUNE_BATCH` rows of each kind, so a handle acking faster left
+    // completed rows faster than it pruned them (the table grew without
+    // bound). Every `PRUNE_ACKS` acks is due too, whatever the time.
+    #[test]
+    fn a_prune_is_due_every_few_hundred_acks_whatever_the_time() {
+        let pruning = Pruning::new(KeepCompleted::DEFAULT);
+        for round in 0..3 {
+            let dues = (0..PRUNE_ACKS).filter(|_| pruning.due()).count();
+            assert!(dues >= 1, "round {round}: {PRUNE_ACKS} acks, no prune");
+        }
+        assert!(PRUNE_ACKS as i64 <= PRUNE_BATCH, "a prune keeps up");
     }
 }

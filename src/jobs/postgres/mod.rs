@@ -1562,7 +1562,10 @@ impl JobQueue for PgJobs {
         let now = ms(self.now());
         let mut client = self.client()?;
         let row = client
-            .query_opt(&self.kept.job_info, &[&self.qno, &id])
+            .query_opt(
+                &self.kept.job_info,
+                &[&self.qno, &id, &self.pruning.count()],
+            )
             .map_err(db)?;
         Ok(row.and_then(|row| {
             history::info_of(&row, &self.queue, &self.pruning, now, Self::real_now_ms())
