@@ -788,6 +788,29 @@ mod tests {
     }
 
     #[test]
+    fn cron_ticks_in_a_summer_time_gap_or_overlap_fire_once() {
+        // 2:30 does not exist in New York on 2026-03-08 and happens twice
+        // on 2026-11-01: a daily 2:30 must still tick once a day, never
+        // stop nor fire twice.
+        let s = Schedule::cron("d", "30 2 * * *").time_zone("America/New_York");
+        for (from, to) in [
+            ("2026-03-07T12:00:00Z", "2026-03-10T12:00:00Z"),
+            ("2026-10-31T12:00:00Z", "2026-11-03T12:00:00Z"),
+        ] {
+            let mut t = at(from);
+            let mut ticks = Vec::new();
+            loop {
+                t = s.tick_after(t).unwrap();
+                if t > at(to) {
+                    break;
+                }
+                ticks.push(utc(t).to_rfc3339());
+            }
+            assert_eq!(ticks.len(), 3, "{ticks:?}");
+        }
+    }
+
+    #[test]
     fn bad_schedules_are_refused() {
         for bad in [
             Schedule::cron("x", "* * *"),
