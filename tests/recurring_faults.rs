@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dque::faults::{FaultOp, FaultPlan};
-use dque::jobs::{EmbeddedJobs, JobOptions, KeepCompleted, JobQueue, ManualClock, Schedule};
+use dque::jobs::{EmbeddedJobs, JobOptions, JobQueue, KeepCompleted, ManualClock, Schedule};
 use dque::{Durability, Options};
 
 const EVERY: Duration = Duration::from_secs(60);

@@ -204,8 +204,21 @@ impl Schedule {
         self.catch_up
     }
 
-    /// `InvalidJob` unless the name, cadence, zone and headers are usable.
-    pub(crate) fn check(&self) -> Result<()> {
+    /// Checks the schedule without a queue (what
+    /// [`JobQueue::schedule`](super::JobQueue::schedule) checks first), so
+    /// that a tool can refuse bad input before it opens or makes one.
+    ///
+    /// ```
+    /// use dque::jobs::Schedule;
+    /// assert!(Schedule::cron("r", "0 9 * * *").time_zone("Europe/Paris").check().is_ok());
+    /// assert!(Schedule::cron("r", "61 * * * *").check().is_err());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `InvalidJob` unless the name, cadence, zone, catch-up policy and
+    /// headers are usable; its text says what to change.
+    pub fn check(&self) -> Result<()> {
         let invalid = |reason: String| Err(Error::InvalidJob { reason });
         if self.name.is_empty()
             || self.name.len() > MAX_SCHEDULE_NAME_BYTES
@@ -773,7 +786,10 @@ mod tests {
             // Re-planned just before then, the last fired tick is in again;
             // from then on, it is not.
             let last = *firing.ticks.last().unwrap();
-            let before = s.plan(at("2026-01-01T00:00:00Z"), now + hold - Duration::from_millis(1));
+            let before = s.plan(
+                at("2026-01-01T00:00:00Z"),
+                now + hold - Duration::from_millis(1),
+            );
             assert!(before.unwrap().unwrap().ticks.contains(&last), "{policy:?}");
             let after = s.plan(at("2026-01-01T00:00:00Z"), now + hold);
             assert!(!after.unwrap().unwrap().ticks.contains(&last), "{policy:?}");
@@ -783,7 +799,9 @@ mod tests {
             .plan(at("2026-01-31T00:00:00Z"), at("2026-02-01T00:00:00Z"))
             .unwrap()
             .unwrap();
-        let hold = monthly.refire_hold(&firing, at("2026-02-01T00:00:00Z")).unwrap();
+        let hold = monthly
+            .refire_hold(&firing, at("2026-02-01T00:00:00Z"))
+            .unwrap();
         assert!(hold > Duration::from_secs(100 * 31 * 86_400), "{hold:?}");
     }
 
