@@ -803,3 +803,27 @@ fn a_call_lost_after_sending_says_its_outcome_is_unknown() {
     assert_eq!(q.counts().unwrap().ready, 1, "the killed call did not run");
     q.enqueue(NewJob::new("{}")).unwrap();
 }
+
+// Reproducer (not fixed; review of issue 27): on Redis a job's id is its
+// key, so an enqueue of the id of a dead letter whose uniqueness does not
+// cover dead (the default states, or no period) replaces the dead letter:
+// its body and reason are gone, and `requeue_dead` has nothing to put
+// back. The embedded queue and PostgreSQL keep the dead letter beside the
+// new job (and refuse its requeue while the id is taken).
+#[test]
+#[ignore = "Redis replaces a dead letter whose id is enqueued again"]
+fn an_enqueue_of_a_dead_letters_id_keeps_the_dead_letter() {
+    with_server(|_| {
+        let q = queue("dead_id");
+        let job = || {
+            NewJob::new("b")
+                .id("freed")
+                .unique_for(Duration::from_secs(3600))
+        };
+        q.enqueue(job()).unwrap();
+        let lease = q.lease().unwrap().expect("the job");
+        q.fail(lease, "broken").unwrap();
+        assert!(q.enqueue(job()).unwrap().is_added());
+        assert_eq!(q.dead(10).unwrap().len(), 1, "the dead letter was replaced");
+    });
+}

@@ -159,3 +159,33 @@ fn schedule_commands_on_redis_are_qless_recurring_jobs() {
         "reports.Nightly"
     );
 }
+
+// Pins "an error had no effect": `dque schedule` with a bad schedule on a
+// directory that does not exist made the queue there, then refused.
+#[test]
+fn a_bad_schedule_on_a_missing_directory_makes_no_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = dir.path().join("new");
+    let q = q.to_str().unwrap();
+    for bad in [
+        vec!["schedule", q, "bad", "--cron", "61 * * * *", "x"],
+        vec![
+            "schedule",
+            q,
+            "bad",
+            "--every",
+            "1s",
+            "--tz",
+            "Mars/Olympus",
+            "x",
+        ],
+        vec![
+            "schedule", q, "bad", "--every", "1s", "--header", "a b=c", "x",
+        ],
+        vec!["schedule", q, "", "--every", "1s", "x"],
+    ] {
+        let out = dque(&bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {out:?}");
+        assert!(!Path::new(q).exists(), "{bad:?} made {q}");
+    }
+}

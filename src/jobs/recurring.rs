@@ -204,8 +204,21 @@ impl Schedule {
         self.catch_up
     }
 
-    /// `InvalidJob` unless the name, cadence, zone and headers are usable.
-    pub(crate) fn check(&self) -> Result<()> {
+    /// Checks the schedule without a queue (what
+    /// [`JobQueue::schedule`](super::JobQueue::schedule) checks first), so
+    /// that a tool can refuse bad input before it opens or makes one.
+    ///
+    /// ```
+    /// use dque::jobs::Schedule;
+    /// assert!(Schedule::cron("r", "0 9 * * *").time_zone("Europe/Paris").check().is_ok());
+    /// assert!(Schedule::cron("r", "61 * * * *").check().is_err());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `InvalidJob` unless the name, cadence, zone, catch-up policy and
+    /// headers are usable; its text says what to change.
+    pub fn check(&self) -> Result<()> {
         let invalid = |reason: String| Err(Error::InvalidJob { reason });
         if self.name.is_empty()
             || self.name.len() > MAX_SCHEDULE_NAME_BYTES
@@ -285,6 +298,43 @@ impl Schedule {
             job = job.header(name.clone(), value.clone());
         }
         job
+    }
+
+    /// How long the jobs of `firing`, enqueued at `now`, hold their ids
+    /// (in every state) so that no later firing plans their ticks again:
+    /// until the tick by which the catch-up policy has dropped them (the
+    /// N-th tick after the last, N = 1 unless [`CatchUp::Missed`]). A
+    /// store whose enqueue and next-tick write are not one step (the
+    /// embedded queue: two files) fires a tick again after a failure or
+    /// a crash between them, and the caller id alone dedupes only while
+    /// the first job waits.
+    pub(crate) fn refire_hold(&self, firing: &Firing, now: SystemTime) -> Result<Duration> {
+        const STEPS: u32 = 64;
+        let Some(&last) = firing.ticks.last() else {
+            return Ok(Duration::ZERO);
+        };
+        let n = match self.catch_up {
+            CatchUp::Missed(max) => max.max(1),
+            CatchUp::Latest | CatchUp::Skip => 1,
+        };
+        let dropped_ms = match &self.cadence {
+            Cadence::Every(every) => {
+                unix_ms(last).saturating_add(u64::from(n).saturating_mul(every_ms(*every)))
+            }
+            Cadence::Cron(_) => {
+                // A few ticks found; beyond them the widest gap seen.
+                let (mut t, mut widest) = (unix_ms(last), 0);
+                for _ in 0..n.min(STEPS) {
+                    let next = unix_ms(self.tick_after(from_unix_ms(t))?);
+                    widest = widest.max(next - t);
+                    t = next;
+                }
+                t.saturating_add(u64::from(n.saturating_sub(STEPS)).saturating_mul(widest))
+            }
+        };
+        Ok(Duration::from_millis(
+            dropped_ms.saturating_sub(unix_ms(now)).max(1),
+        ))
     }
 
     /// The schedule as JSON (how the stores keep it).
@@ -718,6 +768,66 @@ mod tests {
             daily.plan(next, next - Duration::from_millis(1)).unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn a_fired_ticks_hold_lasts_until_its_catch_up_drops_it() {
+        // Pins the embedded queue's re-fired tick (a failure between the
+        // enqueue and the schedules file's write): the hold must last
+        // until no later firing can plan the tick again.
+        let now = at("2026-01-01T00:00:35Z");
+        let every = Schedule::every("e", Duration::from_secs(10));
+        for (policy, until) in [
+            (CatchUp::Latest, "2026-01-01T00:00:40Z"),
+            (CatchUp::Missed(3), "2026-01-01T00:01:00Z"),
+        ] {
+            let s = every.clone().catch_up(policy);
+            let firing = s.plan(at("2026-01-01T00:00:00Z"), now).unwrap().unwrap();
+            let hold = s.refire_hold(&firing, now).unwrap();
+            assert_eq!(now + hold, at(until), "{policy:?}");
+            // Re-planned just before then, the last fired tick is in again;
+            // from then on, it is not.
+            let last = *firing.ticks.last().unwrap();
+            let before = s.plan(
+                at("2026-01-01T00:00:00Z"),
+                now + hold - Duration::from_millis(1),
+            );
+            assert!(before.unwrap().unwrap().ticks.contains(&last), "{policy:?}");
+            let after = s.plan(at("2026-01-01T00:00:00Z"), now + hold);
+            assert!(!after.unwrap().unwrap().ticks.contains(&last), "{policy:?}");
+        }
+        let monthly = Schedule::cron("m", "0 0 31 * *").catch_up(CatchUp::Missed(100));
+        let firing = monthly
+            .plan(at("2026-01-31T00:00:00Z"), at("2026-02-01T00:00:00Z"))
+            .unwrap()
+            .unwrap();
+        let hold = monthly
+            .refire_hold(&firing, at("2026-02-01T00:00:00Z"))
+            .unwrap();
+        assert!(hold > Duration::from_secs(100 * 31 * 86_400), "{hold:?}");
+    }
+
+    #[test]
+    fn cron_ticks_in_a_summer_time_gap_or_overlap_fire_once() {
+        // 2:30 does not exist in New York on 2026-03-08 and happens twice
+        // on 2026-11-01: a daily 2:30 must still tick once a day, never
+        // stop nor fire twice.
+        let s = Schedule::cron("d", "30 2 * * *").time_zone("America/New_York");
+        for (from, to) in [
+            ("2026-03-07T12:00:00Z", "2026-03-10T12:00:00Z"),
+            ("2026-10-31T12:00:00Z", "2026-11-03T12:00:00Z"),
+        ] {
+            let mut t = at(from);
+            let mut ticks = Vec::new();
+            loop {
+                t = s.tick_after(t).unwrap();
+                if t > at(to) {
+                    break;
+                }
+                ticks.push(utc(t).to_rfc3339());
+            }
+            assert_eq!(ticks.len(), 3, "{ticks:?}");
+        }
     }
 
     #[test]

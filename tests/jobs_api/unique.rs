@@ -181,3 +181,25 @@ pub fn bad_uniqueness_is_refused_and_adds_nothing(backend: &dyn Backend) {
     q.ack(lease(q.as_ref())).unwrap();
     assert!(q.enqueue(NewJob::new("z").id("z")).unwrap().is_added());
 }
+
+// A dead letter put back keeps its uniqueness: held while dead when asked
+// (so no second job meanwhile), and its ack holds the id again.
+pub fn a_requeued_dead_letter_keeps_its_unique_hold(backend: &dyn Backend) {
+    let (q, _settings) = new_queue(backend, "unique_requeue");
+    q.enqueue(unique("all").unique_states(UniqueStates::ALL))
+        .unwrap();
+    q.fail(lease(q.as_ref()), "broken").unwrap();
+    let met = duplicate(
+        q.enqueue(unique("all").unique_states(UniqueStates::ALL))
+            .unwrap(),
+    );
+    assert_eq!(met.state, Settled::Dead);
+    q.requeue_dead("all").unwrap();
+    assert!(
+        !q.enqueue(unique("all")).unwrap().is_added(),
+        "waiting again"
+    );
+    q.ack(lease(q.as_ref())).unwrap();
+    let met = duplicate(q.enqueue(unique("all")).unwrap());
+    assert_eq!(met.state, Settled::Done);
+}

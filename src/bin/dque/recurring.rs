@@ -156,6 +156,11 @@ pub fn schedule(args: &ScheduleArgs) -> Result<ExitCode, Failure> {
     if let Some(kind) = &args.kind {
         schedule = schedule.kind(kind.clone());
     }
+    // Checked before the queue is opened: bad input makes no queue.
+    schedule.check().map_err(|e| match e {
+        dque::Error::InvalidJob { reason } => Failure::new(2, reason),
+        e => Failure::new(2, e.to_string()),
+    })?;
     let queue = args.address.open(Make::IfMissing {
         segment_items: None,
     })?;

@@ -14,7 +14,7 @@ use super::EmbeddedJobs;
 use crate::error::{Error, Result};
 use crate::jobs::clock::{from_unix_ms, unix_ms};
 use crate::jobs::recurring::{next_run_for, Schedule, ScheduleInfo};
-use crate::jobs::JobQueue;
+use crate::jobs::{JobQueue, UniqueStates};
 use crate::log::layout::QueueDir;
 use crate::log::lock::lock_exclusive;
 
@@ -169,10 +169,19 @@ impl EmbeddedJobs {
                 let Some(firing) = info.schedule.plan(info.next_run, now)? else {
                     continue;
                 };
+                // The enqueue and the file's write below are two steps: a
+                // failure or crash between them fires these ticks again,
+                // which their ids' holds make add nothing.
+                let hold = info.schedule.refire_hold(&firing, now)?;
                 let jobs = firing
                     .ticks
                     .iter()
-                    .map(|&tick| info.schedule.job_for(tick))
+                    .map(|&tick| {
+                        info.schedule
+                            .job_for(tick)
+                            .unique_for(hold)
+                            .unique_states(UniqueStates::ALL)
+                    })
                     .collect::<Vec<_>>();
                 added += self
                     .enqueue_batch(jobs)?
