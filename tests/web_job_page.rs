@@ -128,17 +128,21 @@ async fn every_list_links_its_ids_to_the_job_page_and_the_find_box_goes_there() 
     );
     assert!(list.body.contains("href=\"/queues/0/jobs/a%20b%2Fc%3Fd\""));
     assert!(list.body.contains("id=\"find\""), "the find box");
+    // Bug pinned: the find box's field was named `id`, as the selection's
+    // checkboxes are, so counting (or selecting) `input[name=id]` took it
+    // for a job. Only the two jobs' checkboxes are named `id`.
+    assert_eq!(list.body.matches("name=\"id\"").count(), 2, "{}", list.body);
     let dead = get(&app, "/queues/0/dead?reason=boom").await;
     assert!(dead.body.contains("href=\"/queues/0/jobs/d0\""));
     let odd = get(&app, "/queues/0/jobs/a%20b%2Fc%3Fd").await;
     assert_eq!(odd.status, StatusCode::OK, "an id with a slash is found");
 
-    let found = get(&app, "/queues/0/jobs?id=%20r0%20").await;
+    let found = get(&app, "/queues/0/jobs?job=%20r0%20").await;
     assert_eq!(found.status, StatusCode::SEE_OTHER);
     assert_eq!(found.header("location"), "/queues/0/jobs/r0");
-    let odd = get(&app, &format!("/queues/0/jobs?id={}", encode("a b/c?d"))).await;
+    let odd = get(&app, &format!("/queues/0/jobs?job={}", encode("a b/c?d"))).await;
     assert_eq!(odd.header("location"), "/queues/0/jobs/a%20b%2Fc%3Fd");
-    let empty = get(&app, "/queues/0/jobs?id=").await;
+    let empty = get(&app, "/queues/0/jobs?job=").await;
     assert_eq!(empty.header("location"), "/queues/0");
 }
 

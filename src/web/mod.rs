@@ -18,7 +18,7 @@
 //! | `GET /queues/{n}` | one queue: whether it is paused (a button to pause or resume), counts, wait and run time histograms of its recorded days, its jobs by state with paging (`?state=…&page=…`), a box to find a job by id, its limits and its schedules |
 //! | `GET /queues/{n}/dead` | its dead letters grouped by failure reason (`?reason=…` shows one group) |
 //! | `GET /queues/{n}/jobs/{id}` | one job in any state: body (JSON, text or hex), headers, attempts, times, history, last error, the actions its state allows |
-//! | `GET /queues/{n}/jobs?id=…` | the "find a job by id" box: sends the browser to the job's page |
+//! | `GET /queues/{n}/jobs?job=…` | the "find a job by id" box: sends the browser to the job's page |
 //! | `POST /queues/{n}/actions` | requeue a dead letter, cancel, change priority: of one job or a selection; pause or resume the queue (CSRF token required; absent with `read_only`) |
 //! | `GET /live` | the numbers of every queue as JSON, for the pages' live refresh |
 //! | `GET /metrics` | the Prometheus text format, collected at scrape time |

@@ -2,7 +2,7 @@
 //! [`JobQueue::job_info`](crate::jobs::JobQueue::job_info): its body (as
 //! JSON when it parses, else text, else hex), headers, attempts, times,
 //! history, last error, and the actions its state allows. `GET
-//! /queues/{n}/jobs?id=ID` is the queue page's "find a job" box: it sends
+//! /queues/{n}/jobs?job=ID` is the queue page's "find a job" box: it sends
 //! the browser to the job's page.
 //!
 //! Cost: one `job_info` (one lookup by a caller's id; an embedded queue
@@ -64,7 +64,7 @@ pub async fn find(
         Ok(n) => n,
         Err(page) => return *page,
     };
-    let to = match param(&query, "id")
+    let to = match param(&query, "job")
         .map(str::trim)
         .filter(|id| !id.is_empty())
     {

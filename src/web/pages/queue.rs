@@ -92,8 +92,8 @@ pub async fn page(
             (chart("Run (lease to ack)", &run))
         }
         p.note { (numbers.stats.days.len()) " days on record." }
-        form.filter #find method="get" action={ "/queues/" (n) "/jobs" } {
-            label { "find a job by id " input type="text" name="id" required; }
+        form.find #find method="get" action={ "/queues/" (n) "/jobs" } {
+            label { "find a job by id " input type="text" name="job" required; }
             " "
             button type="submit" { "Open" }
         }
