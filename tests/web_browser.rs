@@ -183,3 +183,49 @@ fn pages_work_with_javascript_off() {
     assert_eq!((counts.ready, counts.dead), (3, 0), "x back, r1 cancelled");
     q.close().unwrap();
 }
+
+#[test]
+fn find_a_job_open_its_page_and_pause_and_resume_the_queue() {
+    let Some((driver, browser)) = webdriver::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("orders");
+    let q = open(&path);
+    q.enqueue(
+        NewJob::new("{\"order\":7,\"items\":[\"<b>tea</b>\"]}")
+            .id("order-7")
+            .header("klass", "ship"),
+    )
+    .unwrap();
+    q.enqueue(NewJob::new("later").id("order-8")).unwrap();
+    let (_served, url) = serve(&path);
+    let browser = Session::new(&driver, &browser, false);
+    // The find box, without a script.
+    browser.open(&format!("{url}/queues/0"));
+    browser.type_into("#find input[name=job]", "order-7");
+    browser.click("#find button");
+    assert!(browser.wait_text("#state", "ready", Duration::from_secs(10)));
+    assert!(
+        browser.text("#body").contains("\"<b>tea</b>\""),
+        "the body's JSON, as text"
+    );
+    browser.screenshot(&shots().join("job.png"));
+    // A list's id links to its page.
+    browser.open(&format!("{url}/queues/0"));
+    browser.click("a[href='/queues/0/jobs/order-8']");
+    assert!(browser.wait_text("h1", "Job order-8", Duration::from_secs(10)));
+    // Pause, seen on the overview; resume.
+    browser.open(&format!("{url}/queues/0"));
+    browser.click("button[name=queue][value=pause]");
+    assert!(browser.wait_count("#outcome", 1, Duration::from_secs(10)) == 1);
+    assert!(q.is_paused().unwrap());
+    browser.open(&format!("{url}/"));
+    assert_eq!(browser.text(".badge.paused"), "paused");
+    browser.screenshot(&shots().join("overview-paused.png"));
+    browser.open(&format!("{url}/queues/0"));
+    browser.click("button[name=queue][value=resume]");
+    assert!(browser.wait_count("#outcome", 1, Duration::from_secs(10)) == 1);
+    assert!(!q.is_paused().unwrap());
+    q.close().unwrap();
+}

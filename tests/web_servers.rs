@@ -124,6 +124,53 @@ async fn dashboard_works(q: Arc<dyn JobQueue>) {
         metrics.body
     );
     assert!(metrics.body.contains("dque_queue_up"), "{}", metrics.body);
+
+    // The job page, from job_info: a ready job and a dead letter.
+    let job = get(&app, "/queues/0/jobs/r1").await;
+    assert_eq!(job.status, StatusCode::OK, "{}", job.body);
+    assert!(
+        job.body.contains("<td id=\"state\">ready</td>"),
+        "{}",
+        job.body
+    );
+    let dead = get(&app, "/queues/0/jobs/d2").await;
+    assert!(
+        dead.body.contains("<td id=\"state\">dead</td>"),
+        "{}",
+        dead.body
+    );
+    assert!(dead.body.contains("value=\"requeue:d2\""), "{}", dead.body);
+    assert_eq!(
+        get(&app, "/queues/0/jobs/nope").await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    // Pause and resume through the dashboard; the page shows its limits
+    // and schedules sections.
+    let page = get(&app, "/queues/0").await;
+    assert!(page.body.contains("id=\"limits\"") && page.body.contains("id=\"schedules\""));
+    let csrf = page.csrf();
+    let paused = post(
+        &app,
+        "/queues/0/actions",
+        &[("csrf", &csrf), ("queue", "pause")],
+    )
+    .await;
+    assert_eq!(paused.status, StatusCode::OK, "{}", paused.body);
+    let overview = get(&app, "/").await;
+    assert!(overview.body.contains("badge paused"), "{}", overview.body);
+    let resumed = post(
+        &app,
+        "/queues/0/actions",
+        &[("csrf", &csrf), ("queue", "resume")],
+    )
+    .await;
+    assert_eq!(resumed.status, StatusCode::OK, "{}", resumed.body);
+    let read = q.clone();
+    let paused = tokio::task::spawn_blocking(move || read.is_paused().unwrap())
+        .await
+        .unwrap();
+    assert!(!paused);
 }
 
 trait CsrfOf {

@@ -1,6 +1,7 @@
 //! `POST /queues/{n}/actions`: requeue dead letters, cancel waiting jobs,
 //! change their priority; one job (a row's button, `row=ACTION:ID`) or a
-//! selection (`action=…` and an `id` per job). Through the Jobs API only;
+//! selection (`action=…` and an `id` per job); pause or resume the queue
+//! (`queue=pause|resume`). Through the Jobs API only;
 //! not routed in read-only mode. The answer lists what each job got.
 
 use std::sync::Arc;
@@ -47,6 +48,9 @@ pub async fn act(
     if let Err(refused) = check_post(&app, &headers, &fields) {
         return *refused;
     }
+    if let Some(verb) = field(&fields, "queue") {
+        return on_queue(&app, n, verb, field(&fields, "back")).await;
+    }
     let (action, ids) = match parse(&fields) {
         Ok(asked) => asked,
         Err(why) => {
@@ -90,6 +94,40 @@ pub async fn act(
         p { a #back href=(back) { "Back" } }
     };
     layout::page(&app, status, "Done", body)
+}
+
+/// Pauses or resumes queue `n` (`verb`), through the Jobs API.
+async fn on_queue(app: &App, n: usize, verb: &str, back_to: Option<&str>) -> Response {
+    let pause = match verb {
+        "pause" => true,
+        "resume" => false,
+        _ => {
+            return layout::page(
+                app,
+                StatusCode::BAD_REQUEST,
+                "Nothing done",
+                html! { p { "No such queue action: pause and resume are." } },
+            )
+        }
+    };
+    let (label, queue) = app.queues[n].clone();
+    let result = blocking(move || if pause { queue.pause() } else { queue.resume() }).await;
+    let (status, said) = match &result {
+        Ok(()) if pause => (
+            StatusCode::OK,
+            "Paused: workers lease nothing from it until it is resumed.".to_owned(),
+        ),
+        Ok(()) => (
+            StatusCode::OK,
+            "Resumed: workers lease from it again.".to_owned(),
+        ),
+        Err(e) => (StatusCode::CONFLICT, e.to_string()),
+    };
+    let body = html! {
+        p #outcome { (label) ": " (said) }
+        p { a #back href=(back(back_to, n)) { "Back" } }
+    };
+    layout::page(app, status, "Done", body)
 }
 
 /// The action and the ids of a form, or why it asks for nothing doable.

@@ -4,7 +4,8 @@
 //! a program can mount [`Dashboard::router`] in its own axum server.
 //!
 //! Everything it shows and does goes through [`JobQueue`]: counts, stats,
-//! `waiting`, `dead`, `requeue_dead`, `cancel`, `set_priority`. Nothing of
+//! `waiting`, `dead`, `job_info`, `limits`, `schedules`, `is_paused`,
+//! `requeue_dead`, `cancel`, `set_priority`, `pause`, `resume`. Nothing of
 //! a backend (SQL, Lua, files) is in this module, so a queue of any
 //! backend is shown the same way.
 //!
@@ -14,20 +15,19 @@
 //! | route | what |
 //! |---|---|
 //! | `GET /` | every queue: ready, scheduled, leased, dead, the next job's age, done and failed today |
-//! | `GET /queues/{n}` | one queue: counts, wait and run time histograms of its recorded days, its jobs by state with paging (`?state=…&page=…`) |
+//! | `GET /queues/{n}` | one queue: whether it is paused (a button to pause or resume), counts, wait and run time histograms of its recorded days, its jobs by state with paging (`?state=…&page=…`), a box to find a job by id, its limits and its schedules |
 //! | `GET /queues/{n}/dead` | its dead letters grouped by failure reason (`?reason=…` shows one group) |
-//! | `POST /queues/{n}/actions` | requeue a dead letter, cancel, change priority: of one job or a selection (CSRF token required; absent with `read_only`) |
+//! | `GET /queues/{n}/jobs/{id}` | one job in any state: body (JSON, text or hex), headers, attempts, times, history, last error, the actions its state allows |
+//! | `GET /queues/{n}/jobs?job=…` | the "find a job by id" box: sends the browser to the job's page |
+//! | `POST /queues/{n}/actions` | requeue a dead letter, cancel, change priority: of one job or a selection; pause or resume the queue (CSRF token required; absent with `read_only`) |
 //! | `GET /live` | the numbers of every queue as JSON, for the pages' live refresh |
 //! | `GET /metrics` | the Prometheus text format, collected at scrape time |
 //! | `GET /static/…` | the stylesheet and the one small script (vendored: no CDN) |
 //! | `GET`/`POST /login` | with a token: the form that sets the session cookie |
 //!
 //! Pages to come slot in the same way, each over its part of the
-//! contract: a job page (`/queues/{n}/jobs/{id}`, over a lookup of one job
-//! with its history; the lists' ids would link to it), schedules, limits
-//! and paused queues (a module under `pages/`, a tab in
-//! the navigation (`layout`), and their actions as more verbs of the
-//! one action route).
+//! contract (a module under `pages/`, a tab in the navigation (`layout`),
+//! and their actions as more verbs of the one action route).
 //!
 //! Security: every response carries a Content-Security-Policy that allows
 //! only this server's own script and style; every page is a maud template,
@@ -171,6 +171,8 @@ impl Dashboard {
             .route("/", get(pages::overview::page))
             .route("/queues/{n}", get(pages::queue::page))
             .route("/queues/{n}/dead", get(pages::dead::page))
+            .route("/queues/{n}/jobs", get(pages::job::find))
+            .route("/queues/{n}/jobs/{id}", get(pages::job::page))
             .route("/live", get(live::numbers))
             .route("/metrics", get(metrics::scrape))
             .route("/static/{file}", get(assets::serve));

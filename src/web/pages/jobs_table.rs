@@ -49,7 +49,7 @@ pub fn table(app: &App, n: usize, rows: &[Row], back: &str, dead: bool) -> Marku
                     @let job = &row.job;
                     tr {
                         @if actions { td { input type="checkbox" name="id" value=(job.id); } }
-                        td.id { code { (job.id) } }
+                        td.id { a href=(super::job::href(n, &job.id)) { code { (job.id) } } }
                         td { (state(&row.place, now)) }
                         td.n { (job.priority) }
                         td.n { (job.attempt) }

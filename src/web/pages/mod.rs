@@ -1,9 +1,11 @@
 //! The pages: one module each, and what they share.
 
 pub mod dead;
+pub mod job;
 pub mod jobs_table;
 pub mod overview;
 pub mod queue;
+pub mod queue_extras;
 
 use std::sync::Arc;
 

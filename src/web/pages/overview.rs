@@ -21,7 +21,11 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
         reader
             .queues
             .iter()
-            .map(|(_, q)| Numbers::read(q.as_ref(), now))
+            .map(|(_, q)| {
+                // A queue without pause (a backend that has none) is never paused.
+                let paused = q.is_paused().unwrap_or(false);
+                Numbers::read(q.as_ref(), now).map(|numbers| (numbers, paused))
+            })
             .collect::<Vec<_>>()
     })
     .await;
@@ -34,9 +38,12 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
             tbody {
                 @for (n, ((label, _), numbers)) in app.queues.iter().zip(&rows).enumerate() {
                     tr {
-                        td { a href={ "/queues/" (n) } { (label) } }
+                        td {
+                            a href={ "/queues/" (n) } { (label) }
+                            @if let Ok((_, true)) = numbers { " " span.badge.paused { "paused" } }
+                        }
                         @match numbers {
-                            Ok(x) => {
+                            Ok((x, _)) => {
                                 @let c = x.stats.counts;
                                 td.n data-live={ (n) ".ready" } { (count(c.ready)) }
                                 td.n data-live={ (n) ".scheduled" } { (count(c.scheduled)) }

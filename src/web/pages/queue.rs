@@ -19,6 +19,7 @@ use axum::response::Response;
 use maud::html;
 
 use super::jobs_table::{table, Place, Row};
+use super::queue_extras::Extras;
 use super::{blocking, failed, page_number, param, queue_number};
 use crate::jobs::WaitState;
 use crate::web::charts::chart;
@@ -59,13 +60,13 @@ pub async fn page(
     let (label, queue) = app.queues[n].clone();
     let now = SystemTime::now();
     let wanted = state.clone();
-    let read = blocking(move || -> crate::Result<(Numbers, Listing)> {
+    let read = blocking(move || -> crate::Result<(Numbers, Listing, Extras)> {
         let numbers = Numbers::read(queue.as_ref(), now)?;
         let listing = list(queue.as_ref(), &wanted, wanted_kind.as_deref(), page_no)?;
-        Ok((numbers, listing))
+        Ok((numbers, listing, Extras::read(queue.as_ref())))
     })
     .await;
-    let (numbers, listing) = match read {
+    let (numbers, listing, extras) = match read {
         Ok(read) => read,
         Err(e) => return failed(&app, &label, &e),
     };
@@ -78,6 +79,7 @@ pub async fn page(
     };
     let back = format!("/queues/{n}?state={state}{filter}&page={page_no}");
     let body = html! {
+        (extras.pause_bar(&app, n))
         table.counts { tbody { tr {
             th { "ready" } td.n data-live={ (n) ".ready" } { (count(c.ready)) }
             th { "scheduled" } td.n data-live={ (n) ".scheduled" } { (count(c.scheduled)) }
@@ -90,6 +92,11 @@ pub async fn page(
             (chart("Run (lease to ack)", &run))
         }
         p.note { (numbers.stats.days.len()) " days on record." }
+        form.find #find method="get" action={ "/queues/" (n) "/jobs" } {
+            label { "find a job by id " input type="text" name="job" required; }
+            " "
+            button type="submit" { "Open" }
+        }
         nav.tabs {
             @for s in STATES {
                 a.on[s == state] href={ "/queues/" (n) "?state=" (s) (filter) } { (s) }
@@ -115,6 +122,7 @@ pub async fn page(
             "page " (page_no)
             @if listing.more { " " a rel="next" href={ "/queues/" (n) "?state=" (state) (filter) "&page=" (page_no + 1) } { "more →" } }
         }
+        (extras.sections(now))
     };
     layout::page(&app, StatusCode::OK, &label, body)
 }
