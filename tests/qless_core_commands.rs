@@ -285,3 +285,189 @@ fn throttle_delete_lets_pending_jobs_back() {
     );
     assert_eq!(members(&mut con, "ql:q:queue-work"), ["jid2"]);
 }
+
+/// qless-core's `recur` of `jid` on `queue`: every 60 s from `now`, with
+/// `options` (name value pairs).
+fn recur(con: &mut Connection, now: u32, queue: &str, jid: &str, options: &[&str]) {
+    let mut args = vec![queue, jid, "klass", "{}", "interval", "60", "0"];
+    args.extend_from_slice(options);
+    let answer: String = redis::from_redis_value(call(con, "recur", now, &args)).expect("a text");
+    assert_eq!(answer, jid);
+}
+
+/// `recur.get`'s JSON, or `Null` when there is no such job.
+fn recur_get(con: &mut Connection, jid: &str) -> serde_json::Value {
+    match call(con, "recur.get", 0, &[jid]) {
+        Value::Nil => serde_json::Value::Null,
+        value => json_of(&value),
+    }
+}
+
+/// The next run of recurring job `jid` in `queue` (its `-recur` score).
+fn next_run(con: &mut Connection, queue: &str, jid: &str) -> Option<f64> {
+    redis::cmd("ZSCORE")
+        .arg(format!("ql:q:{queue}-recur"))
+        .arg(jid)
+        .query(con)
+        .unwrap()
+}
+
+// qless-core test_recurring.py test_get, test_tags: `recur` writes the
+// recurring job, `recur.get` answers it as JSON (empty tags as `{}`).
+#[test]
+fn recur_and_get_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    recur(&mut con, 0, "queue", "jid", &[]);
+    let expected = json!({
+        "backlog": 0, "count": 0, "data": "{}", "interval": 60, "jid": "jid",
+        "klass": "klass", "priority": 0, "queue": "queue", "retries": 0,
+        "state": "recur", "tags": {},
+    });
+    assert_eq!(recur_get(&mut con, "jid"), expected);
+    assert_eq!(next_run(&mut con, "queue", "jid"), Some(0.0));
+    assert_eq!(recur_get(&mut con, "none"), serde_json::Value::Null);
+
+    let options = [
+        "tags",
+        r#"["foo","bar"]"#,
+        "priority",
+        "10",
+        "retries",
+        "2",
+        "backlog",
+        "1",
+    ];
+    recur(&mut con, 5, "queue", "other", &options);
+    let got = recur_get(&mut con, "other");
+    assert_eq!(got["tags"], json!(["foo", "bar"]));
+    assert_eq!(
+        (got["priority"].clone(), got["retries"].clone()),
+        (json!(10), json!(2))
+    );
+    assert_eq!(got["backlog"], json!(1));
+    assert_eq!(next_run(&mut con, "queue", "other"), Some(5.0));
+}
+
+// qless-core test_recurring.py test_malformed: each malformed call is
+// refused, and a refused call wrote nothing.
+#[test]
+fn recur_malformed_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    let base = ["queue", "jid", "klass", "{}", "interval", "60", "0"];
+    let mut malformed: Vec<Vec<&str>> = (0..5).map(|n| base[..n].to_vec()).collect();
+    malformed.push(vec!["queue", "jid", "klass", "[}"]);
+    malformed.push(vec!["queue", "jid", "klass", "{}", "foo"]);
+    malformed.push(base[..6].to_vec());
+    malformed.push(vec!["queue", "jid", "klass", "{}", "interval", "foo"]);
+    malformed.push(vec!["queue", "jid", "klass", "{}", "interval", "60", "foo"]);
+    for option in ["tags", "priority", "retries", "backlog"] {
+        malformed.push([&base[..], &[option]].concat());
+        let bad = if option == "tags" { "[}" } else { "foo" };
+        malformed.push([&base[..], &[option, bad]].concat());
+    }
+    for args in &malformed {
+        assert!(lua(&mut con, "recur", 0, args).is_err(), "recur {args:?}");
+    }
+    assert_eq!(recur_get(&mut con, "jid"), serde_json::Value::Null);
+
+    recur(&mut con, 0, "queue", "jid", &[]);
+    let before = recur_get(&mut con, "jid");
+    for (name, bad) in [
+        ("priority", Some("foo")),
+        ("interval", Some("foo")),
+        ("retries", Some("foo")),
+        ("data", Some("[}")),
+        ("backlog", Some("foo")),
+        ("klass", None),
+        ("queue", None),
+        ("nothing", Some("1")),
+    ] {
+        let mut args = vec!["jid", "priority", "3", name];
+        args.extend(bad);
+        assert!(lua(&mut con, "recur.update", 0, &args).is_err(), "{args:?}");
+        assert_eq!(recur_get(&mut con, "jid"), before, "{args:?} wrote");
+    }
+    assert!(lua(&mut con, "recur.update", 0, &["none", "priority", "1"]).is_err());
+}
+
+// qless-core test_recurring.py test_update_*: each attribute changes; a
+// new interval moves the next run by the change, a new queue takes the
+// next run along.
+#[test]
+fn recur_update_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    recur(&mut con, 0, "queue", "jid", &[]);
+    let args = [
+        "jid",
+        "priority",
+        "10",
+        "retries",
+        "2",
+        "data",
+        r#"{"foo": "bar"}"#,
+        "klass",
+        "class",
+        "backlog",
+        "3",
+        "interval",
+        "10",
+    ];
+    assert_eq!(int_of(&call(&mut con, "recur.update", 0, &args)), 1);
+    let got = recur_get(&mut con, "jid");
+    assert_eq!(got["priority"], json!(10));
+    assert_eq!(got["retries"], json!(2));
+    assert_eq!(got["data"], json!(r#"{"foo": "bar"}"#));
+    assert_eq!(got["klass"], json!("class"));
+    assert_eq!(got["backlog"], json!(3));
+    assert_eq!(got["interval"], json!(10));
+    assert_eq!(next_run(&mut con, "queue", "jid"), Some(-50.0));
+
+    call(&mut con, "recur.update", 7, &["jid", "queue", "other"]);
+    assert_eq!(next_run(&mut con, "queue", "jid"), None);
+    assert_eq!(next_run(&mut con, "other", "jid"), Some(-50.0));
+    assert_eq!(recur_get(&mut con, "jid")["queue"], json!("other"));
+    let queues: Vec<String> = redis::cmd("ZRANGE")
+        .arg("ql:queues")
+        .arg(0)
+        .arg(-1)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(queues, ["queue", "other"]);
+}
+
+// qless-core test_recurring.py test_tag, test_untag, test_unrecur: tags
+// come back as JSON; `unrecur` (and `recur.off`) removes the job and
+// its next run, and is no error for a job that is gone.
+#[test]
+fn recur_tags_and_unrecur_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    recur(&mut con, 0, "queue", "jid", &["tags", r#"["foo"]"#]);
+    let tags =
+        |con: &mut Connection, command: &str, args: &[&str]| json_of(&call(con, command, 0, args));
+    assert_eq!(
+        tags(&mut con, "recur.tag", &["jid", "bar", "foo"]),
+        json!(["foo", "bar"])
+    );
+    assert_eq!(
+        tags(&mut con, "recur.untag", &["jid", "foo"]),
+        json!(["bar"])
+    );
+    assert_eq!(tags(&mut con, "recur.untag", &["jid", "bar"]), json!({}));
+    assert_eq!(recur_get(&mut con, "jid")["tags"], json!({}));
+    assert!(lua(&mut con, "recur.tag", 0, &["none", "foo"]).is_err());
+
+    assert_eq!(int_of(&call(&mut con, "unrecur", 0, &["jid"])), 1);
+    assert_eq!(recur_get(&mut con, "jid"), serde_json::Value::Null);
+    assert_eq!(next_run(&mut con, "queue", "jid"), None);
+    assert_eq!(int_of(&call(&mut con, "unrecur", 0, &["jid"])), 1);
+
+    call(
+        &mut con,
+        "recur.on",
+        0,
+        &["queue", "two", "klass", "{}", "interval", "60", "0"],
+    );
+    assert_eq!(recur_get(&mut con, "two")["jid"], json!("two"));
+    call(&mut con, "recur.off", 0, &["two"]);
+    assert_eq!(recur_get(&mut con, "two"), serde_json::Value::Null);
+}
