@@ -426,6 +426,12 @@ fn recur_update_as_qless_core() {
     assert_eq!(next_run(&mut con, "queue", "jid"), None);
     assert_eq!(next_run(&mut con, "other", "jid"), Some(-50.0));
     assert_eq!(recur_get(&mut con, "jid")["queue"], json!("other"));
+    let throttles: String = redis::cmd("HGET")
+        .arg("ql:r:jid")
+        .arg("throttles")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(throttles, r#"["ql:q:other"]"#);
     let queues: Vec<String> = redis::cmd("ZRANGE")
         .arg("ql:queues")
         .arg(0)

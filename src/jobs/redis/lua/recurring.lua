@@ -144,7 +144,8 @@ local RECUR_NUMBERS = { priority = true, interval = true, retries = true, backlo
 
 -- recur.update JID NAME VALUE...: changes priority, interval (the next
 -- run moves by the change), retries, data, klass, queue (the next run
--- kept) or backlog. All are checked before any is written. Answers 1.
+-- kept, its queue throttle swapped) or backlog. All are checked before
+-- any is written. Answers 1.
 commands['recur.update'] = function(now, real, args)
   local jid = args[1]
   local key = recur_key(jid)
@@ -170,6 +171,13 @@ commands['recur.update'] = function(now, real, args)
       redis.call('zrem', queue_key(queue, 'recur'), jid)
       redis.call('zadd', queue_key(value, 'recur'), score, jid)
       redis.call('zadd', NS .. 'queues', 'NX', now, value)
+      -- The queue's own throttle follows it, as reqless's update does.
+      local throttles = {}
+      for _, tid in ipairs(decode_list(redis.call('hget', key, 'throttles'))) do
+        if tid ~= NS .. 'q:' .. queue then throttles[#throttles + 1] = tid end
+      end
+      throttles[#throttles + 1] = NS .. 'q:' .. value
+      redis.call('hset', key, 'throttles', cjson.encode(throttles))
     end
     if RECUR_NUMBERS[name] then value = tonumber(value) end
     redis.call('hset', key, name, value)
