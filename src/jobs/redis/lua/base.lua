@@ -171,15 +171,19 @@ local function release_pending(tid)
   end
 end
 
+-- Takes `jid` off throttle `tid` (its lock, or else its place in the
+-- pending set), letting pending jobs back in: reqless's release.
+local function leave_throttle(tid, jid)
+  if redis.call('zrem', throttle_key(tid, 'locks'), jid) == 0 then
+    redis.call('zrem', throttle_key(tid, 'pending'), jid)
+  end
+  release_pending(tid)
+end
+
 -- Takes `jid` off every throttle it holds or waits on (`throttles`, its
 -- JSON list), letting pending jobs back in.
 local function leave_throttles(jid, throttles)
-  for _, tid in ipairs(decode_list(throttles)) do
-    if redis.call('zrem', throttle_key(tid, 'locks'), jid) == 0 then
-      redis.call('zrem', throttle_key(tid, 'pending'), jid)
-    end
-    release_pending(tid)
-  end
+  for _, tid in ipairs(decode_list(throttles)) do leave_throttle(tid, jid) end
 end
 
 -- Forgets the lock of a running job: the queue's and the worker's, and

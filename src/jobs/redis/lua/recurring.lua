@@ -79,3 +79,143 @@ function commands.recur_fire(now, real, args)
   redis.call('hset', recur_key(name), 'interval', args[5])
   return added
 end
+
+-- qless-core's recurring commands, with its arguments and answers, on the
+-- moves above. A recurring job put by them has no `dque-spec`: dque lists
+-- it as a qless client's.
+
+-- Whether `text` is JSON.
+local function is_json(text)
+  return text ~= nil and pcall(cjson.decode, text)
+end
+
+-- recur QUEUE JID KLASS DATA interval INTERVAL OFFSET [priority P]
+-- [tags JSON] [retries R] [backlog B]: adds or replaces recurring job
+-- JID, its first job due at now + OFFSET. Answers JID. (`recur.on` too.)
+function commands.recur(now, real, args)
+  local queue, jid, klass, data, spec = args[1], args[2], args[3], args[4], args[5]
+  if not queue or not jid or not klass or not is_json(data) then
+    return ERR.invalid('recur: a queue, an id, a klass and JSON data are needed')
+  end
+  if spec ~= 'interval' then return ERR.invalid('recur: schedule type "' .. tostring(spec) .. '" unknown') end
+  local interval, offset = tonumber(args[6]), tonumber(args[7])
+  if not interval or interval <= 0 or not offset then
+    return ERR.invalid('recur: the interval must be a number above 0, the offset a number')
+  end
+  if #args % 2 == 0 then return ERR.invalid('recur: options come in name value pairs') end
+  local options = {}
+  for i = 8, #args, 2 do options[args[i]] = args[i + 1] end
+  local priority, retries, backlog = tonumber(options.priority or 0), tonumber(options.retries or 0),
+    tonumber(options.backlog or 0)
+  local ok, tags = pcall(cjson.decode, options.tags or '{}')
+  if not priority or not retries or not backlog or not ok or type(tags) ~= 'table' then
+    return ERR.invalid('recur: priority, retries and backlog must be numbers, tags a JSON array')
+  end
+  commands.recur_set(now, real, { queue, jid, klass, data, priority, interval, retries, backlog, '', '', now + offset })
+  redis.call('hdel', recur_key(jid), 'dque-spec', 'dque-ticks')
+  redis.call('hset', recur_key(jid), 'tags', cjson.encode(tags))
+  redis.call('zadd', queue_key(queue, 'recur'), now + offset, jid)
+  return jid
+end
+commands['recur.on'] = commands.recur
+
+-- unrecur JID: stops recurring job JID (none: nothing to do). Answers 1.
+-- (`recur.off` too.)
+function commands.unrecur(now, real, args)
+  local queue = redis.call('hget', recur_key(args[1]), 'queue')
+  if queue then commands.recur_del(now, real, { queue, args[1] }) end
+  return 1
+end
+commands['recur.off'] = commands.unrecur
+
+-- recur.get JID: the recurring job as JSON, nil if none.
+commands['recur.get'] = function(now, real, args)
+  local job = redis.call('hmget', recur_key(args[1]), 'jid', 'klass', 'state', 'queue', 'priority',
+    'interval', 'retries', 'count', 'data', 'tags', 'backlog')
+  if not job[1] then return false end
+  return cjson.encode({
+    jid = job[1], klass = job[2], state = job[3], queue = job[4], priority = tonumber(job[5]),
+    interval = tonumber(job[6]), retries = tonumber(job[7]), count = tonumber(job[8]), data = job[9],
+    tags = decode_list(job[10]), backlog = tonumber(job[11] or 0),
+  })
+end
+
+local RECUR_NUMBERS = { priority = true, interval = true, retries = true, backlog = true }
+
+-- recur.update JID NAME VALUE...: changes priority, interval (the next
+-- run moves by the change), retries, data, klass, queue (the next run
+-- kept, its queue throttle swapped) or backlog. All are checked before
+-- any is written. Answers 1.
+commands['recur.update'] = function(now, real, args)
+  local jid = args[1]
+  local key = recur_key(jid)
+  if redis.call('exists', key) == 0 then return ERR.invalid('recur.update: no recurring job ' .. jid) end
+  for i = 2, #args, 2 do
+    local name, value = args[i], args[i + 1]
+    if value == nil then return ERR.invalid('recur.update: no value for ' .. name) end
+    if RECUR_NUMBERS[name] then
+      if not tonumber(value) then return ERR.invalid('recur.update: ' .. name .. ' must be a number') end
+    elseif name == 'data' then
+      if not is_json(value) then return ERR.invalid('recur.update: data must be JSON') end
+    elseif name ~= 'klass' and name ~= 'queue' then
+      return ERR.invalid('recur.update: unknown option "' .. name .. '"')
+    end
+  end
+  for i = 2, #args, 2 do
+    local name, value = args[i], args[i + 1]
+    local queue, interval = unpack(redis.call('hmget', key, 'queue', 'interval'))
+    if name == 'interval' then
+      redis.call('zincrby', queue_key(queue, 'recur'), tonumber(value) - tonumber(interval), jid)
+    elseif name == 'queue' then
+      local score = redis.call('zscore', queue_key(queue, 'recur'), jid)
+      redis.call('zrem', queue_key(queue, 'recur'), jid)
+      redis.call('zadd', queue_key(value, 'recur'), score, jid)
+      redis.call('zadd', NS .. 'queues', 'NX', now, value)
+      -- The queue's own throttle follows it, as reqless's update does.
+      local throttles = {}
+      for _, tid in ipairs(decode_list(redis.call('hget', key, 'throttles'))) do
+        if tid ~= NS .. 'q:' .. queue then throttles[#throttles + 1] = tid end
+      end
+      throttles[#throttles + 1] = NS .. 'q:' .. value
+      redis.call('hset', key, 'throttles', cjson.encode(throttles))
+    end
+    if RECUR_NUMBERS[name] then value = tonumber(value) end
+    redis.call('hset', key, name, value)
+  end
+  return 1
+end
+
+-- recur.tag JID TAG... / recur.untag JID TAG...: the tags after the
+-- change, as JSON.
+local function retag(jid, add, names)
+  local tags = redis.call('hget', recur_key(jid), 'tags')
+  if not tags then return ERR.invalid('recur tags: no recurring job ' .. jid) end
+  local kept, has = {}, {}
+  for _, tag in ipairs(decode_list(tags)) do
+    if add or not names[tag] then
+      kept[#kept + 1] = tag
+      has[tag] = true
+    end
+  end
+  if add then
+    for _, tag in ipairs(names) do
+      if not has[tag] then
+        has[tag] = true
+        kept[#kept + 1] = tag
+      end
+    end
+  end
+  local text = cjson.encode(kept)
+  redis.call('hset', recur_key(jid), 'tags', text)
+  return text
+end
+
+commands['recur.tag'] = function(now, real, args)
+  return retag(args[1], true, { unpack(args, 2) })
+end
+
+commands['recur.untag'] = function(now, real, args)
+  local names = {}
+  for i = 2, #args do names[args[i]] = true end
+  return retag(args[1], false, names)
+end
