@@ -47,7 +47,8 @@ const POLL: Duration = Duration::from_millis(10);
 /// - the lease is touched at a third of the lease time while the handler
 ///   runs ([`lease_time`](Self::lease_time) must match the queue's);
 /// - a panic is caught: a failed attempt, the panic's message its reason;
-/// - past the kind's timeout the attempt fails with reason `timed out` and
+/// - past the job's own timeout ([`NewJob::timeout`](crate::jobs::NewJob::timeout)),
+///   else its kind's, the attempt fails with reason `timed out` and
 ///   the handler's task is **aborted**: its future is dropped at its next
 ///   `.await` (a handler that blocks its thread without awaiting cannot be
 ///   stopped: give such work to `spawn_blocking`);
@@ -479,9 +480,11 @@ impl Shared {
         let ended = match kind.start(&lease.body, cx) {
             Err(ended) => Some(ended),
             Ok(handler) => {
-                let deadline = kind
-                    .options()
-                    .timeout_value()
+                // The job's own timeout (`NewJob::timeout`) takes precedence
+                // over its kind's, as in the thread runtime.
+                let deadline = lease
+                    .timeout()
+                    .or(kind.options().timeout_value())
                     .and_then(|t| started.checked_add(t));
                 self.watch(handler, span, &lease, deadline, &cancel).await
             }

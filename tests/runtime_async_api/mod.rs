@@ -50,6 +50,7 @@ macro_rules! runtime_async_suite {
             retries_then_a_dead_letter_with_the_last_reason,
             a_panic_is_a_failed_attempt_with_its_message,
             a_timeout_aborts_the_handler_and_the_worker_goes_on,
+            a_jobs_own_timeout_takes_precedence_over_its_kinds,
             heartbeats_keep_a_long_job_past_its_lease_time,
             concurrency_is_reached_and_never_passed,
             a_stop_lets_running_jobs_finish_in_the_grace_then_gives_the_rest_back,
@@ -329,6 +330,48 @@ pub fn a_timeout_aborts_the_handler_and_the_worker_goes_on(backend: &dyn AsyncBa
         );
         assert_eq!(dead(queue.as_ref()).await.len(), 1);
         assert_eq!(queue.counts().await.unwrap().ready, 0);
+    });
+}
+
+/// A job's own timeout (`NewJob::timeout`, issue 27) takes precedence
+/// over its kind's, both ways. The tokio worker once read the kind's
+/// only: a job's own shorter timeout ran on to the kind's, and its own
+/// longer one was cut at the kind's.
+pub fn a_jobs_own_timeout_takes_precedence_over_its_kinds(backend: &dyn AsyncBackend) {
+    let (queue, _) = new_queue(backend, "rta-own-timeout");
+    runtime().block_on(async {
+        // Its own 200 ms is shorter than its kind's 300 ms: it times out.
+        let short = dque::runtime::new_async_job(&Sleeper { ms: 1_500 })
+            .unwrap()
+            .timeout(Duration::from_millis(200));
+        // Its own 30 s is longer than its kind's 300 ms: it runs to its end.
+        let long = dque::runtime::new_async_job(&Sleeper { ms: 600 })
+            .unwrap()
+            .timeout(Duration::from_secs(30));
+        queue.enqueue(short).await.unwrap();
+        queue.enqueue(long).await.unwrap();
+        let log = Arc::new(Log::default());
+        let summary = worker(&queue, &log)
+            .register_with::<Sleeper>(
+                KindOptions::new()
+                    .max_attempts(1)
+                    .timeout(Duration::from_millis(300)),
+            )
+            .concurrency(2)
+            .run()
+            .await
+            .expect("run");
+        assert_eq!(
+            (summary.timed_out, summary.dead, summary.succeeded),
+            (1, 1, 1),
+            "{summary:?}"
+        );
+        assert_eq!(dead(queue.as_ref()).await[0].1, "timed out");
+        assert!(
+            log.lines().contains(&"sleeper 600 ended".to_owned()),
+            "{:?}",
+            log.lines()
+        );
     });
 }
 
