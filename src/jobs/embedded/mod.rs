@@ -42,8 +42,7 @@ use self::stats_file::StatsBook;
 use self::unique::Held;
 use super::clock::{from_unix_ms, unix_ms, Clock, SystemClock};
 use super::job::{
-    new_job_id, DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, RunAt,
-    WaitState, Waiting,
+    new_job_id, DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, RunAt, WaitState, Waiting,
 };
 use super::recurring::{DueCache, Schedule as RecurringSchedule, ScheduleInfo};
 use super::stats::{Counts, QueueStats};
@@ -660,26 +659,21 @@ impl EmbeddedJobs {
     fn lease_now(&self) -> Result<Option<JobLease>> {
         self.check_open()?;
         let Some(limits) = &self.limits else {
-            return self.lease_first(|_, _, _, _| true, &mut Vec::new());
+            return self.lease_first();
         };
         // A queue that uses neither pause nor limits: one memory read
         // (and, after the lease, a look at the job's headers).
         if limits.in_use() {
             return self.lease_limited(limits);
         }
-        let found = self.lease_first(|_, _, _, _| true, &mut Vec::new())?;
+        let found = self.lease_first()?;
         self.admit_unlocked(limits, found)
     }
 
-    /// Leases the first ready job that `accept` takes; the ones it does
-    /// not take stay leased, in `skipped` (lane and lease), for the caller
-    /// to release, at most [`limits::MAX_SKIPPED`] of them.
+    /// Leases the first ready job, in priority order (records that are no
+    /// job, or whose attempts ran out, are ended on the way: [`take`](Self::take)).
     #[inline]
-    fn lease_first(
-        &self,
-        mut accept: impl FnMut(&Job, i32, u64, u16) -> bool,
-        skipped: &mut Vec<(Arc<RawQueue>, u64, u16)>,
-    ) -> Result<Option<JobLease>> {
+    fn lease_first(&self) -> Result<Option<JobLease>> {
         let now = self.now();
         let now_ms = unix_ms(now);
         if self.due_schedules.due(now_ms) {
@@ -688,62 +682,16 @@ impl EmbeddedJobs {
         self.promote_due(now)?;
         let lanes = self.lanes.list()?;
         for (at, (priority, lane)) in lanes.iter().enumerate() {
-            let priority = *priority;
             // A read is cheaper than a lease's write path (the last lane
             // is leased from at once: nothing is left to skip to).
             if at + 1 < lanes.len() && lane.is_empty() {
                 continue;
             }
             while let Some(leased) = lane.lease()? {
-                let (bytes, record, lane_attempt) = leased.into_parts();
-                let lessor = lane.lessor();
-                let envelope = match self.job_of(bytes, record, lane_attempt) {
-                    Ok(envelope) => envelope,
-                    Err(e) => {
-                        let reason = format!("not a job envelope: {e}");
-                        lessor.fail(record, lane_attempt, &reason)?;
-                        self.record_stats(now_ms, |day| day.record_failure(&reason));
-                        continue;
-                    }
-                };
-                let ready_ms = envelope.ready_ms();
-                let hold = envelope.hold;
-                let job = envelope.job;
-                if job.attempt > self.max_attempts {
-                    // Leased that often by workers that never came back.
-                    let reason = format!(
-                        "attempts used up: {} attempts, the last ones never ended",
-                        job.attempt - 1
-                    );
-                    self.settle_holding(&job, hold, Settled::Dead, || {
-                        lessor.fail(record, lane_attempt, &reason)
-                    })?;
-                    self.record_stats(now_ms, |day| day.record_failure(&reason));
-                    self.forget(&job, Location::Lane(priority, record));
-                    continue;
+                let taken = self.take(lane, *priority, leased, now_ms, &mut |_, _, _, _| true)?;
+                if taken.is_some() {
+                    return Ok(taken);
                 }
-                if !accept(&job, priority, record, lane_attempt) {
-                    skipped.push((Arc::clone(lane), record, lane_attempt));
-                    if skipped.len() >= limits::MAX_SKIPPED {
-                        return Ok(None);
-                    }
-                    continue;
-                }
-                if job.attempt == 1 && !self.is_plain() {
-                    let waited = Duration::from_millis(now_ms.saturating_sub(ready_ms));
-                    self.record_stats(now_ms, |day| day.wait.record(waited));
-                }
-                return Ok(Some(JobLease {
-                    job,
-                    token: LeaseToken {
-                        part: i64::from(priority),
-                        record,
-                        attempt: u32::from(lane_attempt),
-                        queue: self.handle,
-                        leased_ms: now_ms,
-                        hold,
-                    },
-                }));
             }
         }
         Ok(None)

@@ -125,7 +125,9 @@ impl EmbeddedJobs {
     /// Ends or hands out a record leased from `lane`: a record that is not
     /// a job is failed, a job whose attempts ran out is dead-lettered, a
     /// job `accept` takes is returned, and any other goes back uncounted.
-    fn take(
+    /// The one place a lane's leased record becomes a job's lease.
+    #[inline]
+    pub(super) fn take(
         &self,
         lane: &Arc<RawQueue>,
         priority: i32,
