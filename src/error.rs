@@ -32,6 +32,11 @@ pub enum Error {
         source: io::Error,
     },
     /// Another handle (in this process or another one) holds the queue open.
+    ///
+    /// An open waits up to half a second for a lock being released before
+    /// it says so: a child process spawned by this program holds a copy of
+    /// the lock from its fork to its exec, so a handle just closed may still
+    /// look held for that moment.
     Locked {
         /// The lock file that is held.
         path: PathBuf,

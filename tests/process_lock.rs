@@ -265,3 +265,51 @@ fn lock_does_not_cross_queues() {
     assert_eq!(a.dequeue().unwrap(), Some(1));
     assert_eq!(b.dequeue().unwrap(), Some(2));
 }
+
+/// How many close-and-reopen rounds the spawning race runs
+/// (`DQUE_LOCK_SPAWN_ROUNDS`; a few hundred in CI, more when hunting).
+fn spawn_race_rounds() -> usize {
+    std::env::var("DQUE_LOCK_SPAWN_ROUNDS")
+        .ok()
+        .and_then(|rounds| rounds.parse().ok())
+        .unwrap_or(300)
+}
+
+// Pins: a handle this program closed can be opened again at once, even
+// while other threads spawn child processes (each child holds a copy of the
+// lock file between its fork and its exec). Both open modes, since each takes
+// the lock its own way.
+#[test]
+fn a_closed_queue_reopens_while_other_threads_spawn_processes() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    Command::new("true").status().unwrap();
+                }
+            });
+        }
+        let result = std::panic::catch_unwind(|| {
+            for (name, options) in [
+                ("exclusive", Options::new()),
+                ("shared", Options::new().shared(true)),
+            ] {
+                let path = dir.path().join(name);
+                for round in 0..spawn_race_rounds() {
+                    let q: DQue<u64> = options.open_or_create(&path).unwrap_or_else(|e| {
+                        panic!("{name} open in round {round} after a close: {e}")
+                    });
+                    q.enqueue(&(round as u64)).unwrap();
+                    drop(q);
+                }
+            }
+        });
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Err(panic) = result {
+            std::panic::resume_unwind(panic);
+        }
+    });
+}

@@ -27,7 +27,7 @@ pub use control::{ControlFile, Locked, State, MAX_SLOTS};
 pub use leases::{from_monotonic, to_monotonic, LeaseTable, SharedLease, PARKED};
 
 use crate::error::{Error, Result};
-use crate::log::lock::LOCK_FILE;
+use crate::log::lock::{retry_while_held, LOCK_FILE};
 use locks::{Kind, ALIVE_BYTE, JOIN_BYTE, SLOT_BYTES};
 
 /// A handle on its way into a shared queue: it holds the shared `flock`
@@ -56,10 +56,8 @@ impl Joining {
             .open(&path)
             .map_err(io)?;
         filesystem::refuse_network(dir, &lock_file)?;
-        match fs4::FileExt::try_lock_shared(&lock_file) {
-            Ok(()) => {}
-            Err(fs4::TryLockError::WouldBlock) => return Err(Error::Locked { path }),
-            Err(fs4::TryLockError::Error(e)) => return Err(io(e)),
+        if !retry_while_held(|| fs4::FileExt::try_lock_shared(&lock_file)).map_err(io)? {
+            return Err(Error::Locked { path });
         }
         locks::lock(&lock_file, JOIN_BYTE, Kind::Write, true).map_err(io)?;
         let alone = locks::lock(&lock_file, ALIVE_BYTE, Kind::Write, false).map_err(io)?;
