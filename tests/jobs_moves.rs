@@ -153,6 +153,7 @@ fn mover_child() {
         .queue(Options::new().durability(Durability::Turbo))
         .open(&path)
         .unwrap();
+    child::ready();
     let mut out = std::io::stdout().lock();
     loop {
         if let Some(lease) = queue.lease_timeout(Duration::from_millis(5)).unwrap() {
@@ -197,7 +198,7 @@ fn a_handle_alone_killed_while_moving_due_jobs_loses_none() {
         queue.enqueue_batch(jobs).unwrap();
         queue.close().unwrap();
         drop(queue);
-        let lines = child::run_until_killed(
+        let lines = child::run_until_killed_once_ready(
             "a_handle_alone_killed_while_moving_due_jobs_loses_none",
             &[(QUEUE, path.display().to_string())],
             Duration::from_millis(200 + (round * 97) % 300),

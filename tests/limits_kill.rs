@@ -189,6 +189,7 @@ fn pause_limits_and_holds_are_seen_by_every_handle() {
 /// waits on a full limit), printing `@@ looked` after each lease.
 fn looker_child() {
     let queue = open(&PathBuf::from(std::env::var(QUEUE).unwrap()));
+    child::ready();
     let mut out = std::io::stdout().lock();
     loop {
         assert!(queue.lease().unwrap().is_none(), "the limit is full");
@@ -225,7 +226,7 @@ fn a_process_killed_while_looking_past_full_limits_costs_no_attempts() {
     let mut rng = Rng::new(11);
     let mut looked = 0;
     for _ in 0..rounds {
-        let lines = child::run_until_killed(
+        let lines = child::run_until_killed_once_ready(
             "a_process_killed_while_looking_past_full_limits_costs_no_attempts",
             &[(QUEUE, path.display().to_string())],
             Duration::from_millis(150 + rng.below(100)),

@@ -67,6 +67,61 @@ pub fn run_until_killed(test: &str, env: &[(&str, String)], run_for: Duration) -
     reader.join().unwrap()
 }
 
+/// The line a child prints with [`ready`] once its queue is open.
+const READY: &str = "@@ READY";
+
+/// Says, from a child, that its setup is done (its queue open): the parent's
+/// [`run_until_killed_once_ready`] times its kill from here.
+pub fn ready() {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{READY}").unwrap();
+    out.flush().unwrap();
+}
+
+/// As [`run_until_killed`], but `run_for` counts from the child's [`ready`]
+/// line (waited for up to a minute), not from the spawn: on a loaded
+/// machine starting a process can take longer than a round, and a child
+/// killed before it began would test nothing. Returns the lines after it.
+pub fn run_until_killed_once_ready(
+    test: &str,
+    env: &[(&str, String)],
+    run_for: Duration,
+) -> Vec<String> {
+    let mut child = command(test)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (lines, read) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let wait = deadline.saturating_duration_since(std::time::Instant::now());
+        match read.recv_timeout(wait) {
+            Ok(line) if line.contains(READY) => break,
+            Ok(_) => {}
+            Err(gone) => {
+                let _ = child.kill();
+                panic!("the child was not ready within a minute: {gone}");
+            }
+        }
+    }
+    std::thread::sleep(run_for);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    reader.join().unwrap();
+    read.try_iter().collect()
+}
+
 /// Kills per mode: `default`, or `DQUE_KILLS` for a longer round.
 pub fn kills(default: u64) -> u64 {
     std::env::var("DQUE_KILLS")
