@@ -230,7 +230,8 @@ function commands.pop(now, real, args)
     count = math.min(count, most - redis.call('zcard', queue_key(queue, 'locks')))
   end
   if count <= 0 then return {} end
-  local work = queue_key(queue, 'work')
+  -- qless-core's pop spawns the jobs of due recurring jobs (recurring.lua).
+  commands.recur_spawn(now, real, { queue, count })
   local popped = take_work(queue, count, now)
   local replies = {}
   if #popped > 0 then
@@ -255,6 +256,25 @@ function commands.pop(now, real, args)
     replies[#replies + 1] = job_reply(job, 'running', expires)
   end
   return replies
+end
+
+-- peek QUEUE COUNT: the jids the next pop of COUNT would look at first
+-- (jobs whose lease ran out, then the top of the work set), after due
+-- delayed jobs are made ready and due recurring jobs spawned, as
+-- qless-core's peek does; it leases nothing.
+function commands.peek(now, real, args)
+  local queue, count = args[1], tonumber(args[2])
+  if not queue or not count then return ERR.invalid('peek: a queue and a count are needed') end
+  if count <= 0 then return {} end
+  promote(queue, now)
+  local jids = redis.call('zrangebyscore', queue_key(queue, 'locks'), '-inf', real, 'LIMIT', 0, count)
+  commands.recur_spawn(now, real, { queue, count - #jids })
+  if #jids < count then
+    for _, jid in ipairs(redis.call('zrevrange', queue_key(queue, 'work'), 0, count - #jids - 1)) do
+      jids[#jids + 1] = jid
+    end
+  end
+  return jids
 end
 
 -- A command on a held lease, its arguments JID QUEUE WORKER TOKEN and
