@@ -25,6 +25,7 @@ use redis_server::RedisServer;
 const SOURCE: &str = concat!(
     include_str!("../src/jobs/redis/lua/base.lua"),
     include_str!("../src/jobs/redis/lua/unique.lua"),
+    include_str!("../src/jobs/redis/lua/aside.lua"),
     include_str!("../src/jobs/redis/lua/jobs.lua"),
     include_str!("../src/jobs/redis/lua/qless.lua"),
     include_str!("../src/jobs/redis/lua/limits.lua"),

@@ -73,8 +73,13 @@ function commands.put(now, real, args)
     elseif held then
       added[#added + 1] = held
     else
-      if old then
+      if old and mode == 'new' and old.state == 'failed' then
+        -- The dead letter stays, beside the new job (aside.lua).
+        set_aside(new.jid, old)
+      elseif old then
         unplace(new.jid, old)
+      end
+      if old then
         for _, tag in ipairs(decode_list(old.tags)) do
           redis.call('zrem', NS .. 't:' .. tag, new.jid)
           if tonumber(redis.call('zincrby', NS .. 'tags', -1, tag)) <= 0 then
@@ -479,9 +484,21 @@ end
 -- restored (qless's put of a failed job).
 function commands.requeue(now, real, args)
   local jid, queue = args[1], args[2]
-  local job, err = job_of_queue(jid, queue)
-  if not job then return err end
-  if job.state ~= 'failed' then return ERR.nojob(jid) end
+  local job = load_job(jid)
+  if not (job and job.state == 'failed' and (queue == '' or job.queue == queue)) then
+    -- A dead letter set aside for a new job of its id (aside.lua).
+    local n = queue ~= '' and aside_number(queue, jid)
+    if not n then return ERR.nojob(jid) end
+    if job and ACTIVE[job.state] then
+      return ERR.invalid('a job with id "' .. jid .. '" is queued again already')
+    elseif job and job.state == 'failed' then
+      set_aside(jid, job)
+    elseif job then
+      unplace(jid, job)
+    end
+    take_back(n, queue, jid)
+    job = load_job(jid)
+  end
   unlist_failed(jid, job)
   redis.call('hset', job_key(jid), 'state', 'waiting', 'remaining', job.retries, 'worker', '',
     'expires', 0, 'time', time_text(now))
@@ -503,6 +520,7 @@ local function failed_of(queue)
       end
     end
   end
+  for _, job in ipairs(aside_jobs(queue)) do found[#found + 1] = job end
   -- dque's exact time of death, unless a qless client failed the job
   -- since (its failure's `when`, whole seconds, then disagrees).
   local function died(job)
@@ -592,7 +610,7 @@ local function failed_count(queue)
       if job[1] == 'failed' and job[2] == queue then count = count + 1 end
     end
   end
-  return count
+  return count + redis.call('zcard', aside_key(queue))
 end
 
 -- counts QUEUE: ready, scheduled, running, failed and depending jobs.
