@@ -259,3 +259,30 @@ pub fn an_enqueue_of_a_dead_letters_id_keeps_the_dead_letter(backend: &dyn Backe
         q.ack(again).unwrap();
     }
 }
+
+// The same class, twice: a job of a dead letter's id that dies too is a
+// second dead letter of the id; both are kept, requeued one at a time,
+// the oldest first (on Redis the second was set aside in its turn).
+pub fn two_dead_letters_of_one_id_are_both_kept(backend: &dyn Backend) {
+    let (q, _settings) = new_queue(backend, "dead_id_twice");
+    for (body, reason) in [("first", "broken: first"), ("second", "broken: second")] {
+        q.enqueue(NewJob::new(body).id("twice")).unwrap();
+        q.fail(lease(q.as_ref()), reason).unwrap();
+    }
+    let dead = q.dead(10).unwrap();
+    let reasons: Vec<&str> = dead.iter().map(|d| d.reason.as_str()).collect();
+    assert_eq!(reasons, ["broken: first", "broken: second"]);
+    assert_eq!(q.counts().unwrap().dead, 2);
+    q.requeue_dead("twice").unwrap();
+    assert_eq!(q.dead(10).unwrap().len(), 1);
+    let again = lease(q.as_ref());
+    assert_eq!(again.body, b"first");
+    match q.requeue_dead("twice") {
+        Err(Error::InvalidJob { reason }) => assert!(reason.contains("queued again"), "{reason}"),
+        other => panic!("requeue while the id is taken: {other:?}"),
+    }
+    q.ack(again).unwrap();
+    q.requeue_dead("twice").unwrap();
+    assert!(q.dead(10).unwrap().is_empty());
+    assert_eq!(lease(q.as_ref()).body, b"second");
+}

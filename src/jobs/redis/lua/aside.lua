@@ -28,6 +28,7 @@ local function aside_jobs(queue)
     local values = redis.call('hmget', aside_job_key(n), unpack(FIELDS))
     local job = {}
     for i, name in ipairs(FIELDS) do job[name] = values[i] end
+    job.aside = tonumber(n)
     found[#found + 1] = job
   end
   return found

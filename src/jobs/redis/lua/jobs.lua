@@ -485,10 +485,10 @@ end
 function commands.requeue(now, real, args)
   local jid, queue = args[1], args[2]
   local job = load_job(jid)
-  if not (job and job.state == 'failed' and (queue == '' or job.queue == queue)) then
-    -- A dead letter set aside for a new job of its id (aside.lua).
-    local n = queue ~= '' and aside_number(queue, jid)
-    if not n then return ERR.nojob(jid) end
+  -- The oldest dead letter of the id first: one set aside for a new job
+  -- of its id (aside.lua), which a dead job of the id then replaces there.
+  local n = queue ~= '' and aside_number(queue, jid)
+  if n then
     if job and ACTIVE[job.state] then
       return ERR.invalid('a job with id "' .. jid .. '" is queued again already')
     elseif job and job.state == 'failed' then
@@ -498,6 +498,8 @@ function commands.requeue(now, real, args)
     end
     take_back(n, queue, jid)
     job = load_job(jid)
+  elseif not (job and job.state == 'failed' and (queue == '' or job.queue == queue)) then
+    return ERR.nojob(jid)
   end
   unlist_failed(jid, job)
   redis.call('hset', job_key(jid), 'state', 'waiting', 'remaining', job.retries, 'worker', '',
@@ -529,9 +531,13 @@ local function failed_of(queue)
     if exact and (not when or math.floor(exact) == when) then return exact end
     return when or 0
   end
+  -- Ties by the order set aside: a dead letter set aside died before
+  -- the job that took its id.
+  local function aside_order(job) return job.aside or math.huge end
   table.sort(found, function(a, b)
     local da, db = died(a), died(b)
     if da ~= db then return da < db end
+    if aside_order(a) ~= aside_order(b) then return aside_order(a) < aside_order(b) end
     return a.jid < b.jid
   end)
   return found
