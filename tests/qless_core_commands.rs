@@ -10,7 +10,10 @@
 //! these names.
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use dque::jobs::{tick_id, JobQueue, ManualClock, RedisJobs, RedisOptions, Schedule};
 use redis::{Connection, Value};
 use serde_json::json;
 
@@ -22,6 +25,7 @@ use redis_server::RedisServer;
 const SOURCE: &str = concat!(
     include_str!("../src/jobs/redis/lua/base.lua"),
     include_str!("../src/jobs/redis/lua/unique.lua"),
+    include_str!("../src/jobs/redis/lua/aside.lua"),
     include_str!("../src/jobs/redis/lua/jobs.lua"),
     include_str!("../src/jobs/redis/lua/qless.lua"),
     include_str!("../src/jobs/redis/lua/limits.lua"),
@@ -32,11 +36,16 @@ const SOURCE: &str = concat!(
 
 /// A connection to a database of this test's own.
 fn connect() -> Option<Connection> {
+    connect_db().map(|(con, _)| con)
+}
+
+/// As [`connect`], with the database's number.
+fn connect_db() -> Option<(Connection, u32)> {
     static DB: AtomicU32 = AtomicU32::new(1);
     let server = RedisServer::get()?;
     let db = DB.fetch_add(1, Ordering::Relaxed);
     let client = redis::Client::open(server.url(db)).expect("client");
-    Some(client.get_connection().expect("connect"))
+    Some((client.get_connection().expect("connect"), db))
 }
 
 /// Calls the script's `command` at time `now` (both clocks) with `args`.
@@ -476,4 +485,385 @@ fn recur_tags_and_unrecur_as_qless_core() {
     assert_eq!(recur_get(&mut con, "two")["jid"], json!("two"));
     call(&mut con, "recur.off", 0, &["two"]);
     assert_eq!(recur_get(&mut con, "two"), serde_json::Value::Null);
+}
+
+// The recurring tests of qless-core's test_recurring.py that pop: its pop
+// (and peek) spawn the jobs of the queue's due recurring jobs, ids
+// `JID-COUNT`, put at the time they were due.
+//
+// Bug pinned: the script's pop spawned nothing (dque's client fired
+// schedules itself), so each of these popped no job at all.
+
+/// A popped job's fields, as the script's pop answers them.
+struct Popped {
+    jid: String,
+    data: String,
+    klass: String,
+    priority: i64,
+    retries: i64,
+    remaining: i64,
+    tags: serde_json::Value,
+}
+
+/// Pops up to `count` jobs of `queue` at `now` (as qless-core's
+/// `pop NOW QUEUE worker COUNT`), leased for an hour: qless-core's tests
+/// pop again within a minute plus its grace period, when no lock of
+/// theirs has been lost (a dque lease has no grace).
+fn pop_jobs(con: &mut Connection, now: u32, queue: &str, count: u32) -> Vec<Popped> {
+    let count = count.to_string();
+    let Value::Array(jobs) = call(
+        con,
+        "pop",
+        now,
+        &[queue, "worker", &count, "3600", "worker|t"],
+    ) else {
+        panic!("pop answered no list");
+    };
+    jobs.iter()
+        .map(|job| {
+            let f: Vec<Value> = redis::from_redis_value(job.clone()).expect("fields");
+            let text =
+                |i: usize| -> String { redis::from_redis_value(f[i].clone()).expect("text") };
+            let number = |i: usize| -> i64 { text(i).parse::<f64>().expect("number") as i64 };
+            Popped {
+                jid: text(0),
+                data: text(1),
+                klass: text(4),
+                priority: number(5),
+                retries: number(6),
+                remaining: number(7),
+                tags: serde_json::from_str(&text(14)).expect("tags"),
+            }
+        })
+        .collect()
+}
+
+/// The jids popped at `now` from `queue`.
+fn popped_jids(con: &mut Connection, now: u32, queue: &str, count: u32) -> Vec<String> {
+    pop_jobs(con, now, queue, count)
+        .into_iter()
+        .map(|job| job.jid)
+        .collect()
+}
+
+/// When job `jid` was first put (its first history entry's time).
+fn put_time(con: &mut Connection, jid: &str) -> i64 {
+    let first: String = redis::cmd("LINDEX")
+        .arg(format!("ql:j:{jid}-history"))
+        .arg(0)
+        .query(con)
+        .unwrap();
+    let entry: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(entry[1], "put", "{entry}");
+    entry[0].as_i64().expect("a time")
+}
+
+// test_basic: the first job at once, the next an interval later.
+#[test]
+fn recur_basic_pops_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    recur(&mut con, 0, "queue", "jid", &[]);
+    assert_eq!(popped_jids(&mut con, 0, "queue", 10), ["jid-1"]);
+    assert!(popped_jids(&mut con, 59, "queue", 10).is_empty());
+    assert_eq!(popped_jids(&mut con, 61, "queue", 10), ["jid-2"]);
+}
+
+// test_offset: the first job after the offset, then every interval.
+#[test]
+fn recur_offset_pops_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    let args = ["queue", "jid", "klass", "{}", "interval", "60", "10"];
+    call(&mut con, "recur", 0, &args);
+    assert!(popped_jids(&mut con, 9, "queue", 10).is_empty());
+    assert_eq!(popped_jids(&mut con, 11, "queue", 10), ["jid-1"]);
+    assert!(popped_jids(&mut con, 69, "queue", 10).is_empty());
+    assert_eq!(popped_jids(&mut con, 71, "queue", 10), ["jid-2"]);
+}
+
+// test_tags, test_retries, test_empty_array_data: the spawned job has the
+// recurring job's tags, retries and data.
+#[test]
+fn recur_tags_retries_and_data_pass_to_spawned_jobs_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    recur(
+        &mut con,
+        0,
+        "queue",
+        "tagged",
+        &["tags", r#"["foo","bar"]"#],
+    );
+    assert_eq!(
+        pop_jobs(&mut con, 0, "queue", 10)[0].tags,
+        json!(["foo", "bar"])
+    );
+
+    recur(&mut con, 0, "other", "tried", &["retries", "2"]);
+    let job = &pop_jobs(&mut con, 0, "other", 10)[0];
+    assert_eq!((job.retries, job.remaining), (2, 2));
+
+    let args = ["third", "empty", "klass", "[]", "interval", "60", "0"];
+    call(&mut con, "recur", 0, &args);
+    assert_eq!(pop_jobs(&mut con, 0, "third", 10)[0].data, "[]");
+}
+
+// test_priority: a recurring job of priority 10 pops before a job put
+// with priority 0.
+#[test]
+fn recur_priority_pops_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    put(&mut con, 0, "queue", "low", &[]);
+    recur(&mut con, 0, "queue", "high", &["priority", "10"]);
+    let jobs = pop_jobs(&mut con, 0, "queue", 10);
+    assert_eq!(jobs.len(), 2);
+    assert_eq!((jobs[0].jid.as_str(), jobs[0].priority), ("high-1", 10));
+    assert_eq!(jobs[1].jid, "low");
+}
+
+// test_backlog: a backlog of 1 spawns only the last ticks after a gap
+// (two jobs at 600 for ticks every 60 s from 0); test_multiple: no
+// backlog spawns every tick missed.
+#[test]
+fn recur_backlog_and_multiple_pop_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    recur(&mut con, 0, "queue", "jid", &["backlog", "1"]);
+    let jids = popped_jids(&mut con, 600, "queue", 10);
+    assert_eq!(jids.len(), 2, "{jids:?}");
+    assert_eq!(jids[0], "jid-1");
+
+    recur(&mut con, 0, "other", "every", &[]);
+    assert_eq!(popped_jids(&mut con, 599, "other", 10).len(), 10);
+}
+
+// test_update_priority, test_update_retries, test_update_data,
+// test_update_klass, test_tag, test_untag: an update shows in the next
+// spawned job.
+#[test]
+fn recur_updates_show_in_the_next_spawned_job_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    recur(
+        &mut con,
+        0,
+        "queue",
+        "jid",
+        &["retries", "5", "tags", r#"["foo"]"#],
+    );
+    let first = &pop_jobs(&mut con, 0, "queue", 10)[0];
+    assert_eq!(first.priority, 0);
+    assert_eq!(first.retries, 5);
+    assert_eq!(first.data, "{}");
+    assert_eq!(first.klass, "klass");
+    assert_eq!(first.tags, json!(["foo"]));
+    let update = [
+        "jid",
+        "priority",
+        "10",
+        "retries",
+        "2",
+        "data",
+        r#"{"foo": "bar"}"#,
+        "klass",
+        "class",
+    ];
+    call(&mut con, "recur.update", 0, &update);
+    call(&mut con, "recur.untag", 0, &["jid", "foo"]);
+    call(&mut con, "recur.tag", 0, &["jid", "bar"]);
+    let next = &pop_jobs(&mut con, 60, "queue", 10)[0];
+    assert_eq!(next.jid, "jid-2");
+    assert_eq!(next.priority, 10);
+    assert_eq!(next.retries, 2);
+    assert_eq!(next.data, r#"{"foo": "bar"}"#);
+    assert_eq!(next.klass, "class");
+    assert_eq!(next.tags, json!(["bar"]));
+}
+
+// test_update_interval: a shorter interval spawns the ticks it now has
+// (six at 60 for every 10 s from 10).
+#[test]
+fn recur_update_interval_pops_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    recur(&mut con, 0, "queue", "jid", &[]);
+    assert_eq!(pop_jobs(&mut con, 0, "queue", 10).len(), 1);
+    call(&mut con, "recur.update", 0, &["jid", "interval", "10"]);
+    assert_eq!(pop_jobs(&mut con, 60, "queue", 10).len(), 6);
+}
+
+// test_update_queue, test_unrecur: a recurring job moved spawns in its
+// new queue only; one stopped spawns nothing.
+#[test]
+fn recur_update_queue_and_unrecur_pop_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    recur(&mut con, 0, "queue", "jid", &[]);
+    assert_eq!(pop_jobs(&mut con, 0, "queue", 10).len(), 1);
+    call(&mut con, "recur.update", 0, &["jid", "queue", "other"]);
+    assert!(pop_jobs(&mut con, 60, "queue", 10).is_empty());
+    assert_eq!(pop_jobs(&mut con, 60, "other", 10).len(), 1);
+
+    recur(&mut con, 0, "third", "stopped", &[]);
+    assert_eq!(pop_jobs(&mut con, 0, "third", 10).len(), 1);
+    call(&mut con, "unrecur", 0, &["stopped"]);
+    assert!(pop_jobs(&mut con, 60, "third", 10).is_empty());
+}
+
+// test_rerecur, test_rerecur_move: recurring a job again (in its queue or
+// another) keeps its count.
+#[test]
+fn rerecur_keeps_the_count_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    recur(&mut con, 0, "queue", "jid", &[]);
+    assert_eq!(popped_jids(&mut con, 0, "queue", 10), ["jid-1"]);
+    recur(&mut con, 60, "queue", "jid", &[]);
+    assert_eq!(popped_jids(&mut con, 60, "queue", 10), ["jid-2"]);
+    recur(&mut con, 120, "other", "jid", &[]);
+    assert_eq!(popped_jids(&mut con, 120, "other", 10), ["jid-3"]);
+}
+
+// test_rerecur_attributes: recurring a job again changes what its next
+// spawned job has, its throttles too (reqless's `throttles` option).
+#[test]
+fn rerecur_changes_the_attributes_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    let options = ["priority", "10", "tags", r#"["foo"]"#, "retries", "2"];
+    recur(&mut con, 0, "queue", "jid", &options);
+    let first = &pop_jobs(&mut con, 0, "queue", 10)[0];
+    assert_eq!(first.jid, "jid-1");
+    assert_eq!((first.priority, first.retries, first.remaining), (10, 2, 2));
+    assert_eq!(first.tags, json!(["foo"]));
+    assert_eq!(put_time(&mut con, "jid-1"), 0);
+
+    let args = [
+        "queue",
+        "jid",
+        "class",
+        r#"{"foo": "bar"}"#,
+        "interval",
+        "10",
+        "0",
+        "priority",
+        "5",
+        "tags",
+        r#"["bar"]"#,
+        "retries",
+        "5",
+        "throttles",
+        r#"["lala"]"#,
+    ];
+    call(&mut con, "recur", 60, &args);
+    let next = &pop_jobs(&mut con, 60, "queue", 10)[0];
+    assert_eq!(next.jid, "jid-2");
+    assert_eq!(next.data, r#"{"foo": "bar"}"#);
+    assert_eq!(next.klass, "class");
+    assert_eq!((next.priority, next.retries, next.remaining), (5, 5, 5));
+    assert_eq!(next.tags, json!(["bar"]));
+    assert_eq!(put_time(&mut con, "jid-2"), 60);
+    let throttles: String = redis::cmd("HGET")
+        .arg("ql:j:jid-2")
+        .arg("throttles")
+        .query(&mut con)
+        .unwrap();
+    let throttles: Vec<String> = serde_json::from_str(&throttles).unwrap();
+    assert!(throttles.contains(&"lala".to_owned()), "{throttles:?}");
+    assert_eq!(
+        json_of(&call(&mut con, "throttle.locks", 60, &["lala"])),
+        json!(["jid-2"])
+    );
+}
+
+// test_history: spawned jobs are put at the time they were due.
+#[test]
+fn spawned_jobs_are_put_when_due_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    recur(&mut con, 0, "queue", "jid", &[]);
+    let jids = popped_jids(&mut con, 599, "queue", 100);
+    let times: Vec<i64> = jids.iter().map(|jid| put_time(&mut con, jid)).collect();
+    assert_eq!(times, [0, 60, 120, 180, 240, 300, 360, 420, 480, 540]);
+}
+
+// qless-core's peek spawns due recurring jobs too (a peek then a pop
+// gives the tick's job once).
+#[test]
+fn peek_spawns_due_recurring_jobs_as_qless_core() {
+    let Some(mut con) = connect() else { return };
+    recur(&mut con, 0, "queue", "jid", &[]);
+    let peeked: Vec<String> =
+        redis::from_redis_value(call(&mut con, "peek", 0, &["queue", "10"])).expect("jids");
+    assert_eq!(peeked, ["jid-1"]);
+    assert_eq!(popped_jids(&mut con, 0, "queue", 10), ["jid-1"]);
+    assert!(popped_jids(&mut con, 1, "queue", 10).is_empty());
+}
+
+/// A dque handle on `queue` in database `db`, its clock at Unix second `at`.
+fn dque_on(db: u32, queue: &str, at: u32) -> (RedisJobs, ManualClock) {
+    let server = RedisServer::get().expect("checked by connect");
+    let clock = ManualClock::new(unix(at));
+    let q = RedisOptions::new()
+        .clock(Arc::new(clock.clone()))
+        .connect(&server.url(db), queue)
+        .expect("connect");
+    (q, clock)
+}
+
+fn unix(at: u32) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(u64::from(at))
+}
+
+/// A recurring job's `count` (jobs spawned), by `recur.get`.
+fn spawned_count(con: &mut Connection, jid: &str) -> serde_json::Value {
+    recur_get(con, jid)["count"].clone()
+}
+
+// The script's pop and a dque handle fire a qless recurring job by one
+// path (the script's spawn) and one counter: its tick gives one job,
+// `JID-COUNT`, whichever fires it first.
+//
+// Bug pinned: dque's handle fired a qless client's recurring job itself,
+// as `NAME@TICK`, beside the script's `NAME-COUNT` ids.
+#[test]
+fn a_qless_recurring_job_spawns_one_job_per_tick_whoever_fires_it() {
+    let Some((mut con, db)) = connect_db() else {
+        return;
+    };
+    const T0: u32 = 1_800_000_000;
+    recur(&mut con, T0, "queue", "ping", &[]);
+    let (q, clock) = dque_on(db, "queue", T0);
+    // dque fires the first tick, the script's pop finds it fired.
+    assert_eq!(q.fire_schedules().unwrap(), 1);
+    assert_eq!(popped_jids(&mut con, T0, "queue", 10), ["ping-1"]);
+    // The script's pop fires the second, dque finds it fired.
+    assert_eq!(popped_jids(&mut con, T0 + 60, "queue", 10), ["ping-2"]);
+    clock.set(unix(T0 + 60));
+    assert_eq!(q.fire_schedules().unwrap(), 0);
+    assert!(q.lease().unwrap().is_none());
+    // A dque lease fires the third and takes its job.
+    clock.set(unix(T0 + 120));
+    let lease = q.lease().unwrap().expect("the third tick's job");
+    assert_eq!(lease.id, "ping-3");
+    assert!(popped_jids(&mut con, T0 + 120, "queue", 10).is_empty());
+    assert_eq!(spawned_count(&mut con, "ping"), json!(3));
+}
+
+// A dque schedule (cron, zones and catch-up are planned by dque's
+// handles) is fired by dque's handles only, its jobs `NAME@TICK` and
+// counted in the recurring job's `count`; the script's pop leaves it to
+// them, so a tick never gives two jobs.
+#[test]
+fn a_dque_schedule_is_fired_once_per_tick_beside_the_scripts_pop() {
+    let Some((mut con, db)) = connect_db() else {
+        return;
+    };
+    const T0: u32 = 1_800_000_000;
+    let (q, clock) = dque_on(db, "queue", T0);
+    q.schedule(Schedule::every("tick", Duration::from_secs(60)))
+        .unwrap();
+    assert!(popped_jids(&mut con, T0, "queue", 10).is_empty());
+    let lease = q.lease().unwrap().expect("the first tick's job");
+    assert_eq!(lease.id, tick_id("tick", unix(T0)));
+    q.ack(lease).unwrap();
+    clock.set(unix(T0 + 60));
+    assert_eq!(q.fire_schedules().unwrap(), 1);
+    assert_eq!(
+        popped_jids(&mut con, T0 + 60, "queue", 10),
+        [tick_id("tick", unix(T0 + 60))]
+    );
+    assert_eq!(q.fire_schedules().unwrap(), 0);
+    assert_eq!(spawned_count(&mut con, "tick"), json!(2));
 }

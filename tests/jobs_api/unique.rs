@@ -203,3 +203,86 @@ pub fn a_requeued_dead_letter_keeps_its_unique_hold(backend: &dyn Backend) {
     let met = duplicate(q.enqueue(unique("all")).unwrap());
     assert_eq!(met.state, Settled::Done);
 }
+
+// Pins a bug of Redis (review of issue 27): there a job's id is its key,
+// so an enqueue of a dead letter's id (the id not held while dead: a
+// plain caller id, or a uniqueness without dead) replaced the dead letter,
+// its body and reason lost. On every backend the dead letter is kept
+// beside the new job, its requeue refused while the id is taken, and
+// allowed once the new job is done.
+pub fn an_enqueue_of_a_dead_letters_id_keeps_the_dead_letter(backend: &dyn Backend) {
+    let (q, _settings) = new_queue(backend, "dead_id_kept");
+    for (id, held) in [("plain", false), ("held", true)] {
+        let new = |body: &str| {
+            let job = NewJob::new(body).id(id);
+            if held {
+                job.unique_for(HOUR)
+            } else {
+                job
+            }
+        };
+        let id = id.to_owned();
+        q.enqueue(new("old")).unwrap();
+        q.fail(lease(q.as_ref()), "broken: old").unwrap();
+        assert!(q.enqueue(new("new")).unwrap().is_added(), "{id}");
+        let dead = q.dead(10).unwrap();
+        assert_eq!(dead.len(), 1, "{id}: the dead letter was replaced");
+        assert_eq!(
+            (
+                dead[0].job.id.as_str(),
+                dead[0].job.body.as_slice(),
+                dead[0].reason.as_str()
+            ),
+            (id.as_str(), &b"old"[..], "broken: old"),
+        );
+        let counts = q.counts().unwrap();
+        assert_eq!((counts.ready, counts.dead), (1, 1), "{id}");
+        // Its requeue is refused while the new job holds the id.
+        match q.requeue_dead(&id) {
+            Err(Error::InvalidJob { reason }) => {
+                assert!(reason.contains("queued again"), "{reason}")
+            }
+            other => panic!("{id}: requeue while the id is taken: {other:?}"),
+        }
+        assert_eq!(q.dead(10).unwrap().len(), 1, "{id}: a refused requeue");
+        let running = lease(q.as_ref());
+        assert_eq!(running.body, b"new", "{id}");
+        q.ack(running).unwrap();
+        // Once the new job is done, the dead letter can go back.
+        q.requeue_dead(&id).unwrap();
+        assert!(q.dead(10).unwrap().is_empty(), "{id}");
+        let again = lease(q.as_ref());
+        assert_eq!(
+            (again.id.as_str(), again.body.as_slice()),
+            (id.as_str(), &b"old"[..])
+        );
+        q.ack(again).unwrap();
+    }
+}
+
+// The same class, twice: a job of a dead letter's id that dies too is a
+// second dead letter of the id; both are kept, requeued one at a time,
+// the oldest first (on Redis the second was set aside in its turn).
+pub fn two_dead_letters_of_one_id_are_both_kept(backend: &dyn Backend) {
+    let (q, _settings) = new_queue(backend, "dead_id_twice");
+    for (body, reason) in [("first", "broken: first"), ("second", "broken: second")] {
+        q.enqueue(NewJob::new(body).id("twice")).unwrap();
+        q.fail(lease(q.as_ref()), reason).unwrap();
+    }
+    let dead = q.dead(10).unwrap();
+    let reasons: Vec<&str> = dead.iter().map(|d| d.reason.as_str()).collect();
+    assert_eq!(reasons, ["broken: first", "broken: second"]);
+    assert_eq!(q.counts().unwrap().dead, 2);
+    q.requeue_dead("twice").unwrap();
+    assert_eq!(q.dead(10).unwrap().len(), 1);
+    let again = lease(q.as_ref());
+    assert_eq!(again.body, b"first");
+    match q.requeue_dead("twice") {
+        Err(Error::InvalidJob { reason }) => assert!(reason.contains("queued again"), "{reason}"),
+        other => panic!("requeue while the id is taken: {other:?}"),
+    }
+    q.ack(again).unwrap();
+    q.requeue_dead("twice").unwrap();
+    assert!(q.dead(10).unwrap().is_empty());
+    assert_eq!(lease(q.as_ref()).body, b"second");
+}

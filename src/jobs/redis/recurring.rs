@@ -2,8 +2,11 @@
 //! the schedule's hash `ql:r:<name>` and the queue's `-recur` zset, which
 //! qless clients list (`recur.get`, the queue's `recurring` count) and fire
 //! from their own pops (jobs `NAME-COUNT`, every `interval` seconds). dque
-//! fires them from its leases (jobs `NAME@TICK`); either way the score is
-//! moved on in the call that puts the tick's job, so a tick fires once.
+//! fires its own from its leases (jobs `NAME@TICK`); the recurring jobs
+//! qless clients added are spawned by the script (`recur_spawn`: in its
+//! pop and peek, as qless-core's, and at dque's firings; jobs
+//! `NAME-COUNT`). Either way the score is moved on in the call that puts
+//! the tick's job, so a tick fires once.
 //!
 //! A cron schedule's qless `interval` is the gap from its next tick to the
 //! one after (written at each firing): a qless client firing it keeps to
@@ -22,6 +25,11 @@ use super::qless::QlessPut;
 use crate::error::Result;
 use crate::jobs::clock::{from_unix_ms, unix_ms};
 use crate::jobs::recurring::{Cadence, CatchUp, Schedule, ScheduleInfo};
+
+/// The most jobs of qless clients' recurring jobs one firing spawns (the
+/// rest at the next: a qless recurring job with no backlog spawns every
+/// missed tick).
+const SPAWN_AT_MOST: usize = 1000;
 
 /// A tick as the zset's score: Unix seconds to the millisecond.
 fn score(t: SystemTime) -> String {
@@ -128,22 +136,65 @@ impl Core {
     }
 
     pub(crate) async fn list_schedules(&self, t: &impl Transport) -> Result<Vec<ScheduleInfo>> {
-        let reply = self.call(t, "recur_list", &[self.queue.as_bytes()]).await?;
-        let mut listed = array_of(&reply)?
-            .iter()
-            .map(info_of)
-            .collect::<Result<Vec<_>>>()?;
+        let mut listed: Vec<ScheduleInfo> = self
+            .listed(t)
+            .await?
+            .into_iter()
+            .map(|(info, _)| info)
+            .collect();
         listed.sort_by(|a, b| a.schedule.name().cmp(b.schedule.name()));
         Ok(listed)
     }
 
+    /// The queue's recurring jobs, each with whether it is dque's own (a
+    /// schedule with a spec) rather than one a qless client added.
+    async fn listed(&self, t: &impl Transport) -> Result<Vec<(ScheduleInfo, bool)>> {
+        let reply = self.call(t, "recur_list", &[self.queue.as_bytes()]).await?;
+        array_of(&reply)?
+            .iter()
+            .map(|value| {
+                Ok((
+                    info_of(value)?,
+                    !array_of(value)?
+                        .get(2)
+                        .map(text_of)
+                        .unwrap_or_default()
+                        .is_empty(),
+                ))
+            })
+            .collect()
+    }
+
     /// Fires the schedules due at `now`; the number of jobs added.
+    ///
+    /// dque's own schedules are planned here (cron, time zones, catch-up)
+    /// and fired by `recur_fire`; the recurring jobs qless clients added
+    /// are spawned by the script (`recur_spawn`, as its pop does), so
+    /// their jobs are `JID-COUNT` whoever fires them.
     pub(crate) async fn fire_due(&self, t: &impl Transport, now: SystemTime) -> Result<usize> {
-        let schedules = self.list_schedules(t).await?;
+        let schedules = self.listed(t).await?;
         let mut added = 0;
         let mut earliest: Option<SystemTime> = None;
-        for info in &schedules {
+        if schedules
+            .iter()
+            .any(|(info, ours)| !ours && info.next_run <= now)
+        {
+            let most = SPAWN_AT_MOST.to_string();
+            let reply = self
+                .call(t, "recur_spawn", &[self.queue.as_bytes(), most.as_bytes()])
+                .await?;
+            added += usize::try_from(int_of(&reply)?).unwrap_or(0);
+            // Their next ticks moved in the script: looked at again soon.
+            earliest = Some(now + Duration::from_secs(1));
+        }
+        for (info, ours) in &schedules {
             let s = &info.schedule;
+            if !ours {
+                if info.next_run > now {
+                    earliest = Some(earliest.map_or(info.next_run, |e| e.min(info.next_run)));
+                }
+                continue;
+            }
             let mut next = info.next_run;
             if let Some(plan) = s.plan(info.next_run, now)? {
                 let mut fields = vec![

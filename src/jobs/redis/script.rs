@@ -33,6 +33,7 @@ pub(super) const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
 pub(super) const SOURCE: &str = concat!(
     include_str!("lua/base.lua"),
     include_str!("lua/unique.lua"),
+    include_str!("lua/aside.lua"),
     include_str!("lua/jobs.lua"),
     include_str!("lua/qless.lua"),
     include_str!("lua/limits.lua"),

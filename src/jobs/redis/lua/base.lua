@@ -228,9 +228,8 @@ local function uncount_failed(queue, failure, died)
   if when and queue and queue ~= '' then count_stat(queue, when, 'failed', -1) end
 end
 
--- Takes a failed job off its group's list and out of its day's `failed`
--- count.
-local function unlist_failed(jid, job)
+-- Takes a failed job off its group's list.
+local function leave_group(jid, job)
   local group = decode_list(job.failure).group
   if group then
     local list = NS .. 'f:' .. group
@@ -239,6 +238,12 @@ local function unlist_failed(jid, job)
       redis.call('srem', NS .. 'failures', group)
     end
   end
+end
+
+-- Takes a failed job off its group's list and out of its day's `failed`
+-- count.
+local function unlist_failed(jid, job)
+  leave_group(jid, job)
   uncount_failed(job.queue, job.failure, job['dque-died'])
 end
 

@@ -73,8 +73,13 @@ function commands.put(now, real, args)
     elseif held then
       added[#added + 1] = held
     else
-      if old then
+      if old and mode == 'new' and old.state == 'failed' then
+        -- The dead letter stays, beside the new job (aside.lua).
+        set_aside(new.jid, old)
+      elseif old then
         unplace(new.jid, old)
+      end
+      if old then
         for _, tag in ipairs(decode_list(old.tags)) do
           redis.call('zrem', NS .. 't:' .. tag, new.jid)
           if tonumber(redis.call('zincrby', NS .. 'tags', -1, tag)) <= 0 then
@@ -230,7 +235,8 @@ function commands.pop(now, real, args)
     count = math.min(count, most - redis.call('zcard', queue_key(queue, 'locks')))
   end
   if count <= 0 then return {} end
-  local work = queue_key(queue, 'work')
+  -- qless-core's pop spawns the jobs of due recurring jobs (recurring.lua).
+  commands.recur_spawn(now, real, { queue, count })
   local popped = take_work(queue, count, now)
   local replies = {}
   if #popped > 0 then
@@ -255,6 +261,25 @@ function commands.pop(now, real, args)
     replies[#replies + 1] = job_reply(job, 'running', expires)
   end
   return replies
+end
+
+-- peek QUEUE COUNT: the jids the next pop of COUNT would look at first
+-- (jobs whose lease ran out, then the top of the work set), after due
+-- delayed jobs are made ready and due recurring jobs spawned, as
+-- qless-core's peek does; it leases nothing.
+function commands.peek(now, real, args)
+  local queue, count = args[1], tonumber(args[2])
+  if not queue or not count then return ERR.invalid('peek: a queue and a count are needed') end
+  if count <= 0 then return {} end
+  promote(queue, now)
+  local jids = redis.call('zrangebyscore', queue_key(queue, 'locks'), '-inf', real, 'LIMIT', 0, count)
+  commands.recur_spawn(now, real, { queue, count - #jids })
+  if #jids < count then
+    for _, jid in ipairs(redis.call('zrevrange', queue_key(queue, 'work'), 0, count - #jids - 1)) do
+      jids[#jids + 1] = jid
+    end
+  end
+  return jids
 end
 
 -- A command on a held lease, its arguments JID QUEUE WORKER TOKEN and
@@ -459,9 +484,23 @@ end
 -- restored (qless's put of a failed job).
 function commands.requeue(now, real, args)
   local jid, queue = args[1], args[2]
-  local job, err = job_of_queue(jid, queue)
-  if not job then return err end
-  if job.state ~= 'failed' then return ERR.nojob(jid) end
+  local job = load_job(jid)
+  -- The oldest dead letter of the id first: one set aside for a new job
+  -- of its id (aside.lua), which a dead job of the id then replaces there.
+  local n = queue ~= '' and aside_number(queue, jid)
+  if n then
+    if job and ACTIVE[job.state] then
+      return ERR.invalid('a job with id "' .. jid .. '" is queued again already')
+    elseif job and job.state == 'failed' then
+      set_aside(jid, job)
+    elseif job then
+      unplace(jid, job)
+    end
+    take_back(n, queue, jid)
+    job = load_job(jid)
+  elseif not (job and job.state == 'failed' and (queue == '' or job.queue == queue)) then
+    return ERR.nojob(jid)
+  end
   unlist_failed(jid, job)
   redis.call('hset', job_key(jid), 'state', 'waiting', 'remaining', job.retries, 'worker', '',
     'expires', 0, 'time', time_text(now))
@@ -483,6 +522,7 @@ local function failed_of(queue)
       end
     end
   end
+  for _, job in ipairs(aside_jobs(queue)) do found[#found + 1] = job end
   -- dque's exact time of death, unless a qless client failed the job
   -- since (its failure's `when`, whole seconds, then disagrees).
   local function died(job)
@@ -491,9 +531,13 @@ local function failed_of(queue)
     if exact and (not when or math.floor(exact) == when) then return exact end
     return when or 0
   end
+  -- Ties by the order set aside: a dead letter set aside died before
+  -- the job that took its id.
+  local function aside_order(job) return job.aside or math.huge end
   table.sort(found, function(a, b)
     local da, db = died(a), died(b)
     if da ~= db then return da < db end
+    if aside_order(a) ~= aside_order(b) then return aside_order(a) < aside_order(b) end
     return a.jid < b.jid
   end)
   return found
@@ -572,7 +616,7 @@ local function failed_count(queue)
       if job[1] == 'failed' and job[2] == queue then count = count + 1 end
     end
   end
-  return count
+  return count + redis.call('zcard', aside_key(queue))
 end
 
 -- counts QUEUE: ready, scheduled, running, failed and depending jobs.

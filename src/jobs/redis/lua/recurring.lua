@@ -80,6 +80,52 @@ function commands.recur_fire(now, real, args)
   return added
 end
 
+-- recur_spawn QUEUE MOST: puts the jobs of QUEUE's due recurring jobs
+-- that qless clients added (no `dque-spec`), at most MOST, as qless-core's
+-- pop and peek do: job `JID-COUNT` (the count the recurring job keeps,
+-- which dque's firings count too), put at the tick it was due (its
+-- history, its place), its tags, priority, retries, data, klass and
+-- throttles the recurring job's. With a backlog B, a recurring job behind
+-- by more than B intervals skips to B before now (qless's rule: after a
+-- long gap B+1 jobs). The ticks move on in this call, so a tick spawns
+-- once whoever pops. dque's own schedules (a `dque-spec`: cron, time
+-- zones, catch-up policies) are fired by dque's clients (`recur_fire`),
+-- which every dque lease does before its pop. Answers the jobs added.
+function commands.recur_spawn(now, real, args)
+  local queue, most = args[1], tonumber(args[2]) or 0
+  local recur = queue_key(queue, 'recur')
+  local added, spawned = 0, 0
+  if most <= 0 then return 0 end
+  for _, name in ipairs(redis.call('zrangebyscore', recur, '-inf', now, 'LIMIT', 0, most)) do
+    local key = recur_key(name)
+    local spec, klass, data, priority, tags, retries, interval, backlog, throttles =
+      unpack(redis.call('hmget', key, 'dque-spec', 'klass', 'data', 'priority', 'tags', 'retries',
+        'interval', 'backlog', 'throttles'))
+    interval, backlog = tonumber(interval) or 0, tonumber(backlog) or 0
+    -- A recurring job with no interval would spawn for ever: left alone.
+    if not spec and interval > 0 then
+      local tick = math.floor(tonumber(redis.call('zscore', recur, name)))
+      if backlog > 0 and (now - tick) / interval > backlog then
+        tick = tick + math.ceil((now - tick) / interval - backlog) * interval
+      end
+      while tick <= now and spawned < most do
+        spawned = spawned + 1
+        local jid = name .. '-' .. redis.call('hincrby', key, 'count', 1)
+        local answer = commands.put(tick, real, { 'new', queue, jid, klass or '', data or '{}',
+          priority or '0', tags or '[]', '0', retries or '0', '[]', '0', '', '', '0', '0', '0' })
+        if answer[1] == 1 then
+          added = added + 1
+          redis.call('hset', job_key(jid), 'spawned_from_jid', name)
+          if throttles then redis.call('hset', job_key(jid), 'throttles', throttles) end
+        end
+        tick = tick + interval
+        redis.call('zadd', recur, tick, name)
+      end
+    end
+  end
+  return added
+end
+
 -- qless-core's recurring commands, with its arguments and answers, on the
 -- moves above. A recurring job put by them has no `dque-spec`: dque lists
 -- it as a qless client's.
@@ -90,7 +136,7 @@ local function is_json(text)
 end
 
 -- recur QUEUE JID KLASS DATA interval INTERVAL OFFSET [priority P]
--- [tags JSON] [retries R] [backlog B]: adds or replaces recurring job
+-- [tags JSON] [retries R] [backlog B] [throttles JSON]: adds or replaces recurring job
 -- JID, its first job due at now + OFFSET. Answers JID. (`recur.on` too.)
 function commands.recur(now, real, args)
   local queue, jid, klass, data, spec = args[1], args[2], args[3], args[4], args[5]
@@ -108,12 +154,16 @@ function commands.recur(now, real, args)
   local priority, retries, backlog = tonumber(options.priority or 0), tonumber(options.retries or 0),
     tonumber(options.backlog or 0)
   local ok, tags = pcall(cjson.decode, options.tags or '{}')
-  if not priority or not retries or not backlog or not ok or type(tags) ~= 'table' then
-    return ERR.invalid('recur: priority, retries and backlog must be numbers, tags a JSON array')
+  local ok_throttles, throttles = pcall(cjson.decode, options.throttles or '{}')
+  if not priority or not retries or not backlog or not ok or type(tags) ~= 'table'
+    or not ok_throttles or type(throttles) ~= 'table' then
+    return ERR.invalid('recur: priority, retries and backlog must be numbers, tags and throttles JSON arrays')
   end
   commands.recur_set(now, real, { queue, jid, klass, data, priority, interval, retries, backlog, '', '', now + offset })
   redis.call('hdel', recur_key(jid), 'dque-spec', 'dque-ticks')
-  redis.call('hset', recur_key(jid), 'tags', cjson.encode(tags))
+  -- reqless's `throttles`: its spawned jobs take them, and the queue's.
+  throttles[#throttles + 1] = NS .. 'q:' .. queue
+  redis.call('hset', recur_key(jid), 'tags', cjson.encode(tags), 'throttles', cjson.encode(unique(throttles)))
   redis.call('zadd', queue_key(queue, 'recur'), now + offset, jid)
   return jid
 end
