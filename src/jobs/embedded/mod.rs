@@ -31,6 +31,7 @@ pub use envelope::{job_from_record, StoredJob, JOB_CODEC_ID};
 pub(crate) use lanes::lane_name;
 pub use lanes::MAX_LANES;
 pub use limits::stored_limits;
+pub use recurring::stored_schedules;
 pub(crate) use stats_file::read_days;
 
 use self::envelope::{Envelope, JobRecords};
