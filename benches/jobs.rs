@@ -12,7 +12,11 @@
 //!   time to open a queue holding them and make its first call (which
 //!   reads the schedule's due times to fill its bounded due index);
 //! - `dque work` with `true` as the command: time per job, against
-//!   spawning `true` that many times from this process (the floor).
+//!   spawning `true` that many times from this process (the floor);
+//! - `job_info` of one job among `DQUE_BENCH_INFO_JOBS` waiting ones
+//!   (default 1 000 000; 0 skips it): by a caller id near the head, in
+//!   the middle and at the tail, a leased job, a scheduled job, and a
+//!   made-up id in the middle; time per call, the median of 3.
 //!
 //! ```sh
 //! cargo bench --bench jobs
@@ -20,6 +24,8 @@
 //! DQUE_BENCH_QUICK=1 cargo bench --bench jobs
 //! # one case in one mode, for a profiler (`perf record -g`, callgrind)
 //! DQUE_BENCH_QUICK=1 DQUE_BENCH_MODES=turbo DQUE_BENCH_CASES="one priority" cargo bench --bench jobs
+//! # job_info alone, on 1 M waiting jobs
+//! DQUE_BENCH_QUICK=1 DQUE_BENCH_MODES=none DQUE_BENCH_INFO_JOBS=1000000 cargo bench --bench jobs
 //! ```
 //!
 //! Sizes: `DQUE_BENCH_ITEMS` (Turbo and Periodic), `DQUE_BENCH_SAFE_ITEMS`,
@@ -225,6 +231,68 @@ fn work_overhead(n: usize) -> Option<(f64, f64)> {
     Some((work, spawn))
 }
 
+/// Time per `job_info` call on a queue of `n` waiting jobs with caller
+/// ids (`job-0` …), one of them leased, one scheduled, one with a made-up
+/// id in the middle: (what was asked, median time of 3 calls).
+fn job_info_costs(n: usize) -> Vec<(String, Duration)> {
+    let dir = tempdir();
+    let queue: EmbeddedJobs = JobOptions::new()
+        .queue(Options::new().durability(Durability::Turbo))
+        .create(dir.path().join("q"))
+        .unwrap();
+    let body = vec![7u8; PAYLOAD];
+    let mut made_up = String::new();
+    for start in (0..n).step_by(10_000) {
+        let end = (start + 10_000).min(n);
+        let batch = (start..end)
+            .map(|i| NewJob::new(body.clone()).id(format!("job-{i}")))
+            .collect();
+        queue.enqueue_batch(batch).unwrap();
+        if start <= n / 2 && n / 2 < end {
+            made_up = queue
+                .enqueue(NewJob::new(body.clone()))
+                .unwrap()
+                .id()
+                .to_owned();
+        }
+    }
+    queue
+        .enqueue(
+            NewJob::new(body.clone())
+                .id("later")
+                .delay(Duration::from_secs(3600)),
+        )
+        .unwrap();
+    let leased = queue.lease().unwrap().expect("a job");
+    let asked = [
+        ("leased (job-0)".to_owned(), leased.job.id.clone()),
+        ("caller id near the head".to_owned(), "job-10".to_owned()),
+        (
+            "caller id in the middle".to_owned(),
+            format!("job-{}", n / 2),
+        ),
+        ("caller id at the tail".to_owned(), format!("job-{}", n - 1)),
+        ("scheduled".to_owned(), "later".to_owned()),
+        ("made-up id in the middle".to_owned(), made_up),
+    ];
+    asked
+        .into_iter()
+        .map(|(what, id)| {
+            let mut times: Vec<Duration> = (0..3)
+                .map(|_| {
+                    let start = Instant::now();
+                    let info = queue.job_info(&id).unwrap();
+                    let took = start.elapsed();
+                    assert_eq!(info.expect("waiting").job.id, id);
+                    took
+                })
+                .collect();
+            times.sort();
+            (what, times[times.len() / 2])
+        })
+        .collect()
+}
+
 /// Whether `name` is kept by the comma-separated words of `var` (all
 /// names are when it is unset).
 fn chosen(var: &str, name: &str) -> bool {
@@ -255,6 +323,7 @@ fn main() {
     let id_items = pick("DQUE_BENCH_ID_ITEMS", 20_000, 3_000);
     let scheduled = pick("DQUE_BENCH_SCHEDULED", 1_000_000, 0);
     let work_jobs = pick("DQUE_BENCH_WORK_JOBS", 500, 0);
+    let info_jobs = pick("DQUE_BENCH_INFO_JOBS", 1_000_000, 0);
     let runs = pick("DQUE_BENCH_RUNS", 3, 1);
     let clock = if common::cpu_clock() {
         "CPU time"
@@ -307,6 +376,16 @@ fn main() {
             "\n{scheduled} scheduled jobs: anonymous RSS grew {per_job:.1} bytes per job while enqueueing; \
              reopened, {per_job_reopened:.1} bytes per job; open and first call {opened:.2?}"
         );
+    }
+    if info_jobs > 0 {
+        println!(
+            "\n`job_info` of one job among {info_jobs} waiting (Turbo, wall clock, median of 3):\n"
+        );
+        println!("| job asked | time per call |");
+        println!("|---|---|");
+        for (what, took) in job_info_costs(info_jobs) {
+            println!("| {what} | {took:.2?} |");
+        }
     }
     if work_jobs > 0 {
         match work_overhead(work_jobs) {

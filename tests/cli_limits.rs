@@ -1,6 +1,7 @@
 //! `dque pause`, `resume`, `limit`, `limits`, `push --limit` and what
-//! `dque stats` shows of them (issue 27), on a directory, a PostgreSQL
-//! queue and a Redis queue alike, on real throwaway servers.
+//! `dque stats` shows of them and of the queue's schedules (issue 27), on
+//! a directory, a PostgreSQL queue and a Redis queue alike, on real
+//! throwaway servers.
 
 mod pg;
 mod redis_server;
@@ -100,4 +101,104 @@ fn limits_and_pause_on_redis() {
     ok(&["limit", &q, "smtp", "2"]);
     let max = server.cli(3, &["HGET", "ql:th:smtp", "maximum"]);
     assert_eq!(max.trim(), "2");
+}
+
+/// The schedules `dque stats --json` shows, by name: (name, next run).
+fn stats_schedules(q: &str) -> Vec<(String, String)> {
+    let json: serde_json::Value = serde_json::from_str(&ok(&["stats", q, "--json"])).unwrap();
+    let mut found: Vec<(String, String)> = json["schedules"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no schedules array: {json}"))
+        .iter()
+        .map(|s| {
+            let name = s["name"].as_str().unwrap().to_owned();
+            (name, s["next_run"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// `dque stats` shows each schedule of queue `q` (an ADDRESS whose queue
+/// exists) with its next run, in text and JSON, as `dque schedules` lists
+/// them; `prefix` makes the names unique where they are global (Redis).
+fn schedules_in_stats_on(q: &str, prefix: &str) {
+    // Issue 27 left-over: `dque stats` showed a queue's pause and limits
+    // but not its schedules, on any backend.
+    let (tick, nightly) = (format!("{prefix}tick"), format!("{prefix}nightly"));
+    assert_eq!(stats_schedules(q), [], "none yet");
+    assert!(
+        !ok(&["stats", q]).contains("schedules"),
+        "no line when none"
+    );
+    ok(&["schedule", q, &tick, "--every", "1h", "hello"]);
+    ok(&[
+        "schedule",
+        q,
+        &nightly,
+        "--cron",
+        "0 3 * * *",
+        "--tz",
+        "Europe/Paris",
+        "report",
+    ]);
+    let listed: serde_json::Value = serde_json::from_str(&ok(&["schedules", q, "--json"])).unwrap();
+    let mut expected: Vec<(String, String)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let name = s["name"].as_str().unwrap().to_owned();
+            (name, s["next_run"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(expected.len(), 2, "{listed}");
+    assert_eq!(stats_schedules(q), expected);
+    let text = ok(&["stats", q]);
+    for (name, next) in &expected {
+        let cadence = match name == &tick {
+            true => "every 1h".to_owned(),
+            false => "cron \"0 3 * * *\" Europe/Paris".to_owned(),
+        };
+        let line = format!("{name} ({cadence}), next run {next}\n");
+        assert!(text.contains(&line), "{line:?} not in:\n{text}");
+    }
+    assert_eq!(
+        text.matches("schedules    ").count(),
+        1,
+        "one heading: {text}"
+    );
+    ok(&["unschedule", q, &tick]);
+    ok(&["unschedule", q, &nightly]);
+    assert_eq!(stats_schedules(q), []);
+}
+
+#[test]
+fn stats_shows_schedules_on_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = dir.path().join("q");
+    let q = q.to_str().unwrap();
+    ok(&["push", q, "--create", "first"]);
+    schedules_in_stats_on(q, "");
+}
+
+#[test]
+fn stats_shows_schedules_on_postgres() {
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let q = server.address(&format!("cli-stats-sched-{}", std::process::id()));
+    ok(&["push", &q, "first"]);
+    schedules_in_stats_on(&q, "");
+}
+
+#[test]
+fn stats_shows_schedules_on_redis() {
+    let Some(server) = RedisServer::get() else {
+        return;
+    };
+    let q = server.address(3, "cli-stats-sched");
+    ok(&["push", &q, "first"]);
+    schedules_in_stats_on(&q, "cli-stats-");
 }

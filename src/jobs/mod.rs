@@ -94,6 +94,7 @@ pub use async_contract::{AsyncJobQueue, BoxFuture};
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use embedded::stored_limits;
+pub use embedded::stored_schedules;
 #[cfg(feature = "tokio")]
 pub use embedded::AsyncEmbeddedJobs;
 pub use embedded::{job_from_record, EmbeddedJobs, JobOptions, StoredJob, JOB_CODEC_ID, MAX_LANES};

@@ -314,7 +314,7 @@ impl<Q: AsyncJobQueue + ?Sized> EnqueueAsyncJob for Q {
     ) -> BoxFuture<'_, Result<Enqueued>> {
         // Encoded before the future: the job is not borrowed by it.
         match new_async_job(job) {
-            Ok(new) => self.enqueue(options(new)),
+            Ok(new) => self.enqueue(J::options().typed(new, options)),
             Err(e) => Box::pin(std::future::ready(Err(e))),
         }
     }

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::context::Context;
-use crate::jobs::{Backoff, Enqueued, JobQueue, NewJob};
+use crate::jobs::{Backoff, Enqueued, JobQueue, NewJob, UniqueStates};
 use crate::{Codec, CodecError, Error, Json, Result};
 
 /// The header a job's kind travels in, on every backend. It is qless's
@@ -209,6 +209,8 @@ pub struct KindOptions {
     pub(crate) timeout: Option<Duration>,
     pub(crate) priority: i32,
     pub(crate) queue: Option<String>,
+    pub(crate) unique_for: Option<Duration>,
+    pub(crate) unique_states: Option<UniqueStates>,
 }
 
 impl KindOptions {
@@ -267,6 +269,92 @@ impl KindOptions {
         self
     }
 
+    /// Jobs of this kind are unique for `period` after their enqueue (as
+    /// Oban's `unique: [period: ...]`, Sidekiq's `unique_for`): typed
+    /// enqueue ([`EnqueueJob`], and `EnqueueAsyncJob` with feature `tokio`)
+    /// of a job given an id ([`NewJob::id`]) enqueues it with
+    /// [`NewJob::unique_for`]`(period)`, so the same id within the period
+    /// adds nothing, even after the first job ran ([`Enqueued::Duplicate`]).
+    /// A job without an id holds nothing (its made-up id is new each
+    /// time). The call's own [`NewJob::unique_for`] and
+    /// [`NewJob::unique_states`] win; `unique_for(Duration::ZERO)` in the
+    /// call makes that job not unique. Zero here: not unique (the default).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dque::jobs::{EmbeddedJobs, Enqueued, JobQueue};
+    /// use dque::runtime::{Context, EnqueueJob, Job, JobError, KindOptions};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Invoice {
+    ///     order: u32,
+    /// }
+    ///
+    /// impl Job for Invoice {
+    ///     const KIND: &'static str = "invoice";
+    ///     fn run(self, _: &Context) -> Result<(), JobError> {
+    ///         Ok(())
+    ///     }
+    ///     fn options() -> KindOptions {
+    ///         // One invoice per order and hour, whatever became of the first.
+    ///         KindOptions::new().unique_for(Duration::from_secs(3600))
+    ///     }
+    /// }
+    ///
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("jobs"))?;
+    /// let invoice = || Invoice { order: 7 };
+    /// assert!(queue.enqueue_job_with(&invoice(), |job| job.id("invoice-7"))?.is_added());
+    /// queue.ack(queue.lease()?.expect("the invoice"))?; // it ran
+    /// let again = queue.enqueue_job_with(&invoice(), |job| job.id("invoice-7"))?;
+    /// assert!(matches!(again, Enqueued::Duplicate(_)), "{again:?}");
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn unique_for(mut self, period: Duration) -> Self {
+        self.unique_for = (!period.is_zero()).then_some(period);
+        self
+    }
+
+    /// The states in which a job of this kind holds its id during its
+    /// [`unique_for`](Self::unique_for) period, as
+    /// [`NewJob::unique_states`] (default: queued, running and done; it
+    /// applies only with a period).
+    #[must_use]
+    pub fn unique_states(mut self, states: UniqueStates) -> Self {
+        self.unique_states = Some(states);
+        self
+    }
+
+    /// The uniqueness period set, if any.
+    pub fn unique_period(&self) -> Option<Duration> {
+        self.unique_for
+    }
+
+    /// `new` as typed enqueue sends it: this kind's uniqueness under the
+    /// call's `options` (which override it), kept only if the job has an
+    /// id.
+    pub(crate) fn typed(&self, new: NewJob, options: impl FnOnce(NewJob) -> NewJob) -> NewJob {
+        let kind = match self.unique_for {
+            Some(period) => match self.unique_states {
+                Some(states) => new.unique_for(period).unique_states(states),
+                None => new.unique_for(period),
+            },
+            None => new,
+        };
+        let kinds = (kind.unique_for, kind.unique_states);
+        let mut new = options(kind);
+        // No id: the kind's period has nothing to hold (the call's own,
+        // if it differs, is left for the queue to refuse).
+        if new.id.is_none() && (new.unique_for, new.unique_states) == kinds {
+            new.unique_for = None;
+            new.unique_states = None;
+        }
+        new
+    }
+
     /// The attempts set, if any.
     pub fn attempts(&self) -> Option<u32> {
         self.max_attempts
@@ -285,7 +373,9 @@ impl KindOptions {
 
 /// The [`NewJob`] for `job`: its body encoded, its kind in header
 /// [`KIND_HEADER`], its kind's priority. Chain [`NewJob`]'s setters for
-/// the call's own options (priority, delay, time, id, headers).
+/// the call's own options (priority, delay, time, id, headers). The
+/// kind's uniqueness ([`KindOptions::unique_for`]) is not in it: it holds
+/// an id, which typed enqueue ([`EnqueueJob`]) applies it to.
 ///
 /// ```
 /// use std::time::Duration;
@@ -351,7 +441,9 @@ pub trait EnqueueJob {
     }
 
     /// Enqueues `job`, with `options` applied to its [`NewJob`] (priority,
-    /// delay, time, id, headers).
+    /// delay, time, id, headers). Given an id, a job of a unique kind
+    /// ([`KindOptions::unique_for`]) is enqueued unique for the kind's
+    /// period, unless `options` says otherwise.
     ///
     /// # Errors
     ///
@@ -369,7 +461,7 @@ impl<Q: JobQueue + ?Sized> EnqueueJob for Q {
         job: &J,
         options: impl FnOnce(NewJob) -> NewJob,
     ) -> Result<Enqueued> {
-        self.enqueue(options(new_job(job)?))
+        self.enqueue(J::options().typed(new_job(job)?, options))
     }
 }
 
@@ -396,6 +488,6 @@ impl EnqueueJob for crate::jobs::QueueSet {
                     ),
                 })?,
         };
-        queue.enqueue(options(new_job(job)?))
+        queue.enqueue(kind.typed(new_job(job)?, options))
     }
 }

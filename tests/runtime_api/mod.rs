@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dque::jobs::{AddressOptions, JobQueue, NewJob, WaitState};
+use dque::jobs::{AddressOptions, Enqueued, JobQueue, NewJob, UniqueStates, WaitState};
 use dque::runtime::{
     testing, Context, EnqueueJob, Job, JobError, KindOptions, Outcome, StopReason, UnknownKind,
     Worker, KIND_HEADER,
@@ -39,6 +39,7 @@ macro_rules! runtime_suite {
             a_stop_gives_running_jobs_back_uncounted,
             drain_with_a_manual_clock_runs_retries_without_sleeping,
             typed_enqueue_is_seen_by_the_test_helpers,
+            a_kinds_uniqueness_applies_to_typed_enqueue_with_an_id,
         );
         $crate::runtime_timeout_checks!(run = $runner);
     };
@@ -557,6 +558,79 @@ pub fn typed_enqueue_is_seen_by_the_test_helpers(backend: &dyn Backend) {
     assert_eq!(lease.header(KIND_HEADER), Some("echo"));
     assert_eq!(lease.header("owner"), Some("ops"));
     assert_eq!(lease.body, br#"{"n":2}"#);
+}
+
+/// A kind whose jobs are unique for an hour (as Oban's `unique: [period:
+/// 3600]`).
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+pub struct Invoice {
+    pub order: u32,
+}
+
+impl Job for Invoice {
+    const KIND: &'static str = "invoice";
+    fn run(self, _: &Context) -> Result<(), JobError> {
+        Ok(())
+    }
+    fn options() -> KindOptions {
+        KindOptions::new().unique_for(Duration::from_secs(3600))
+    }
+}
+
+/// Leases and acks the one ready job, `id`.
+fn run_one(queue: &dyn JobQueue, id: &str) {
+    let lease = queue.lease().unwrap().expect("a job");
+    assert_eq!(lease.job.id, id);
+    queue.ack(lease).unwrap();
+}
+
+pub fn a_kinds_uniqueness_applies_to_typed_enqueue_with_an_id(backend: &dyn Backend) {
+    // Issue 27 left-over: a kind could not say its jobs are unique for a
+    // period; typed enqueue held an id only while its job was queued, so
+    // the same id was added again once its job had run.
+    let (queue, _) = new_queue(backend, "rt-unique-kind");
+    let q = queue.as_ref();
+    let id = "rt-unique-order-7";
+    let first = q.enqueue_job_with(&Invoice { order: 7 }, |job| job.id(id));
+    assert!(first.unwrap().is_added());
+    run_one(q, id);
+    // Ran, still within the kind's period: nothing is added, and the
+    // answer names the job it matched.
+    match q
+        .enqueue_job_with(&Invoice { order: 7 }, |job| job.id(id))
+        .unwrap()
+    {
+        Enqueued::Duplicate(duplicate) => assert_eq!(duplicate.id, id),
+        other => panic!("a duplicate within the period was answered {other:?}"),
+    }
+    assert_eq!(q.counts().unwrap().ready, 0, "nothing added");
+
+    // The call's own options win: no period, or fewer states held.
+    for (n, call) in [
+        (
+            1,
+            (|job: NewJob| job.unique_for(Duration::ZERO)) as fn(NewJob) -> NewJob,
+        ),
+        (2, |job: NewJob| job.unique_states(UniqueStates::WAITING)),
+    ] {
+        let id = format!("rt-unique-call-{n}");
+        let added = q.enqueue_job_with(&Invoice { order: n }, |job| call(job.id(&id)));
+        assert!(added.unwrap().is_added());
+        run_one(q, &id);
+        let again = q.enqueue_job_with(&Invoice { order: n }, |job| call(job.id(&id)));
+        assert!(
+            again.unwrap().is_added(),
+            "call {n}: its id is free once run"
+        );
+        run_one(q, &id);
+    }
+
+    // Without an id the kind's period holds nothing (a made-up id is new
+    // each time), and the enqueue is not refused for want of one.
+    for order in [8, 8] {
+        assert!(q.enqueue_job(&Invoice { order }).unwrap().is_added());
+    }
+    assert_eq!(q.counts().unwrap().ready, 2);
 }
 
 /// A worker opened from an ADDRESS (`Worker::open`) runs the jobs another

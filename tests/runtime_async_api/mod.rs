@@ -57,6 +57,7 @@ macro_rules! runtime_async_suite {
             unknown_kinds_and_undecodable_bodies_are_never_lost,
             a_snooze_runs_the_job_again_uncounted,
             a_dropped_run_future_leaves_no_handler_running,
+            a_kinds_uniqueness_applies_to_typed_enqueue_with_an_id,
         );
     };
     (@each $runner:path; $($check:ident),* $(,)?) => {
@@ -234,6 +235,52 @@ async fn dead(queue: &dyn AsyncJobQueue) -> Vec<(String, String)> {
 fn new_queue(backend: &dyn AsyncBackend, name: &str) -> (Arc<dyn AsyncJobQueue>, Settings) {
     let settings = Settings::default();
     (backend.make(name, &settings), settings)
+}
+
+/// An async kind whose jobs are unique for an hour.
+#[derive(Serialize, Deserialize)]
+pub struct Invoice {
+    pub order: u32,
+}
+
+impl AsyncJob for Invoice {
+    const KIND: &'static str = "invoice";
+    async fn perform(self, _: &AsyncContext) -> Result<(), JobError> {
+        Ok(())
+    }
+    fn options() -> KindOptions {
+        KindOptions::new().unique_for(Duration::from_secs(3600))
+    }
+}
+
+pub fn a_kinds_uniqueness_applies_to_typed_enqueue_with_an_id(backend: &dyn AsyncBackend) {
+    // Issue 27 left-over: a kind could not say its jobs are unique for a
+    // period; the async typed enqueue added an id again once its job ran.
+    let (queue, _) = new_queue(backend, "rta-unique-kind");
+    runtime().block_on(async {
+        let id = "rta-unique-order-7";
+        let invoice = || Invoice { order: 7 };
+        let first = queue.enqueue_job_with(&invoice(), |job| job.id(id)).await;
+        assert!(first.unwrap().is_added());
+        let lease = queue.lease().await.unwrap().expect("the invoice");
+        queue.ack(lease).await.unwrap();
+        let again = queue.enqueue_job_with(&invoice(), |job| job.id(id)).await;
+        let again = again.unwrap();
+        assert!(
+            matches!(&again, dque::jobs::Enqueued::Duplicate(d) if d.id == id),
+            "{again:?}"
+        );
+        // The call's own options win; without an id nothing is held.
+        let own = queue
+            .enqueue_job_with(&invoice(), |job| {
+                job.id("rta-unique-own").unique_for(Duration::ZERO)
+            })
+            .await;
+        assert!(own.unwrap().is_added());
+        assert!(queue.enqueue_job(&invoice()).await.unwrap().is_added());
+        assert!(queue.enqueue_job(&invoice()).await.unwrap().is_added());
+        assert_eq!(queue.counts().await.unwrap().ready, 3);
+    });
 }
 
 pub fn retries_then_a_dead_letter_with_the_last_reason(backend: &dyn AsyncBackend) {

@@ -125,7 +125,7 @@ fn catch_up_text(c: CatchUp) -> String {
     }
 }
 
-fn cadence_text(s: &Schedule) -> String {
+pub fn cadence_text(s: &Schedule) -> String {
     match s.cadence() {
         Cadence::Every(every) => format!("every {}", duration_text(*every)),
         Cadence::Cron(expression) => format!("cron {expression:?} {}", s.zone()),
@@ -177,7 +177,8 @@ pub fn schedule(args: &ScheduleArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn json_of(info: &ScheduleInfo) -> serde_json::Value {
+/// A schedule as `dque schedules --json` (and `dque stats --json`) prints it.
+pub fn json_of(info: &ScheduleInfo) -> serde_json::Value {
     let s = &info.schedule;
     let (every_ms, cron) = match s.cadence() {
         Cadence::Every(every) => (Some(every.as_millis() as u64), None),

@@ -1,10 +1,11 @@
 //! `dque stats`: what is in a queue, at a glance or as JSON: its jobs by
-//! state and per day (wait and run times, failures, retries), and for a
-//! queue directory its files. Read without the queue's lock.
+//! state and per day (wait and run times, failures, retries), its pause,
+//! limits and schedules, and for a queue directory its files. Read without
+//! the queue's lock.
 
 use std::process::ExitCode;
 
-use dque::jobs::{DayStats, Histogram, QueueStats, Timing, JOB_CODEC_ID};
+use dque::jobs::{DayStats, Histogram, QueueStats, ScheduleInfo, Timing, JOB_CODEC_ID};
 use dque::{QueueFiles, Stats};
 
 use crate::address::{Address, AddressExt, Make};
@@ -28,12 +29,14 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode, Failure> {
         let queue = args.address.open(Make::No)?;
         let jobs = queue.stats().map_err(fail)?;
         let shown = crate::limits::Shown::of_queue(queue.as_ref()).map_err(fail)?;
+        let schedules = Schedules(queue.schedules().map_err(fail)?);
         if args.json {
             let mut value = jobs_json(&jobs);
             shown.add_to(&mut value);
+            schedules.add_to(&mut value);
             outln!("{value}")?;
         } else {
-            out!("{}{}", jobs_text(&jobs), shown.text())?;
+            out!("{}{}{}", jobs_text(&jobs), shown.text(), schedules.text())?;
         }
         return Ok(ExitCode::SUCCESS);
     };
@@ -68,19 +71,59 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode, Failure> {
             crate::limits::Shown::of_dir(dir)
                 .map_err(fail)?
                 .add_to(&mut value);
+            Schedules::of_dir(dir).map_err(fail)?.add_to(&mut value);
         }
         outln!("{value}")?;
     } else if is_jobs {
         let shown = crate::limits::Shown::of_dir(dir).map_err(fail)?;
+        let schedules = Schedules::of_dir(dir).map_err(fail)?;
         out!(
-            "{}{}",
+            "{}{}{}",
             jobs_dir_text(dir, &stats, &jobs, &on_disk),
-            shown.text()
+            shown.text(),
+            schedules.text()
         )?;
     } else {
         out!("{}", text(dir, &stats, &on_disk))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A queue's schedules, as `stats` shows them: name, cadence, next run.
+struct Schedules(Vec<ScheduleInfo>);
+
+impl Schedules {
+    /// Read from the directory's schedules file, without opening the queue.
+    fn of_dir(dir: &std::path::Path) -> dque::Result<Schedules> {
+        dque::jobs::stored_schedules(dir).map(Schedules)
+    }
+
+    /// One line per schedule (none when there are none), the first headed
+    /// `schedules`.
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for (at, info) in self.0.iter().enumerate() {
+            out.push_str(&format!(
+                "{:<13}{} ({}), next run {}\n",
+                if at == 0 { "schedules" } else { "" },
+                info.schedule.name(),
+                crate::recurring::cadence_text(&info.schedule),
+                crate::when::rfc3339(info.next_run)
+            ));
+        }
+        out
+    }
+
+    /// Adds `schedules` (as `dque schedules --json` lists them) to a JSON
+    /// object.
+    fn add_to(&self, value: &mut serde_json::Value) {
+        value["schedules"] = self
+            .0
+            .iter()
+            .map(crate::recurring::json_of)
+            .collect::<Vec<_>>()
+            .into();
+    }
 }
 
 /// What `stats` of a queue directory shows beside the queue's own counts.

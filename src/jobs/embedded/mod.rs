@@ -5,6 +5,7 @@ mod async_jobs;
 mod envelope;
 mod history;
 mod ids;
+mod info;
 mod lanes;
 mod limits;
 mod moves;
@@ -30,6 +31,7 @@ pub use envelope::{job_from_record, StoredJob, JOB_CODEC_ID};
 pub(crate) use lanes::lane_name;
 pub use lanes::MAX_LANES;
 pub use limits::stored_limits;
+pub use recurring::stored_schedules;
 pub(crate) use stats_file::read_days;
 
 use self::envelope::{Envelope, JobRecords};
@@ -1516,38 +1518,8 @@ impl JobQueue for EmbeddedJobs {
     // --- history (issue 27) ---
 
     fn job_info(&self, id: &str) -> Result<Option<super::JobInfo>> {
-        self.check_open()?;
-        // Waiting: where the id's index (or a scan, for a made-up id)
-        // finds it, then its state from the listing.
-        let live = match self.locate(id) {
-            Ok(_) => true,
-            Err(Error::NoSuchJob { .. }) => false,
-            Err(e) => return Err(e),
-        };
-        let waiting = match live {
-            true => self.waiting(super::history::ALL)?,
-            false => Vec::new(),
-        };
-        let found = super::history::find_listed(id, &self.name, waiting, || {
-            self.dead(super::history::ALL)
-        })?;
-        // A live job is the newest of its id; a dead letter may be older
-        // than a kept completed job of the same id (enqueued after it).
-        if found
-            .as_ref()
-            .is_some_and(|f| f.state != super::JobState::Dead)
-        {
-            return Ok(found);
-        }
-        let Some(history) = &self.history else {
-            return Ok(found);
-        };
-        let done = history.find(id, unix_ms(self.now()))?;
-        Ok(match (found, done) {
-            (Some(dead), Some(done)) if done.job.enqueued_at <= dead.job.enqueued_at => Some(dead),
-            (dead, None) => dead,
-            (_, Some(done)) => Some(history::info_of(done, &self.name)),
-        })
+        // The waiting job's one record, not the listing (`info`).
+        self.info_of(id)
     }
 }
 

@@ -72,6 +72,31 @@ fn write(dir: &Path, schedules: &[ScheduleInfo]) -> Result<()> {
     QueueDir::new(dir.to_path_buf()).write_durably(&list_path(dir), text.as_bytes())
 }
 
+/// The schedules of the jobs queue directory `dir`, with their next runs,
+/// read from its schedules file without opening the queue (as `dque
+/// stats` reads a queue another process holds): none if it has none. A
+/// read; the file is replaced whole by a rename, so it is never seen
+/// half written.
+///
+/// ```
+/// use std::time::Duration;
+/// use dque::jobs::{stored_schedules, EmbeddedJobs, JobQueue, Schedule};
+/// # fn main() -> Result<(), dque::Error> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+/// queue.schedule(Schedule::every("tick", Duration::from_secs(60)))?;
+/// let listed = stored_schedules(&dir.path().join("q"))?;
+/// assert_eq!(listed[0].schedule.name(), "tick");
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// `Io` if the file cannot be read; `Corrupted` if it does not parse.
+pub fn stored_schedules(dir: &Path) -> Result<Vec<ScheduleInfo>> {
+    read(&dir_of(dir))
+}
+
 /// Runs `change` on the schedules under the lock, and writes them if it
 /// says so.
 fn locked<R>(
