@@ -82,6 +82,7 @@ mod queue_name;
 mod recurring;
 #[cfg(feature = "redis")]
 mod redis;
+mod search;
 mod several;
 mod stats;
 mod unique;
@@ -116,6 +117,7 @@ pub use redis::{
     QlessJob, QlessPut, QueueCounts, RedisJobs, RedisOptions, WorkerJobs, DEFAULT_KLASS,
     KLASS_HEADER,
 };
+pub use search::{Found, FoundJob, JobFilter, JobPlace, SearchState};
 pub use several::{Order, QueueSet, SET_POLL};
 pub use stats::{
     failure_group, Counts, DayStats, Histogram, QueueStats, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS,
@@ -504,6 +506,42 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
         history::find_listed(id, self.name(), self.waiting(history::ALL)?, || {
             self.dead(history::ALL)
         })
+    }
+
+    // --- search (issue 28) ---
+
+    /// Up to `max` jobs that `filter` keeps, waiting ones first in lease
+    /// order, then dead letters oldest first, with how many jobs were read
+    /// and whether every job of the states looked in was. A read.
+    ///
+    /// Where no index answers the filter (the default, which the embedded
+    /// queue and Redis keep), it reads [`waiting`](Self::waiting) and then
+    /// [`dead`](Self::dead) from the front, at most `scan` jobs in all:
+    /// its cost is those jobs read, bodies and all, and matches beyond them
+    /// are not found ([`Found::complete`] says so). A backend that filters
+    /// natively (PostgreSQL) reads in the server and finds them all.
+    ///
+    /// ```
+    /// use dque::jobs::{EmbeddedJobs, JobFilter, JobQueue, NewJob, SearchState};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+    /// queue.enqueue(NewJob::new("a").id("mail-1").header("klass", "send_email"))?;
+    /// queue.enqueue(NewJob::new("b").id("pdf-1").header("klass", "render"))?;
+    /// queue.fail(queue.lease()?.expect("a job"), "exit 3: smtp timeout")?;
+    /// let dead_mail = JobFilter::new().state(SearchState::Dead).reason("timeout");
+    /// let found = queue.search(&dead_mail, 50, 10_000)?;
+    /// assert_eq!(found.jobs.len(), 1);
+    /// assert_eq!(found.jobs[0].job.id, "mail-1");
+    /// assert!(found.complete);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    fn search(&self, filter: &JobFilter, max: usize, scan: usize) -> Result<Found> {
+        search::by_reading(filter, max, scan, |n| self.waiting(n), |n| self.dead(n))
     }
 }
 
