@@ -1,5 +1,6 @@
 //! The dashboard's answer times on a big embedded queue: every page and
-//! `/metrics`, in process (tower's `oneshot`, no socket), each the median
+//! `/metrics`, searches (filters no index answers read their bound of
+//! 10 000 jobs) and the count page of an action on every match, in process (tower's `oneshot`, no socket), each the median
 //! of `DQUE_BENCH_RUNS` runs (default 5).
 //!
 //! ```sh
@@ -95,12 +96,18 @@ fn main() {
         "/queues/0?state=dead",
         "/queues/0?state=waiting&kind=send_email",
         "/queues/0?state=waiting&kind=none_such",
+        "/queues/0?state=waiting&header=tenant%3Dnone",
+        "/queues/0?state=ready&prefix=zz",
+        "/queues/0?state=dead&reason=reason%203",
+        "/queues/0/bulk?state=waiting&kind=send_email&do=cancel",
+        "/queues/0/bulk?state=waiting&kind=none_such&do=cancel",
+        "/queues/0/bulk?state=dead&reason=reason%203&do=retry",
         "/queues/0/dead",
         "/queues/0/dead?reason=reason%203",
         "/live",
         "/metrics",
     ];
-    println!("{:<36} {:>10} {:>10}", "route", "median", "bytes");
+    println!("{:<56} {:>10} {:>10}", "route", "median", "bytes");
     for route in routes {
         let mut times = Vec::new();
         let mut bytes = 0;
@@ -120,6 +127,6 @@ fn main() {
             bytes = body.len();
         }
         times.sort();
-        println!("{route:<36} {:>10.2?} {bytes:>10}", times[times.len() / 2]);
+        println!("{route:<56} {:>10.2?} {bytes:>10}", times[times.len() / 2]);
     }
 }

@@ -112,3 +112,22 @@ async fn a_search_no_index_answers_says_how_far_it_read() {
     assert!(ask.body.contains("data-count=\"0\""));
     assert!(ask.body.contains("(the bound)"), "{}", ask.body);
 }
+
+#[tokio::test]
+async fn hostile_filters_are_shown_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = queue(&dir);
+    fill_kinds(q.as_ref());
+    let app = router(vec![q], DashboardOptions::new());
+    let hostile = "%3Cscript%3Ealert(1)%3C%2Fscript%3E%22%3E%3Cimg%20src%3Dx%3E";
+    for path in [
+        format!("/queues/0?state=dead&kind={hostile}&header=a%3D{hostile}&prefix={hostile}&reason={hostile}"),
+        format!("/queues/0/bulk?state=dead&kind={hostile}&reason={hostile}&do=retry"),
+    ] {
+        let page = get(&app, &path).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}");
+        assert!(!page.body.contains("<script>alert"), "{path}: {}", page.body);
+        assert!(!page.body.contains("<img src=x>"), "{path}");
+        assert!(page.body.contains("&lt;script&gt;alert(1)"), "{path}");
+    }
+}
