@@ -291,6 +291,26 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// `NoSuchJob` if no dead letter has this id; storage errors.
     fn requeue_dead(&self, id: &str) -> Result<()>;
 
+    /// Puts dead letters `ids` back, as [`requeue_dead`](Self::requeue_dead)
+    /// of each in order would: the outcome of each (an id asked twice
+    /// finds no letter the second time). A backend may find them all in one
+    /// pass (embedded: one read of the dead letters, not one per id).
+    ///
+    /// ```
+    /// use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+    /// queue.enqueue(NewJob::new("a").id("a"))?;
+    /// queue.fail(queue.lease()?.expect("a job"), "boom")?;
+    /// let outcomes = queue.requeue_dead_many(&["a".into(), "b".into()]);
+    /// assert!(outcomes[0].is_ok() && outcomes[1].is_err());
+    /// # Ok(()) }
+    /// ```
+    fn requeue_dead_many(&self, ids: &[String]) -> Vec<Result<()>> {
+        ids.iter().map(|id| self.requeue_dead(id)).collect()
+    }
+
     /// Jobs by state, now. A read.
     ///
     /// # Errors

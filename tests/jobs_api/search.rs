@@ -1,6 +1,8 @@
 //! `JobQueue::search` (issue 28): on every backend, whether it filters
 //! natively or by reading, it finds exactly the jobs `JobFilter::matches`
-//! keeps, in list order (waiting in lease order, then dead letters).
+//! keeps, in list order (waiting in lease order, then dead letters); and
+//! `requeue_dead_many`, the batch a bulk retry uses, answers as
+//! `requeue_dead` of each would.
 
 use std::time::Duration;
 
@@ -17,6 +19,7 @@ macro_rules! jobs_api_search_checks {
             use super::*;
             $crate::jobs_api_suite!(@each_in $runner; search;
                 search_finds_what_the_filter_means_in_list_order,
+                requeue_dead_many_is_requeue_dead_of_each_in_order,
             );
         }
     };
@@ -127,4 +130,54 @@ pub fn search_finds_what_the_filter_means_in_list_order(backend: &dyn Backend) {
     assert_eq!(found.jobs.len(), 1);
     assert_eq!(found.jobs[0].job.body, b"body of ready-1");
     assert_eq!(found.jobs[0].job.header("tenant"), Some("b"));
+}
+
+pub fn requeue_dead_many_is_requeue_dead_of_each_in_order(backend: &dyn Backend) {
+    let (q, _) = new_queue(backend, "requeue_many");
+    let q = q.as_ref();
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        // Two caller ids, two made up.
+        let job = NewJob::new(format!("job {i}")).priority(-1);
+        let job = if i % 2 == 0 {
+            job.id(format!("dead-{i}"))
+        } else {
+            job
+        };
+        ids.push(put(q, job));
+        let l = lease(q);
+        q.fail(l, "boom").unwrap();
+    }
+    put(q, NewJob::new("alive").id("alive"));
+    let asked: Vec<String> = vec![
+        ids[3].clone(),
+        "none such".into(),
+        ids[0].clone(),
+        ids[3].clone(),
+        "alive".into(),
+        ids[1].clone(),
+    ];
+    let outcomes = q.requeue_dead_many(&asked);
+    let ok: Vec<bool> = outcomes.iter().map(|o| o.is_ok()).collect();
+    assert_eq!(ok, [true, false, true, false, false, true], "{outcomes:?}");
+    for (i, outcome) in outcomes.iter().enumerate() {
+        if let Err(e) = outcome {
+            assert!(
+                matches!(e, dque::Error::NoSuchJob { .. }),
+                "{}: {e:?}",
+                asked[i]
+            );
+        }
+    }
+    let dead: Vec<String> = q.dead(100).unwrap().into_iter().map(|d| d.job.id).collect();
+    assert_eq!(
+        dead,
+        [ids[2].clone()],
+        "only the one not asked for stays dead"
+    );
+    let waiting = q.waiting(100).unwrap();
+    assert_eq!(waiting.len(), 4);
+    for w in &waiting {
+        assert_eq!(w.job.attempt, 0, "{}: attempts start over", w.job.id);
+    }
 }

@@ -84,7 +84,7 @@ impl Bulk {
 
     fn apply(self, queue: &dyn JobQueue, id: &str) -> crate::Result<()> {
         match self {
-            Bulk::Retry => queue.requeue_dead(id),
+            Bulk::Retry => queue.requeue_dead(id), // (a batch: `requeue_dead_many`)
             Bulk::Cancel => queue.cancel(id),
             Bulk::Priority(p) => queue.set_priority(id, p),
         }
@@ -261,6 +261,11 @@ pub async fn apply(
         // Never more than the user saw: ask again instead.
         if found.ids.len() > expect {
             return Ok(Applied::Grown(found));
+        }
+        if bulk == Bulk::Retry {
+            // One pass over the dead letters, not one per job.
+            let outcomes = queue.requeue_dead_many(&found.ids);
+            return Ok(Applied::Done(found.ids.into_iter().zip(outcomes).collect()));
         }
         Ok(Applied::Done(
             found
