@@ -166,6 +166,23 @@ pub async fn search_and_bulk(q: Arc<dyn JobQueue>) {
             .await
         }
     };
+    // Read-only: neither the count page nor the action is served.
+    let read_only = router(vec![q.clone()], DashboardOptions::new().read_only(true));
+    let path = "/queues/0/bulk?state=dead&kind=send_email&reason=timeout&do=retry";
+    assert_eq!(get(&read_only, path).await.status, StatusCode::NOT_FOUND);
+    let refused = post(
+        &read_only,
+        "/queues/0/bulk",
+        &[
+            ("csrf", &csrf),
+            ("state", "dead"),
+            ("do", "retry"),
+            ("expect", "3"),
+        ],
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::NOT_FOUND);
+    assert_eq!(off(&q, states).await, before);
     // Without the CSRF token, or with more matching than confirmed: nothing.
     assert_eq!(retry("forged", "3").await.status, StatusCode::FORBIDDEN);
     let grown = retry(&csrf, "2").await;
