@@ -108,6 +108,10 @@ async fn a_search_no_index_answers_says_how_far_it_read() {
     let early = get(&app, "/queues/0?state=ready&kind=early").await;
     assert!(early.body.contains("id=\"scanned\""), "{}", early.body);
     assert_eq!(row_ids(&early.body).len(), 50);
+    // A cancel takes at most 1 000 jobs (each a lookup), and says so.
+    let many = get(&app, "/queues/0/bulk?state=ready&kind=early&do=cancel").await;
+    assert!(many.body.contains("data-count=\"1000\""), "{}", many.body);
+    assert!(many.body.contains("run it again for the rest"));
     let ask = get(&app, "/queues/0/bulk?state=ready&kind=late&do=cancel").await;
     assert!(ask.body.contains("data-count=\"0\""));
     assert!(ask.body.contains("(the bound)"), "{}", ask.body);

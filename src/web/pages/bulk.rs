@@ -8,9 +8,9 @@
 //!
 //! The actions: `retry` (a dead letter requeued, its attempts starting
 //! over), `cancel` and `priority` (ready or scheduled jobs; a leased one
-//! is its worker's). One action takes at most [`BULK_BOUND`] jobs, found
-//! among the first [`SCAN_BOUND`] jobs read where no index answers the
-//! filter.
+//! is its worker's). A retry takes at most [`BULK_BOUND`] jobs, a cancel
+//! or a priority change [`BULK_LOOKUPS`], found among the first
+//! [`SCAN_BOUND`] jobs read where no index answers the filter.
 
 use std::sync::Arc;
 
@@ -28,8 +28,12 @@ use crate::web::format::count;
 use crate::web::security::check_post;
 use crate::web::{layout, App, SCAN_BOUND};
 
-/// Jobs one bulk action changes at most.
+/// Dead letters one retry of every match requeues at most (one pass).
 pub const BULK_BOUND: usize = 10_000;
+/// Jobs one cancel or priority change of every match changes at most:
+/// each is a lookup by id, which on the embedded queue reads the waiting
+/// jobs up to it when dque made the id up.
+pub const BULK_LOOKUPS: usize = crate::web::MAX_SELECTION;
 
 /// Ids shown on the confirmation page.
 const SHOWN_IDS: usize = 20;
@@ -63,6 +67,14 @@ impl Bulk {
                 *state != WaitState::Leased
             }
             _ => false,
+        }
+    }
+
+    /// Jobs one action takes at most.
+    fn bound(self) -> usize {
+        match self {
+            Bulk::Retry => BULK_BOUND,
+            Bulk::Cancel | Bulk::Priority(_) => BULK_LOOKUPS,
         }
     }
 
@@ -112,7 +124,7 @@ fn matches(queue: &dyn JobQueue, filter: &Filter, bulk: Bulk) -> crate::Result<M
         .into_iter()
         .filter(|f| bulk.takes(&f.place))
         .map(|f| f.job.id)
-        .take(BULK_BOUND)
+        .take(bulk.bound())
         .collect();
     Ok(Matches {
         ids,
@@ -176,7 +188,7 @@ fn confirm_page(
             "Searched " (count(found.scanned)) " jobs"
             @if found.complete { ", every one of these states." }
             @else { " (the bound): jobs beyond them are not included; run it again for the rest." }
-            @if total == BULK_BOUND { " One action takes at most " (count(BULK_BOUND as u64)) " jobs." }
+            @if total == bulk.bound() { " One action takes at most " (count(total as u64)) " jobs: run it again for the rest." }
         }
         @if total > 0 {
             p { "For example: "
