@@ -1,5 +1,6 @@
 //! The dashboard's answer times on a big embedded queue: every page and
-//! `/metrics`, in process (tower's `oneshot`, no socket), each the median
+//! `/metrics`, searches (filters no index answers read their bound of
+//! 10 000 jobs) and the count page of an action on every match, in process (tower's `oneshot`, no socket), each the median
 //! of `DQUE_BENCH_RUNS` runs (default 5).
 //!
 //! ```sh
@@ -79,7 +80,8 @@ fn main() {
         "queue: {jobs} ready, 1000 scheduled, 1000 dead, 1000 run; filled in {:.1?}",
         started.elapsed()
     );
-    let shown: Vec<(String, Arc<dyn JobQueue>)> = vec![("big".into(), Arc::new(queue))];
+    let shown_queue: Arc<dyn JobQueue> = Arc::new(queue);
+    let shown: Vec<(String, Arc<dyn JobQueue>)> = vec![("big".into(), shown_queue.clone())];
     let router = Dashboard::new(shown, DashboardOptions::new()).router();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -95,12 +97,18 @@ fn main() {
         "/queues/0?state=dead",
         "/queues/0?state=waiting&kind=send_email",
         "/queues/0?state=waiting&kind=none_such",
+        "/queues/0?state=waiting&header=tenant%3Dnone",
+        "/queues/0?state=ready&prefix=zz",
+        "/queues/0?state=dead&reason=reason%203",
+        "/queues/0/bulk?state=waiting&kind=send_email&do=cancel",
+        "/queues/0/bulk?state=waiting&kind=none_such&do=cancel",
+        "/queues/0/bulk?state=dead&reason=reason%203&do=retry",
         "/queues/0/dead",
         "/queues/0/dead?reason=reason%203",
         "/live",
         "/metrics",
     ];
-    println!("{:<36} {:>10} {:>10}", "route", "median", "bytes");
+    println!("{:<56} {:>10} {:>10}", "route", "median", "bytes");
     for route in routes {
         let mut times = Vec::new();
         let mut bytes = 0;
@@ -120,6 +128,59 @@ fn main() {
             bytes = body.len();
         }
         times.sort();
-        println!("{route:<36} {:>10.2?} {bytes:>10}", times[times.len() / 2]);
+        println!("{route:<56} {:>10.2?} {bytes:>10}", times[times.len() / 2]);
     }
+    // A bulk retry's cost: the 1 000 dead letters requeued one by one
+    // (each call reads the dead letters to find its own), then, failed
+    // again, in one pass (`requeue_dead_many`, what the dashboard uses).
+    let queue = &shown_queue;
+    let dead_ids = || -> Vec<String> {
+        queue
+            .dead(10_000)
+            .unwrap()
+            .into_iter()
+            .map(|d| d.job.id)
+            .collect()
+    };
+    let fail_again = |n: usize| {
+        for _ in 0..n {
+            let lease = queue.lease().unwrap().unwrap();
+            queue.fail(lease, "reason 0: again").unwrap();
+        }
+    };
+    let ids = dead_ids();
+    let t = Instant::now();
+    for id in &ids {
+        queue.requeue_dead(id).unwrap();
+    }
+    println!(
+        "requeue {} dead letters one by one: {:.2?}",
+        ids.len(),
+        t.elapsed()
+    );
+    fail_again(ids.len());
+    let ids = dead_ids();
+    let t = Instant::now();
+    let outcomes = queue.requeue_dead_many(&ids);
+    assert!(outcomes.iter().all(Result::is_ok));
+    println!(
+        "requeue {} dead letters in one pass: {:.2?}",
+        ids.len(),
+        t.elapsed()
+    );
+    // A bulk cancel's cost: 1 000 jobs with ids dque made up, the most one
+    // cancel of every match takes, each found by reading up to it.
+    let filter = dque::jobs::JobFilter::new()
+        .state(dque::jobs::SearchState::Ready)
+        .header("klass", "send_email");
+    let found = queue.search(&filter, 1_000, 10_000).unwrap();
+    let t = Instant::now();
+    for job in &found.jobs {
+        queue.cancel(&job.job.id).unwrap();
+    }
+    println!(
+        "cancel {} jobs with made-up ids: {:.2?}",
+        found.jobs.len(),
+        t.elapsed()
+    );
 }

@@ -146,6 +146,70 @@ fn filter_to_dead_jobs_bulk_requeue_them_and_see_the_counts_change() {
     q.close().unwrap();
 }
 
+/// The scenario with an action on every match rather than a
+/// ticked page: more failed jobs of the kind than one page shows.
+#[test]
+fn filter_to_failed_jobs_of_a_kind_retry_every_match_and_see_the_counts_change() {
+    let Some((driver, browser)) = webdriver::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mail");
+    let q = open(&path);
+    let failing = |kind: &str, n: usize, reason: &str| {
+        for i in 0..n {
+            q.enqueue(NewJob::new(format!("{kind} {i}")).header("klass", kind))
+                .unwrap();
+            let lease = q.lease().unwrap().unwrap();
+            q.fail(lease, reason).unwrap();
+        }
+    };
+    failing("send_email", 60, "exit 3: smtp timeout");
+    failing("resize", 2, "exit 3: smtp timeout");
+    for i in 0..4 {
+        q.enqueue(NewJob::new(format!("ready {i}")).header("klass", "send_email"))
+            .unwrap();
+    }
+    let (_served, url) = serve(&path);
+    let browser = Session::new(&driver, &browser, true);
+    browser.open(&format!("{url}/"));
+    assert_eq!(browser.text("[data-live='0.dead']"), "62");
+    browser.click("a[href='/queues/0']");
+    browser.click("a[href='/queues/0?state=dead']");
+    browser.type_into("input[name=kind]", "send_email");
+    browser.click("form.filter button");
+    assert_eq!(
+        browser.wait_count("input[name=id]", 50, Duration::from_secs(10)),
+        50,
+        "one page of the 60"
+    );
+    assert_eq!(browser.text("#scanned"), "Searched 62 of 62 dead jobs.");
+    browser.screenshot(&shots().join("queue-filtered.png"));
+    browser.click("button[name=do][value=retry]");
+    assert!(browser.wait_text(
+        "#count",
+        "Retry 60 jobs: dead jobs, kind send_email.",
+        Duration::from_secs(10)
+    ));
+    browser.screenshot(&shots().join("bulk-confirm.png"));
+    browser.click("#confirm");
+    assert!(browser.wait_text(
+        "#outcome",
+        "Retried 60 of 60 matching jobs (60 when confirmed): dead jobs, kind send_email.",
+        Duration::from_secs(10)
+    ));
+    browser.click("#back");
+    assert_eq!(browser.count("input[name=id]"), 0, "none left of the kind");
+    browser.open(&format!("{url}/"));
+    assert_eq!(
+        browser.text("[data-live='0.dead']"),
+        "2",
+        "the other kind's stay"
+    );
+    assert_eq!(browser.text("[data-live='0.ready']"), "64");
+    q.close().unwrap();
+}
+
 #[test]
 fn pages_work_with_javascript_off() {
     let Some((driver, browser)) = webdriver::start() else {

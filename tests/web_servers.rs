@@ -188,6 +188,21 @@ impl CsrfOf for web::Answer {
     }
 }
 
+/// Runs `scenario` on a runtime of its own, as [`check`] does.
+fn run_on<F: std::future::Future<Output = ()>>(
+    q: Arc<dyn JobQueue>,
+    scenario: impl FnOnce(Arc<dyn JobQueue>) -> F,
+) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(scenario(q.clone()));
+    drop(runtime);
+    drop(q);
+}
+
 /// Runs the check on a runtime of its own: the blocking clients are made
 /// and dropped outside it (PostgreSQL's runs a runtime inside each call).
 fn check(q: Arc<dyn JobQueue>) {
@@ -224,4 +239,27 @@ fn the_dashboard_serves_a_redis_queue() {
             .connect(&server.url(0), "web")
             .expect("connect"),
     ));
+}
+
+#[test]
+fn search_and_bulk_actions_on_a_postgres_queue() {
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let name = format!("websearch{}", std::process::id());
+    let q = PgOptions::new()
+        .connect(&server.url(), &name)
+        .expect("connect");
+    run_on(Arc::new(q), web::search::search_and_bulk);
+}
+
+#[test]
+fn search_and_bulk_actions_on_a_redis_queue() {
+    let Some(server) = RedisServer::get() else {
+        return;
+    };
+    let q = RedisOptions::new()
+        .connect(&server.url(0), "websearch")
+        .expect("connect");
+    run_on(Arc::new(q), web::search::search_and_bulk);
 }

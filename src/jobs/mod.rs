@@ -82,6 +82,7 @@ mod queue_name;
 mod recurring;
 #[cfg(feature = "redis")]
 mod redis;
+mod search;
 mod several;
 mod stats;
 mod unique;
@@ -117,6 +118,7 @@ pub use redis::{
     QlessJob, QlessPut, QueueCounts, RedisJobs, RedisOptions, WorkerJobs, DEFAULT_KLASS,
     KLASS_HEADER,
 };
+pub use search::{Found, FoundJob, JobFilter, JobPlace, SearchState};
 pub use several::{Order, QueueSet, SET_POLL};
 pub use stats::{
     failure_group, Counts, DayStats, Histogram, QueueStats, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS,
@@ -289,6 +291,26 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     ///
     /// `NoSuchJob` if no dead letter has this id; storage errors.
     fn requeue_dead(&self, id: &str) -> Result<()>;
+
+    /// Puts dead letters `ids` back, as [`requeue_dead`](Self::requeue_dead)
+    /// of each in order would: the outcome of each (an id asked twice
+    /// finds no letter the second time). A backend may find them all in one
+    /// pass (embedded: one read of the dead letters, not one per id).
+    ///
+    /// ```
+    /// use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+    /// queue.enqueue(NewJob::new("a").id("a"))?;
+    /// queue.fail(queue.lease()?.expect("a job"), "boom")?;
+    /// let outcomes = queue.requeue_dead_many(&["a".into(), "b".into()]);
+    /// assert!(outcomes[0].is_ok() && outcomes[1].is_err());
+    /// # Ok(()) }
+    /// ```
+    fn requeue_dead_many(&self, ids: &[String]) -> Vec<Result<()>> {
+        ids.iter().map(|id| self.requeue_dead(id)).collect()
+    }
 
     /// Jobs by state, now. A read.
     ///
@@ -505,6 +527,42 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
         history::find_listed(id, self.name(), self.waiting(history::ALL)?, || {
             self.dead(history::ALL)
         })
+    }
+
+    // --- search (issue 28) ---
+
+    /// Up to `max` jobs that `filter` keeps, waiting ones first in lease
+    /// order, then dead letters oldest first, with how many jobs were read
+    /// and whether every job of the states looked in was. A read.
+    ///
+    /// Where no index answers the filter (the default, which the embedded
+    /// queue and Redis keep), it reads [`waiting`](Self::waiting) and then
+    /// [`dead`](Self::dead) from the front, at most `scan` jobs in all:
+    /// its cost is those jobs read, bodies and all, and matches beyond them
+    /// are not found ([`Found::complete`] says so). A backend that filters
+    /// natively (PostgreSQL) reads in the server and finds them all.
+    ///
+    /// ```
+    /// use dque::jobs::{EmbeddedJobs, JobFilter, JobQueue, NewJob, SearchState};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+    /// queue.enqueue(NewJob::new("a").id("mail-1").header("klass", "send_email"))?;
+    /// queue.enqueue(NewJob::new("b").id("pdf-1").header("klass", "render"))?;
+    /// queue.fail(queue.lease()?.expect("a job"), "exit 3: smtp timeout")?;
+    /// let dead_mail = JobFilter::new().state(SearchState::Dead).reason("timeout");
+    /// let found = queue.search(&dead_mail, 50, 10_000)?;
+    /// assert_eq!(found.jobs.len(), 1);
+    /// assert_eq!(found.jobs[0].job.id, "mail-1");
+    /// assert!(found.complete);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    fn search(&self, filter: &JobFilter, max: usize, scan: usize) -> Result<Found> {
+        search::by_reading(filter, max, scan, |n| self.waiting(n), |n| self.dead(n))
     }
 }
 

@@ -65,6 +65,11 @@ pub async fn act(
     let back = back(field(&fields, "back"), n);
     let queue = app.queues[n].1.clone();
     let outcomes = blocking(move || {
+        if action == Action::Requeue {
+            // One pass over the dead letters, not one per job.
+            let outcomes = queue.requeue_dead_many(&ids);
+            return ids.into_iter().zip(outcomes).collect();
+        }
         ids.into_iter()
             .map(|id| {
                 let result = match action {

@@ -19,6 +19,9 @@
 //! | `GET /queues/{n}/dead` | its dead letters grouped by failure reason (`?reason=…` shows one group) |
 //! | `GET /queues/{n}/jobs/{id}` | one job in any state: body (JSON, text or hex), headers, attempts, times, history, last error, the actions its state allows |
 //! | `GET /queues/{n}/jobs?job=…` | the "find a job by id" box: sends the browser to the job's page |
+//! | `GET /queues/{n}?state=…&kind=…&header=NAME=VALUE&prefix=…&reason=…` | the list filtered: by state, kind, a header, the start of the id, text of a dead letter's reason (through `JobQueue::search`: where no index answers, the first [`SCAN_BOUND`] jobs of the state are read, and the page says how many of how many it searched) |
+//! | `GET /queues/{n}/bulk?FILTER&do=retry\|cancel\|priority` | how many jobs an action on every match of the filter would change, and the form that confirms it (absent with `read_only`) |
+//! | `POST /queues/{n}/bulk` | the confirmed action on every match, through the Jobs API, unless more match than were shown (CSRF token required; absent with `read_only`) |
 //! | `POST /queues/{n}/actions` | requeue a dead letter, cancel, change priority: of one job or a selection; pause or resume the queue (CSRF token required; absent with `read_only`) |
 //! | `GET /live` | the numbers of every queue as JSON, for the pages' live refresh |
 //! | `GET /metrics` | the Prometheus text format, collected at scrape time |
@@ -52,6 +55,7 @@
 mod actions;
 mod assets;
 mod charts;
+mod filter;
 mod format;
 mod layout;
 mod live;
@@ -178,6 +182,10 @@ impl Dashboard {
             .route("/static/{file}", get(assets::serve));
         if !self.app.read_only {
             router = router.route("/queues/{n}/actions", post(actions::act));
+            router = router.route(
+                "/queues/{n}/bulk",
+                get(pages::bulk::confirm).post(pages::bulk::apply),
+            );
         }
         if self.app.token.is_some() {
             router = router.route("/login", get(security::login_form).post(security::login));

@@ -9,6 +9,7 @@
 
 pub mod history;
 pub mod limits;
+pub mod search;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -98,6 +99,7 @@ macro_rules! jobs_api_suite {
         );
         $crate::jobs_api_limits_checks!($runner);
         $crate::jobs_api_history_checks!(run = $runner);
+        $crate::jobs_api_search_checks!(run = $runner);
     };
     (@each_in $runner:path; $module:ident; $($check:ident),* $(,)?) => {
         $(

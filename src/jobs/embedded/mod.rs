@@ -17,7 +17,7 @@ mod signal;
 mod stats_file;
 mod unique;
 
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -746,6 +746,41 @@ impl EmbeddedJobs {
         Ok(())
     }
 
+    /// Requeues dead letter `letter` of lane `priority`, which holds `job`.
+    fn requeue_letter(&self, priority: i32, lane: &RawQueue, letter: u64, job: &Job) -> Result<()> {
+        let id = job.id.as_str();
+        let mut locked = self.ids_lock_if(job.caller_id)?;
+        if let Some(locked) = &mut locked {
+            if self.live_record(locked, id, None)?.is_some() {
+                return Err(Error::InvalidJob {
+                    reason: format!("a job with id {id:?} is queued again already"),
+                });
+            }
+            let now_ms = unix_ms(self.now());
+            if locked.held(id, now_ms).is_some() {
+                // Waiting again: its record holds the id now; a
+                // cancel of it frees the id, as for any job.
+                locked.note_held(id, None, self.safe, now_ms)?;
+            }
+            locked.will_write()?;
+        }
+        let plain = self.is_plain();
+        let record = lane.requeue_dead_with(letter, |bytes| {
+            if plain {
+                return bytes;
+            }
+            // Its attempts start over.
+            Envelope::decode(&bytes).map_or(bytes, |mut envelope| {
+                envelope.attempts_before = 0;
+                envelope.encode()
+            })
+        })?;
+        self.note(locked.as_mut(), job, Location::Lane(priority, record));
+        drop(locked);
+        self.signal.notify();
+        Ok(())
+    }
+
     /// The lane a lease was taken from, checking the lease is this handle's.
     fn lane_of(&self, lease: &JobLease) -> Result<(i32, Arc<RawQueue>)> {
         let token = &lease.token;
@@ -1379,46 +1414,51 @@ impl JobQueue for EmbeddedJobs {
             for letter in lane.dead_letters()? {
                 let envelope =
                     self.job_of(letter.payload.clone(), letter.original_id, letter.attempts)?;
-                if envelope.job.id != id {
-                    continue;
+                if envelope.job.id == id {
+                    return self.requeue_letter(priority, &lane, letter.id, &envelope.job);
                 }
-                let mut locked = self.ids_lock_if(envelope.job.caller_id)?;
-                if let Some(locked) = &mut locked {
-                    if self.live_record(locked, id, None)?.is_some() {
-                        return Err(Error::InvalidJob {
-                            reason: format!("a job with id {id:?} is queued again already"),
-                        });
-                    }
-                    let now_ms = unix_ms(self.now());
-                    if locked.held(id, now_ms).is_some() {
-                        // Waiting again: its record holds the id now; a
-                        // cancel of it frees the id, as for any job.
-                        locked.note_held(id, None, self.safe, now_ms)?;
-                    }
-                    locked.will_write()?;
-                }
-                let plain = self.is_plain();
-                let record = lane.requeue_dead_with(letter.id, |bytes| {
-                    if plain {
-                        return bytes;
-                    }
-                    // Its attempts start over.
-                    Envelope::decode(&bytes).map_or(bytes, |mut envelope| {
-                        envelope.attempts_before = 0;
-                        envelope.encode()
-                    })
-                })?;
-                self.note(
-                    locked.as_mut(),
-                    &envelope.job,
-                    Location::Lane(priority, record),
-                );
-                drop(locked);
-                self.signal.notify();
-                return Ok(());
             }
         }
         Err(no_such_job(id))
+    }
+
+    /// In one pass over the dead letters (each `requeue_dead` reads them
+    /// all to find its one): the first letter of each id requeued, as
+    /// `requeue_dead` would.
+    fn requeue_dead_many(&self, ids: &[String]) -> Vec<Result<()>> {
+        let mut outcomes: Vec<Option<Result<()>>> = (0..ids.len()).map(|_| None).collect();
+        // An id asked twice is requeued once; its second ask finds no letter.
+        let mut wanted: HashMap<&str, usize> = HashMap::new();
+        for (i, id) in ids.iter().enumerate().rev() {
+            wanted.insert(id.as_str(), i);
+        }
+        let pass = (|| -> Result<()> {
+            self.promote_due(self.now())?;
+            for (priority, lane) in self.lanes.all()? {
+                for letter in lane.dead_letters()? {
+                    if wanted.is_empty() {
+                        return Ok(());
+                    }
+                    let envelope =
+                        self.job_of(letter.payload.clone(), letter.original_id, letter.attempts)?;
+                    if let Some(i) = wanted.remove(envelope.job.id.as_str()) {
+                        outcomes[i] =
+                            Some(self.requeue_letter(priority, &lane, letter.id, &envelope.job));
+                    }
+                }
+            }
+            Ok(())
+        })();
+        outcomes
+            .into_iter()
+            .zip(ids)
+            .map(|(outcome, id)| match (outcome, &pass) {
+                (Some(outcome), _) => outcome,
+                // Not reached: the pass failed first; each its own try.
+                (None, Err(_)) => self.requeue_dead(id),
+                (None, Ok(())) => Err(no_such_job(id)),
+            })
+            .collect()
     }
 
     fn counts(&self) -> Result<Counts> {

@@ -15,6 +15,7 @@ mod limits;
 mod recurring;
 mod rows;
 mod schema;
+mod search;
 mod statements;
 mod stats_log;
 mod unique;
@@ -1557,6 +1558,11 @@ impl JobQueue for PgJobs {
     }
 
     // --- history (issue 27) ---
+
+    /// Natively: the filter as a `WHERE` clause, complete whatever `scan`.
+    fn search(&self, filter: &super::JobFilter, max: usize, _scan: usize) -> Result<super::Found> {
+        search::search(self, filter, max)
+    }
 
     fn job_info(&self, id: &str) -> Result<Option<super::JobInfo>> {
         let now = ms(self.now());

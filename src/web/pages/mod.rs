@@ -1,5 +1,6 @@
 //! The pages: one module each, and what they share.
 
+pub mod bulk;
 pub mod dead;
 pub mod job;
 pub mod jobs_table;

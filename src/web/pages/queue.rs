@@ -1,14 +1,13 @@
 //! `GET /queues/{n}`: one queue's counts, its wait and run time charts, and
-//! its jobs by state, a page at a time.
+//! its jobs by state, a page at a time, filtered (`web::filter`: kind,
+//! header, id prefix, failure reason).
 //!
 //! The Jobs API reads from the front (`waiting(max)`, `dead(max)`), so
 //! page p reads the p pages before it: the list stops at
 //! [`MAX_LIST_DEPTH`](crate::web::MAX_LIST_DEPTH) jobs. A list of one
-//! waiting state picks its jobs from the first
-//! [`SCAN_BOUND`](crate::web::SCAN_BOUND) waiting ones (or dead letters)
-//! and says so; so does a list of one kind (`?kind=K`: header `klass`,
-//! the kind of the worker runtime and qless's class), which the Jobs API
-//! cannot look up, so it reads every job it shows past.
+//! waiting state, or filtered, is a `JobQueue::search` of at most
+//! [`SCAN_BOUND`](crate::web::SCAN_BOUND) jobs where no index answers it,
+//! and the page says how many of how many jobs it searched.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -18,17 +17,15 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use maud::html;
 
+use super::bulk::bulk_bar;
 use super::jobs_table::{table, Place, Row};
 use super::queue_extras::Extras;
-use super::{blocking, failed, page_number, param, queue_number};
-use crate::jobs::WaitState;
+use super::{blocking, failed, page_number, queue_number};
 use crate::web::charts::chart;
+use crate::web::filter::{Filter, STATES};
 use crate::web::format::{count, duration};
 use crate::web::numbers::Numbers;
 use crate::web::{layout, App, MAX_LIST_DEPTH, PAGE_JOBS, SCAN_BOUND};
-
-/// The states a list can show.
-const STATES: [&str; 5] = ["waiting", "ready", "leased", "scheduled", "dead"];
 
 /// One page of a list: its rows, whether a next page exists, and whether
 /// a bound cut the reading short.
@@ -36,6 +33,8 @@ struct Listing {
     rows: Vec<Row>,
     more: bool,
     bounded: bool,
+    /// Jobs a search read, if the list was searched.
+    scanned: Option<u64>,
 }
 
 /// The queue page.
@@ -48,21 +47,15 @@ pub async fn page(
         Ok(n) => n,
         Err(page) => return *page,
     };
-    let state = param(&query, "state")
-        .filter(|s| STATES.contains(s))
-        .unwrap_or("waiting")
-        .to_owned();
+    let asked = Filter::of(&query);
+    let state = asked.state.clone();
     let page_no = page_number(&query).min(MAX_LIST_DEPTH / PAGE_JOBS);
-    let kind = param(&query, "kind")
-        .filter(|k| !k.is_empty())
-        .map(str::to_owned);
-    let wanted_kind = kind.clone();
     let (label, queue) = app.queues[n].clone();
     let now = SystemTime::now();
-    let wanted = state.clone();
+    let wanted = asked.clone();
     let read = blocking(move || -> crate::Result<(Numbers, Listing, Extras)> {
         let numbers = Numbers::read(queue.as_ref(), now)?;
-        let listing = list(queue.as_ref(), &wanted, wanted_kind.as_deref(), page_no)?;
+        let listing = list(queue.as_ref(), &wanted, page_no)?;
         Ok((numbers, listing, Extras::read(queue.as_ref())))
     })
     .await;
@@ -73,10 +66,7 @@ pub async fn page(
     let c = numbers.stats.counts;
     let (wait, run) = numbers.timings();
     // The query of this list, less its page: tabs, paging and actions keep it.
-    let filter = match &kind {
-        Some(k) => format!("&kind={}", super::dead::urlencode(k)),
-        None => String::new(),
-    };
+    let filter = asked.query();
     let back = format!("/queues/{n}?state={state}{filter}&page={page_no}");
     let body = html! {
         (extras.pause_bar(&app, n))
@@ -104,14 +94,27 @@ pub async fn page(
         }
         form.filter method="get" action={ "/queues/" (n) } {
             input type="hidden" name="state" value=(state);
-            label { "kind " input type="text" name="kind" value=[kind.as_deref()] placeholder="any"; }
+            label { "kind " input type="text" name="kind" value=[asked.kind.as_deref()] placeholder="any"; }
+            " "
+            label { "header " input type="text" name="header" value=[asked.header.as_ref().map(|(k, v)| format!("{k}={v}"))] placeholder="NAME=VALUE"; }
+            " "
+            label { "id starts with " input type="text" name="prefix" value=[asked.id.as_deref()]; }
+            " "
+            label { "reason contains " input type="text" name="reason" value=[asked.reason.as_deref()] placeholder="dead letters"; }
             " "
             button type="submit" { "Filter" }
-            @if kind.is_some() { " " a href={ "/queues/" (n) "?state=" (state) } { "all kinds" } }
+            @if asked.narrows() { " " a href={ "/queues/" (n) "?state=" (state) } { "clear" } }
         }
-        @if listing.bounded {
-            p.note { "Picked from the first " (count(SCAN_BOUND as u64)) " jobs: the Jobs API lists jobs from the front only." }
+        @if let Some(scanned) = listing.scanned {
+            @let total = in_states(&c, &state);
+            p.note #scanned {
+                "Searched " (count(scanned)) " of " (count(total)) " " (state) " jobs"
+                @if listing.bounded {
+                    " (the bound): matches beyond them are not shown. Where no index answers a filter, the Jobs API reads jobs from the front, bodies and all."
+                } @else { "." }
+            }
         }
+        (bulk_bar(&app, n, &asked))
         @if listing.rows.is_empty() {
             p { "No " (state) " jobs" @if page_no > 1 { " on this page" } "." }
         } @else {
@@ -131,16 +134,17 @@ pub async fn page(
 /// `KIND_HEADER`, qless's class on Redis.
 pub const KIND_HEADER: &str = "klass";
 
-/// Page `page_no` of the jobs in `state` (of `kind`, if given).
+/// Page `page_no` of the jobs `filter` keeps: the front of `waiting` or
+/// `dead` when it keeps every job of the list, else a search of at most
+/// [`SCAN_BOUND`] jobs.
 fn list(
     queue: &dyn crate::jobs::JobQueue,
-    state: &str,
-    kind: Option<&str>,
+    filter: &Filter,
     page_no: usize,
 ) -> crate::Result<Listing> {
     let skip = (page_no - 1) * PAGE_JOBS;
     let want = skip + PAGE_JOBS + 1;
-    let page = |mut all: Vec<Row>, bounded: bool| {
+    let page = |mut all: Vec<Row>, bounded: bool, scanned: Option<u64>| {
         let more = all.len() > skip + PAGE_JOBS;
         all.truncate(skip + PAGE_JOBS);
         let rows = all.split_off(skip.min(all.len()));
@@ -148,68 +152,42 @@ fn list(
             rows,
             more: more && skip + PAGE_JOBS < MAX_LIST_DEPTH,
             bounded,
+            scanned,
         }
     };
-    let of_kind = |job: &crate::jobs::Job| kind.is_none_or(|k| job.header(KIND_HEADER) == Some(k));
-    if state == "dead" {
-        let (dead, bounded) = if kind.is_none() {
-            (queue.dead(want)?, false)
-        } else {
-            scan(|n| queue.dead(n), |d| of_kind(&d.job), want)?
-        };
-        let rows = dead
+    let dead_row = |d: crate::jobs::DeadJob| Row {
+        job: d.job,
+        place: Place::Dead(d.reason),
+    };
+    if !filter.narrows() && filter.state == "dead" {
+        let rows = queue.dead(want)?.into_iter().map(dead_row).collect();
+        return Ok(page(rows, false, None));
+    }
+    if !filter.narrows() && filter.state == "waiting" {
+        let rows = queue
+            .waiting(want)?
             .into_iter()
-            .filter(|d| of_kind(&d.job))
-            .map(|d| Row {
-                job: d.job,
-                place: Place::Dead(d.reason),
+            .map(|w| Row {
+                job: w.job,
+                place: Place::Waiting(w.state),
             })
             .collect();
-        return Ok(page(rows, bounded));
+        return Ok(page(rows, false, None));
     }
-    let in_state = |w: &crate::jobs::Waiting| {
-        matches!(
-            (state, w.state),
-            ("waiting", _)
-                | ("ready", WaitState::Ready)
-                | ("leased", WaitState::Leased)
-                | ("scheduled", WaitState::Scheduled(_))
-        )
-    };
-    let keep = |w: &crate::jobs::Waiting| in_state(w) && of_kind(&w.job);
-    let (waiting, bounded) = if state == "waiting" && kind.is_none() {
-        (queue.waiting(want)?, false)
-    } else {
-        scan(|n| queue.waiting(n), keep, want)?
-    };
-    let rows = waiting
-        .into_iter()
-        .filter(keep)
-        .map(|w| Row {
-            job: w.job,
-            place: Place::Waiting(w.state),
-        })
-        .collect();
-    Ok(page(rows, bounded))
+    let found = queue.search(&filter.jobs_filter(), want, SCAN_BOUND)?;
+    let bounded = !found.complete && found.jobs.len() < want;
+    let rows = found.jobs.into_iter().map(Row::from).collect();
+    Ok(page(rows, bounded, Some(found.scanned)))
 }
 
-/// Reads more of the front (`read(n)`) until `want` items pass `keep`,
-/// the list ends, or [`SCAN_BOUND`] items were read; whether the bound
-/// cut it short.
-fn scan<T>(
-    read: impl Fn(usize) -> crate::Result<Vec<T>>,
-    keep: impl Fn(&T) -> bool,
-    want: usize,
-) -> crate::Result<(Vec<T>, bool)> {
-    let mut look = want.min(SCAN_BOUND);
-    loop {
-        let items = read(look)?;
-        let ended = items.len() < look;
-        let found = items.iter().filter(|i| keep(i)).count();
-        if ended || found >= want || look == SCAN_BOUND {
-            return Ok((items, !ended && look == SCAN_BOUND && found < want));
-        }
-        look = (look * 4).min(SCAN_BOUND);
+/// The jobs of a list's state now.
+fn in_states(c: &crate::jobs::Counts, state: &str) -> u64 {
+    match state {
+        "ready" => c.ready,
+        "leased" => c.leased,
+        "scheduled" => c.scheduled,
+        "dead" => c.dead,
+        _ => c.ready + c.leased + c.scheduled,
     }
 }
 

@@ -1,0 +1,183 @@
+//! `JobQueue::search` (issue 28): on every backend, whether it filters
+//! natively or by reading, it finds exactly the jobs `JobFilter::matches`
+//! keeps, in list order (waiting in lease order, then dead letters); and
+//! `requeue_dead_many`, the batch a bulk retry uses, answers as
+//! `requeue_dead` of each would.
+
+use std::time::Duration;
+
+use dque::jobs::{FoundJob, JobFilter, JobPlace, JobQueue, NewJob, SearchState};
+
+use super::Backend;
+use super::{lease, new_queue, put};
+
+/// One `#[test]` per check of this file, for the suite's runner.
+#[macro_export]
+macro_rules! jobs_api_search_checks {
+    (run = $runner:path) => {
+        mod search_checks {
+            use super::*;
+            $crate::jobs_api_suite!(@each_in $runner; search;
+                search_finds_what_the_filter_means_in_list_order,
+                requeue_dead_many_is_requeue_dead_of_each_in_order,
+            );
+        }
+    };
+}
+
+/// What the filter means, from the whole lists.
+fn reference(q: &dyn JobQueue, filter: &JobFilter) -> Vec<(String, String)> {
+    let mut all = Vec::new();
+    for w in q.waiting(10_000).unwrap() {
+        let place = JobPlace::Waiting(w.state);
+        if filter.matches(&w.job, &place) {
+            all.push((w.job.id, format!("{place:?}")));
+        }
+    }
+    for d in q.dead(10_000).unwrap() {
+        let place = JobPlace::Dead(d.reason);
+        if filter.matches(&d.job, &place) {
+            all.push((d.job.id, format!("{place:?}")));
+        }
+    }
+    all
+}
+
+fn ids(found: &[FoundJob]) -> Vec<(String, String)> {
+    found
+        .iter()
+        .map(|f| (f.job.id.clone(), format!("{:?}", f.place)))
+        .collect()
+}
+
+pub fn search_finds_what_the_filter_means_in_list_order(backend: &dyn Backend) {
+    let (q, _) = new_queue(backend, "search");
+    let q = q.as_ref();
+    let job = |id: &str, kind: &str, tenant: Option<&str>, priority: i32| {
+        let mut job = NewJob::new(format!("body of {id}"))
+            .id(id)
+            .priority(priority)
+            .header("klass", kind);
+        if let Some(t) = tenant {
+            job = job.header("tenant", t);
+        }
+        job
+    };
+    // Dead first (they lease first), then one leased, then ready and scheduled.
+    for (i, reason) in [
+        "exit 3: smtp timeout",
+        "exit 1: bad address",
+        "exit 3: smtp timeout",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let kind = if i == 1 { "render" } else { "send_email" };
+        put(q, job(&format!("dead-{i}"), kind, Some("a"), -9));
+        let l = lease(q);
+        q.fail(l, reason).unwrap();
+    }
+    put(q, job("held-0", "send_email", None, -8));
+    let _held = lease(q);
+    for i in 0..6 {
+        let kind = if i % 3 == 0 { "render" } else { "send_email" };
+        let tenant = [Some("a"), Some("b"), None][i % 3];
+        put(q, job(&format!("ready-{i}"), kind, tenant, (i % 2) as i32));
+    }
+    put(
+        q,
+        job("later-0", "render", Some("b"), 0).delay(Duration::from_secs(3600)),
+    );
+    put(q, NewJob::new("no headers").id("bare-0"));
+    let states = [
+        SearchState::Any,
+        SearchState::Waiting,
+        SearchState::Ready,
+        SearchState::Leased,
+        SearchState::Scheduled,
+        SearchState::Dead,
+    ];
+    let mut filters = Vec::new();
+    for state in states {
+        let f = JobFilter::new().state(state);
+        filters.push(f.clone());
+        filters.push(f.clone().header("klass", "send_email"));
+        filters.push(f.clone().header("klass", "render").header("tenant", "b"));
+        filters.push(f.clone().header("tenant", "none such"));
+        filters.push(f.clone().id_prefix("ready-"));
+        filters.push(f.clone().id_prefix("dead-1"));
+        filters.push(f.clone().reason("timeout"));
+        filters.push(f.clone().reason("bad").header("klass", "render"));
+        filters.push(f.clone().header("klass", "send_email").id_prefix("d"));
+    }
+    for filter in &filters {
+        let want = reference(q, filter);
+        let found = q.search(filter, 1000, 10_000).unwrap();
+        assert_eq!(ids(&found.jobs), want, "{filter:?}");
+        assert!(found.complete, "{filter:?}: everything was read");
+        // A smaller `max`: the first matches, in the same order.
+        let first = q.search(filter, 2, 10_000).unwrap();
+        assert_eq!(
+            ids(&first.jobs),
+            want[..want.len().min(2)],
+            "{filter:?} max 2"
+        );
+    }
+    // The headers and body of a found job are the job's.
+    let found = q
+        .search(&JobFilter::new().id_prefix("ready-1"), 10, 10_000)
+        .unwrap();
+    assert_eq!(found.jobs.len(), 1);
+    assert_eq!(found.jobs[0].job.body, b"body of ready-1");
+    assert_eq!(found.jobs[0].job.header("tenant"), Some("b"));
+}
+
+pub fn requeue_dead_many_is_requeue_dead_of_each_in_order(backend: &dyn Backend) {
+    let (q, _) = new_queue(backend, "requeue_many");
+    let q = q.as_ref();
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        // Two caller ids, two made up.
+        let job = NewJob::new(format!("job {i}")).priority(-1);
+        let job = if i % 2 == 0 {
+            job.id(format!("dead-{i}"))
+        } else {
+            job
+        };
+        ids.push(put(q, job));
+        let l = lease(q);
+        q.fail(l, "boom").unwrap();
+    }
+    put(q, NewJob::new("alive").id("alive"));
+    let asked: Vec<String> = vec![
+        ids[3].clone(),
+        "none such".into(),
+        ids[0].clone(),
+        ids[3].clone(),
+        "alive".into(),
+        ids[1].clone(),
+    ];
+    let outcomes = q.requeue_dead_many(&asked);
+    let ok: Vec<bool> = outcomes.iter().map(|o| o.is_ok()).collect();
+    assert_eq!(ok, [true, false, true, false, false, true], "{outcomes:?}");
+    for (i, outcome) in outcomes.iter().enumerate() {
+        if let Err(e) = outcome {
+            assert!(
+                matches!(e, dque::Error::NoSuchJob { .. }),
+                "{}: {e:?}",
+                asked[i]
+            );
+        }
+    }
+    let dead: Vec<String> = q.dead(100).unwrap().into_iter().map(|d| d.job.id).collect();
+    assert_eq!(
+        dead,
+        [ids[2].clone()],
+        "only the one not asked for stays dead"
+    );
+    let waiting = q.waiting(100).unwrap();
+    assert_eq!(waiting.len(), 4);
+    for w in &waiting {
+        assert_eq!(w.job.attempt, 0, "{}: attempts start over", w.job.id);
+    }
+}
