@@ -1,26 +1,38 @@
-//! The dashboard's answer times on a big embedded queue: every page and
+//! The dashboard's answer times on a big queue: every page and
 //! `/metrics`, in process (tower's `oneshot`, no socket), each the median
-//! of `DQUE_BENCH_RUNS` runs (default 5).
+//! of `DQUE_BENCH_RUNS` runs (default 5), on the embedded queue or
+//! (`DQUE_BENCH_WEB_BACKEND=postgres`) on PostgreSQL, a throwaway server
+//! started from the binaries on PATH (the tests' `tests/pg/`).
 //!
 //! ```sh
 //! cargo bench --features web --bench web
 //! DQUE_BENCH_WEB_JOBS=100000 cargo bench --features web --bench web   # quicker
+//! PATH=/usr/lib/postgresql/15/bin:$PATH DQUE_BENCH_WEB_BACKEND=postgres \
+//!     cargo bench --features web,postgres --bench web
 //! ```
 //!
 //! The queue: `DQUE_BENCH_WEB_JOBS` ready jobs (default 1 000 000), 1 000
-//! scheduled, 1 000 dead letters in 10 reasons, and 1 000 jobs run (so the
-//! stats have a day). `DQUE_BENCH_DIR` picks the disk.
+//! scheduled, 1 000 dead letters in 10 reasons, 1 000 jobs run (so the
+//! stats have a day), and 10 jobs leased by worker `bench-worker`.
+//! `DQUE_BENCH_DIR` picks the disk.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::Request;
-use dque::jobs::{EmbeddedJobs, JobOptions, JobQueue, NewJob};
+use dque::jobs::{Address, AddressOptions, JobQueue, NewJob};
 use dque::web::{Dashboard, DashboardOptions};
 use dque::{Durability, Options};
 use http_body_util::BodyExt;
 use tower::ServiceExt;
+
+#[cfg(feature = "postgres")]
+#[path = "../tests/pg/mod.rs"]
+mod pg;
+#[cfg(feature = "postgres")]
+#[path = "../tests/skip/mod.rs"]
+mod skip;
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -37,10 +49,22 @@ fn main() {
         None => tempfile::tempdir().unwrap(),
     };
     let started = Instant::now();
-    let queue: EmbeddedJobs = JobOptions::new()
-        .queue(Options::new().durability(Durability::Turbo))
-        .create(dir.path().join("big"))
-        .unwrap();
+    let backend = std::env::var("DQUE_BENCH_WEB_BACKEND").unwrap_or_default();
+    let address: Address = match backend.as_str() {
+        #[cfg(feature = "postgres")]
+        "postgres" => match pg::PgServer::get() {
+            Some(server) => server.address(&format!("big{}", std::process::id())),
+            None => return,
+        },
+        "" | "embedded" => dir.path().join("big").display().to_string(),
+        other => panic!("DQUE_BENCH_WEB_BACKEND={other}: embedded or postgres (feature postgres)"),
+    }
+    .parse()
+    .unwrap();
+    let options = AddressOptions::new()
+        .create(true)
+        .embedded(Options::new().shared(true).durability(Durability::Turbo));
+    let queue = options.open(&address).unwrap();
     for i in 0..1_000 {
         queue.enqueue(NewJob::new(format!("will run {i}"))).unwrap();
     }
@@ -75,11 +99,23 @@ fn main() {
         .map(|i| NewJob::new(format!("later {i}")).delay(Duration::from_secs(3600)))
         .collect();
     queue.enqueue_batch(later).unwrap();
+    // Held by a worker of its own name till the end (the workers page).
+    let worker = options
+        .clone()
+        .worker("bench-worker")
+        .open(&address)
+        .unwrap();
+    let held: Vec<_> = (0..10).map(|_| worker.lease().unwrap().unwrap()).collect();
     println!(
-        "queue: {jobs} ready, 1000 scheduled, 1000 dead, 1000 run; filled in {:.1?}",
+        "{} queue: {jobs} ready, 1000 scheduled, 1000 dead, 1000 run, 10 leased; filled in {:.1?}",
+        if backend.is_empty() {
+            "embedded"
+        } else {
+            &backend
+        },
         started.elapsed()
     );
-    let shown: Vec<(String, Arc<dyn JobQueue>)> = vec![("big".into(), Arc::new(queue))];
+    let shown: Vec<(String, Arc<dyn JobQueue>)> = vec![("big".into(), Arc::from(queue))];
     let router = Dashboard::new(shown, DashboardOptions::new()).router();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -97,6 +133,7 @@ fn main() {
         "/queues/0?state=waiting&kind=none_such",
         "/queues/0/dead",
         "/queues/0/dead?reason=reason%203",
+        "/workers",
         "/live",
         "/metrics",
     ];
@@ -121,5 +158,8 @@ fn main() {
         }
         times.sort();
         println!("{route:<36} {:>10.2?} {bytes:>10}", times[times.len() / 2]);
+    }
+    for lease in held {
+        worker.release(lease).unwrap();
     }
 }

@@ -4,7 +4,7 @@
 //! a program can mount [`Dashboard::router`] in its own axum server.
 //!
 //! Everything it shows and does goes through [`JobQueue`]: counts, stats,
-//! `waiting`, `dead`, `job_info`, `limits`, `schedules`, `is_paused`,
+//! `waiting`, `dead`, `leases`, `job_info`, `limits`, `schedules`, `is_paused`,
 //! `requeue_dead`, `cancel`, `set_priority`, `pause`, `resume`. Nothing of
 //! a backend (SQL, Lua, files) is in this module, so a queue of any
 //! backend is shown the same way.
@@ -20,6 +20,7 @@
 //! | `GET /queues/{n}/jobs/{id}` | one job in any state: body (JSON, text or hex), headers, attempts, times, history, last error, the actions its state allows |
 //! | `GET /queues/{n}/jobs?job=…` | the "find a job by id" box: sends the browser to the job's page |
 //! | `POST /queues/{n}/actions` | requeue a dead letter, cancel, change priority: of one job or a selection; pause or resume the queue (CSRF token required; absent with `read_only`) |
+//! | `GET /workers` | who holds what, since when: every queue's leased jobs with the worker holding each, its kind, the lease's start and end |
 //! | `GET /live` | the numbers of every queue as JSON, for the pages' live refresh |
 //! | `GET /metrics` | the Prometheus text format, collected at scrape time |
 //! | `GET /static/…` | the stylesheet and the one small script (vendored: no CDN) |
@@ -173,6 +174,7 @@ impl Dashboard {
             .route("/queues/{n}/dead", get(pages::dead::page))
             .route("/queues/{n}/jobs", get(pages::job::find))
             .route("/queues/{n}/jobs/{id}", get(pages::job::page))
+            .route("/workers", get(pages::workers::page))
             .route("/live", get(live::numbers))
             .route("/metrics", get(metrics::scrape))
             .route("/static/{file}", get(assets::serve));
