@@ -160,6 +160,7 @@ fn main() {
         println!("{route:<36} {:>10.2?} {bytes:>10}", times[times.len() / 2]);
     }
     for lease in held {
-        worker.release(lease).unwrap();
+        // Its lease may have ended during a long run.
+        let _ = worker.release(lease);
     }
 }

@@ -18,6 +18,7 @@
 //! ```
 //!
 //! Settings: `DQUE_BENCH_WORKERS` worker threads (default 2),
+//! `DQUE_BENCH_SYNC=off` (PostgreSQL: `synchronous_commit`, default on),
 //! `DQUE_BENCH_BACKLOG` jobs waiting (default 100 000), `DQUE_BENCH_TURNS`
 //! (default 10), `DQUE_BENCH_TURN_MS` (default 6 000), `DQUE_BENCH_DIR`
 //! the disk. The embedded queue is shared (as `dque serve` opens it) and
@@ -56,7 +57,14 @@ fn main() {
     let address: Address = match backend.as_str() {
         #[cfg(feature = "postgres")]
         "postgres" => match pg::PgServer::get() {
-            Some(server) => server.address(&format!("load{}", std::process::id())),
+            Some(server) => {
+                let sync = std::env::var("DQUE_BENCH_SYNC").unwrap_or_else(|_| "on".into());
+                let mut admin = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+                let set = format!("ALTER SYSTEM SET synchronous_commit = '{sync}'");
+                admin.batch_execute(&set).unwrap();
+                admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+                server.address(&format!("load{}", std::process::id()))
+            }
             None => return,
         },
         "" | "embedded" => dir.path().join("load").display().to_string(),
@@ -81,7 +89,9 @@ fn main() {
 
     // The dashboard, on handles of its own, on a socket.
     let shown: Arc<dyn JobQueue> = Arc::from(options.open(&address).unwrap());
-    let (listen, stop_server, server) = serve(shown);
+    // Dropped here at the end, not in the server's runtime (a blocking
+    // PostgreSQL client may not be dropped in one).
+    let (listen, stop_server, server) = serve(shown.clone());
 
     // The workers.
     let stop = Arc::new(AtomicBool::new(false));
@@ -139,6 +149,7 @@ fn main() {
     }
     stop_server.send(()).unwrap();
     server.join().unwrap();
+    drop(shown);
 
     let total = |p: bool| -> f64 { results.iter().filter(|r| r.0 == p).map(|r| r.1).sum() };
     let count = |p: bool| results.iter().filter(|r| r.0 == p).count() as f64;
