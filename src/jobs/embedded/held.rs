@@ -53,7 +53,7 @@ impl EmbeddedJobs {
                 found.push(info);
             }
         }
-        found.sort_by(|a: &LeaseInfo, b: &LeaseInfo| a.until.cmp(&b.until));
+        found.sort_by_key(|lease| lease.until);
         found.truncate(max);
         Ok(found)
     }
