@@ -131,16 +131,18 @@ fn main() {
         let polled = matches!(t % 4, 1 | 2);
         let before = done.load(Ordering::Relaxed);
         let started = Instant::now();
+        let mut slowest = String::new();
         if polled {
-            answers.extend(poll(listen, turn, live_every, metrics_every));
+            let times = poll(listen, turn, live_every, metrics_every);
+            let max = times.iter().copied().max().unwrap_or_default();
+            slowest = format!(", slowest answer {max:.1?}");
+            answers.extend(times);
         } else {
             std::thread::sleep(turn);
         }
         let rate = (done.load(Ordering::Relaxed) - before) as f64 / started.elapsed().as_secs_f64();
-        println!(
-            "turn {t:>2} {:<7} {rate:>10.0} jobs/s",
-            if polled { "polled" } else { "quiet" }
-        );
+        let kind = if polled { "polled" } else { "quiet" };
+        println!("turn {t:>2} {kind:<7} {rate:>10.0} jobs/s{slowest}");
         results.push((polled, rate));
     }
     stop.store(true, Ordering::Relaxed);
