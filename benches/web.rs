@@ -1,27 +1,40 @@
-//! The dashboard's answer times on a big embedded queue: every page and
+//! The dashboard's answer times on a big queue: every page and
 //! `/metrics`, searches (filters no index answers read their bound of
-//! 10 000 jobs) and the count page of an action on every match, in process (tower's `oneshot`, no socket), each the median
-//! of `DQUE_BENCH_RUNS` runs (default 5).
+//! 10 000 jobs) and the count page of an action on every match, in process
+//! (tower's `oneshot`, no socket), each the median of `DQUE_BENCH_RUNS` runs
+//! (default 5), on the embedded queue or (`DQUE_BENCH_WEB_BACKEND=postgres`)
+//! on PostgreSQL, a throwaway server started from the binaries on PATH (the
+//! tests' `tests/pg/`).
 //!
 //! ```sh
 //! cargo bench --features web --bench web
 //! DQUE_BENCH_WEB_JOBS=100000 cargo bench --features web --bench web   # quicker
+//! PATH=/usr/lib/postgresql/15/bin:$PATH DQUE_BENCH_WEB_BACKEND=postgres \
+//!     cargo bench --features web,postgres --bench web
 //! ```
 //!
 //! The queue: `DQUE_BENCH_WEB_JOBS` ready jobs (default 1 000 000), 1 000
-//! scheduled, 1 000 dead letters in 10 reasons, and 1 000 jobs run (so the
-//! stats have a day). `DQUE_BENCH_DIR` picks the disk.
+//! scheduled, 1 000 dead letters in 10 reasons, 1 000 jobs run (so the
+//! stats have a day), and 10 jobs leased by worker `bench-worker`.
+//! `DQUE_BENCH_DIR` picks the disk.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::Request;
-use dque::jobs::{EmbeddedJobs, JobOptions, JobQueue, NewJob};
+use dque::jobs::{Address, AddressOptions, JobQueue, NewJob};
 use dque::web::{Dashboard, DashboardOptions};
 use dque::{Durability, Options};
 use http_body_util::BodyExt;
 use tower::ServiceExt;
+
+#[cfg(feature = "postgres")]
+#[path = "../tests/pg/mod.rs"]
+mod pg;
+#[cfg(feature = "postgres")]
+#[path = "../tests/skip/mod.rs"]
+mod skip;
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -38,10 +51,22 @@ fn main() {
         None => tempfile::tempdir().unwrap(),
     };
     let started = Instant::now();
-    let queue: EmbeddedJobs = JobOptions::new()
-        .queue(Options::new().durability(Durability::Turbo))
-        .create(dir.path().join("big"))
-        .unwrap();
+    let backend = std::env::var("DQUE_BENCH_WEB_BACKEND").unwrap_or_default();
+    let address: Address = match backend.as_str() {
+        #[cfg(feature = "postgres")]
+        "postgres" => match pg::PgServer::get() {
+            Some(server) => server.address(&format!("big{}", std::process::id())),
+            None => return,
+        },
+        "" | "embedded" => dir.path().join("big").display().to_string(),
+        other => panic!("DQUE_BENCH_WEB_BACKEND={other}: embedded or postgres (feature postgres)"),
+    }
+    .parse()
+    .unwrap();
+    let options = AddressOptions::new()
+        .create(true)
+        .embedded(Options::new().shared(true).durability(Durability::Turbo));
+    let queue = options.open(&address).unwrap();
     for i in 0..1_000 {
         queue.enqueue(NewJob::new(format!("will run {i}"))).unwrap();
     }
@@ -76,11 +101,23 @@ fn main() {
         .map(|i| NewJob::new(format!("later {i}")).delay(Duration::from_secs(3600)))
         .collect();
     queue.enqueue_batch(later).unwrap();
+    // Held by a worker of its own name till the end (the workers page).
+    let worker = options
+        .clone()
+        .worker("bench-worker")
+        .open(&address)
+        .unwrap();
+    let held: Vec<_> = (0..10).map(|_| worker.lease().unwrap().unwrap()).collect();
     println!(
-        "queue: {jobs} ready, 1000 scheduled, 1000 dead, 1000 run; filled in {:.1?}",
+        "{} queue: {jobs} ready, 1000 scheduled, 1000 dead, 1000 run, 10 leased; filled in {:.1?}",
+        if backend.is_empty() {
+            "embedded"
+        } else {
+            &backend
+        },
         started.elapsed()
     );
-    let shown_queue: Arc<dyn JobQueue> = Arc::new(queue);
+    let shown_queue: Arc<dyn JobQueue> = Arc::from(queue);
     let shown: Vec<(String, Arc<dyn JobQueue>)> = vec![("big".into(), shown_queue.clone())];
     let router = Dashboard::new(shown, DashboardOptions::new()).router();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -105,6 +142,7 @@ fn main() {
         "/queues/0/bulk?state=dead&reason=reason%203&do=retry",
         "/queues/0/dead",
         "/queues/0/dead?reason=reason%203",
+        "/workers",
         "/live",
         "/metrics",
     ];
@@ -130,57 +168,6 @@ fn main() {
         times.sort();
         println!("{route:<56} {:>10.2?} {bytes:>10}", times[times.len() / 2]);
     }
-    // A bulk retry's cost: the 1 000 dead letters requeued one by one
-    // (each call reads the dead letters to find its own), then, failed
-    // again, in one pass (`requeue_dead_many`, what the dashboard uses).
-    let queue = &shown_queue;
-    let dead_ids = || -> Vec<String> {
-        queue
-            .dead(10_000)
-            .unwrap()
-            .into_iter()
-            .map(|d| d.job.id)
-            .collect()
-    };
-    let fail_again = |n: usize| {
-        for _ in 0..n {
-            let lease = queue.lease().unwrap().unwrap();
-            queue.fail(lease, "reason 0: again").unwrap();
-        }
-    };
-    let ids = dead_ids();
-    let t = Instant::now();
-    for id in &ids {
-        queue.requeue_dead(id).unwrap();
-    }
-    println!(
-        "requeue {} dead letters one by one: {:.2?}",
-        ids.len(),
-        t.elapsed()
-    );
-    fail_again(ids.len());
-    let ids = dead_ids();
-    let t = Instant::now();
-    let outcomes = queue.requeue_dead_many(&ids);
-    assert!(outcomes.iter().all(Result::is_ok));
-    println!(
-        "requeue {} dead letters in one pass: {:.2?}",
-        ids.len(),
-        t.elapsed()
-    );
-    // A bulk cancel's cost: 1 000 jobs with ids dque made up, the most one
-    // cancel of every match takes, each found by reading up to it.
-    let filter = dque::jobs::JobFilter::new()
-        .state(dque::jobs::SearchState::Ready)
-        .header("klass", "send_email");
-    let found = queue.search(&filter, 1_000, 10_000).unwrap();
-    let t = Instant::now();
-    for job in &found.jobs {
-        queue.cancel(&job.job.id).unwrap();
-    }
-    println!(
-        "cancel {} jobs with made-up ids: {:.2?}",
-        found.jobs.len(),
-        t.elapsed()
-    );
+    let shown_queue: Arc<dyn JobQueue> = Arc::from(queue);
+    let shown: Vec<(String, Arc<dyn JobQueue>)> = vec![("big".into(), shown_queue.clone())];
 }

@@ -293,3 +293,32 @@ fn find_a_job_open_its_page_and_pause_and_resume_the_queue() {
     assert!(!q.is_paused().unwrap());
     q.close().unwrap();
 }
+
+#[test]
+fn the_workers_page_shows_who_holds_what() {
+    let Some((driver, browser)) = webdriver::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mail");
+    let q = open(&path);
+    q.enqueue(NewJob::new("to ops").id("m1").header("klass", "send_email"))
+        .unwrap();
+    q.enqueue(NewJob::new("later").id("m2")).unwrap();
+    let lease = q.lease().unwrap().unwrap();
+    let (_served, url) = serve(&path);
+    let browser = Session::new(&driver, &browser, false);
+    browser.open(&format!("{url}/"));
+    browser.click("main a[href='/workers']");
+    assert!(browser.wait_count("table.leases tbody tr", 1, Duration::from_secs(10)) == 1);
+    // `dque serve` is another process: it shows this one as the holder.
+    let holder = browser.text("table.leases td.worker");
+    assert!(
+        holder.ends_with(&format!(":{}", std::process::id())),
+        "{holder}"
+    );
+    assert_eq!(browser.text("table.leases td.kind"), "send_email");
+    browser.screenshot(&shots().join("workers.png"));
+    q.ack(lease).unwrap();
+    q.close().unwrap();
+}

@@ -212,6 +212,7 @@ pub struct AddressOptions {
     max_attempts: Option<u16>,
     backoff: Option<Backoff>,
     clock: Option<Arc<dyn Clock>>,
+    worker: Option<String>,
 }
 
 impl Default for AddressOptions {
@@ -223,6 +224,7 @@ impl Default for AddressOptions {
             max_attempts: None,
             backoff: None,
             clock: None,
+            worker: None,
         }
     }
 }
@@ -243,6 +245,9 @@ macro_rules! tuned {
         }
         if let Some(clock) = &options.clock {
             builder = builder.clock(Arc::clone(clock));
+        }
+        if let Some(worker) = &options.worker {
+            builder = builder.worker(worker.clone());
         }
         builder
     }};
@@ -289,6 +294,27 @@ impl AddressOptions {
     pub fn max_attempts(mut self, attempts: u16) -> Self {
         self.max_attempts = Some(attempts);
         self
+    }
+
+    /// The worker name leases are taken under, on PostgreSQL and Redis
+    /// (default: the backend's, `host:pid` on PostgreSQL), which
+    /// [`JobQueue::leases`] shows (and Redis's qless clients list). The
+    /// embedded queue shows the process holding a lease, `host:pid`,
+    /// whatever this says.
+    ///
+    /// ```
+    /// let options = dque::jobs::AddressOptions::new().worker("mailer-1");
+    /// assert_eq!(options.worker_value(), Some("mailer-1"));
+    /// ```
+    #[must_use]
+    pub fn worker(mut self, worker: impl Into<String>) -> Self {
+        self.worker = Some(worker.into());
+        self
+    }
+
+    /// The worker name set, if any.
+    pub fn worker_value(&self) -> Option<&str> {
+        self.worker.as_deref()
     }
 
     /// The back-off after a failed attempt, on every backend.

@@ -75,6 +75,7 @@ mod clock;
 pub(crate) mod embedded;
 mod history;
 mod job;
+mod leases;
 mod limits;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -104,6 +105,7 @@ pub use job::{
     DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, WaitState, Waiting,
     MAX_HEADER_NAME_BYTES, MAX_JOB_ID_BYTES,
 };
+pub use leases::LeaseInfo;
 pub use limits::{check_limit_name, Limit, LIMITS_HEADER, MAX_LIMIT_NAME_BYTES};
 #[cfg(all(feature = "postgres", feature = "tokio"))]
 pub use postgres::AsyncPgJobs;
@@ -284,6 +286,28 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     ///
     /// Storage errors.
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>>;
+
+    /// Up to `max` jobs leased now, soonest-ending lease first: the worker
+    /// holding each, since when and until when, as far as the backend
+    /// records them ([`LeaseInfo`]). A read.
+    ///
+    /// ```
+    /// use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("jobs"))?;
+    /// queue.enqueue(NewJob::new("a"))?;
+    /// let lease = queue.lease()?.expect("a job");
+    /// assert_eq!(queue.leases(10)?[0].job.id, lease.id);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    fn leases(&self, max: usize) -> Result<Vec<LeaseInfo>> {
+        Ok(leases::leased_of(self.waiting(history::ALL)?, max))
+    }
 
     /// Puts dead letter `id` back, ready, with its attempts starting over.
     ///

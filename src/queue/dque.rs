@@ -741,6 +741,11 @@ impl<T, C: Codec<T>> DQue<T, C> {
         self.shared.read(|engine| Ok(engine.held_attempt(id)))
     }
 
+    /// When item `id`'s lease ends, if it is leased now. A read.
+    pub(crate) fn held_until(&self, id: u64) -> Result<Option<std::time::Instant>> {
+        self.shared.read(|engine| Ok(engine.held_until(id)))
+    }
+
     /// The pending records from id `from` to the end of the segment
     /// holding the first of them (see `Engine::pending_chunk`). A read.
     pub(crate) fn pending_chunk(&self, from: u64) -> Result<Vec<PendingRecord>> {

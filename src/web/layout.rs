@@ -20,6 +20,7 @@ pub fn page(app: &App, status: StatusCode, title: &str, body: Markup) -> Respons
                         @for (n, (label, _)) in app.queues.iter().enumerate() {
                             a href={ "/queues/" (n) } title=(label) { (short(label)) }
                         }
+                        a href="/workers" { "Workers" }
                         a href="/metrics" { "Metrics" }
                         @if app.read_only { span.badge { "read-only" } }
                     }

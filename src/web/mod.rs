@@ -4,7 +4,7 @@
 //! a program can mount [`Dashboard::router`] in its own axum server.
 //!
 //! Everything it shows and does goes through [`JobQueue`]: counts, stats,
-//! `waiting`, `dead`, `job_info`, `limits`, `schedules`, `is_paused`,
+//! `waiting`, `dead`, `leases`, `job_info`, `limits`, `schedules`, `is_paused`,
 //! `requeue_dead`, `cancel`, `set_priority`, `pause`, `resume`. Nothing of
 //! a backend (SQL, Lua, files) is in this module, so a queue of any
 //! backend is shown the same way.
@@ -23,6 +23,7 @@
 //! | `GET /queues/{n}/bulk?FILTER&do=retry\|cancel\|priority` | how many jobs an action on every match of the filter would change, and the form that confirms it (absent with `read_only`) |
 //! | `POST /queues/{n}/bulk` | the confirmed action on every match, through the Jobs API, unless more match than were shown (CSRF token required; absent with `read_only`) |
 //! | `POST /queues/{n}/actions` | requeue a dead letter, cancel, change priority: of one job or a selection; pause or resume the queue (CSRF token required; absent with `read_only`) |
+//! | `GET /workers` | who holds what, since when: every queue's leased jobs with the worker holding each, its kind, the lease's start and end |
 //! | `GET /live` | the numbers of every queue as JSON, for the pages' live refresh |
 //! | `GET /metrics` | the Prometheus text format, collected at scrape time |
 //! | `GET /static/…` | the stylesheet and the one small script (vendored: no CDN) |
@@ -177,6 +178,7 @@ impl Dashboard {
             .route("/queues/{n}/dead", get(pages::dead::page))
             .route("/queues/{n}/jobs", get(pages::job::find))
             .route("/queues/{n}/jobs/{id}", get(pages::job::page))
+            .route("/workers", get(pages::workers::page))
             .route("/live", get(live::numbers))
             .route("/metrics", get(metrics::scrape))
             .route("/static/{file}", get(assets::serve));

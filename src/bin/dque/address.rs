@@ -39,12 +39,14 @@ pub enum Make {
 }
 
 /// What a worker may set of how its handle treats jobs.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Tuning {
     /// Attempts a job gets (default 5).
     pub max_attempts: Option<u16>,
     /// The back-off after a failed attempt.
     pub backoff: Option<Backoff>,
+    /// The worker name leases are taken under (`dque work --worker`).
+    pub worker: Option<String>,
 }
 
 /// What the command does with an ADDRESS beyond the library's opening.
@@ -92,6 +94,9 @@ impl AddressExt for Address {
         }
         if let Some(backoff) = tuning.backoff {
             options = options.backoff(backoff);
+        }
+        if let Some(worker) = &tuning.worker {
+            options = options.worker(worker.clone());
         }
         let opened = patiently_with(|| options.open(self)).map_err(|e| match (e, self) {
             (dque::Error::NotFound { .. }, Address::Dir(path)) => Failure::new(

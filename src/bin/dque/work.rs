@@ -65,6 +65,11 @@ pub struct WorkArgs {
     /// precedence. Default: none.
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<f64>,
+    /// The name this worker leases jobs under, which `dque serve`'s
+    /// workers page shows (PostgreSQL and Redis; default: host:pid on
+    /// PostgreSQL, host-pid-n on Redis; an embedded queue shows host:pid).
+    #[arg(long, value_name = "NAME", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub worker: Option<String>,
     /// The command to run for each job, and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
@@ -105,6 +110,7 @@ pub fn run(args: &WorkArgs) -> Result<ExitCode, Failure> {
     let tuning = Tuning {
         max_attempts: Some(args.attempts),
         backoff: Some(Backoff::new(first, 2.0, Duration::from_secs(3600))),
+        worker: args.worker.clone(),
     };
     let timeout = match args.timeout {
         None => None,

@@ -3,6 +3,7 @@
 #[cfg(feature = "tokio")]
 mod async_jobs;
 mod envelope;
+mod held;
 mod history;
 mod ids;
 mod info;
@@ -1391,6 +1392,10 @@ impl JobQueue for EmbeddedJobs {
             });
         }
         Ok(found)
+    }
+
+    fn leases(&self, max: usize) -> Result<Vec<super::LeaseInfo>> {
+        self.leases_now(max)
     }
 
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {

@@ -201,7 +201,7 @@ impl PgOptions {
                 qno,
                 kept: history::HistorySql::new(&tables),
                 pruning: history::Pruning::new(self.keep_completed),
-                worker: crate::jobs::history::worker_name(),
+                worker: self.worker_name(),
                 hot: Hot::new(&tables),
                 sql: Statements::new(&tables),
                 tables,
@@ -516,6 +516,7 @@ impl Inner {
                         &duration_ms(self.lease_time),
                         &want,
                         &day_of(now),
+                        &self.worker,
                     ],
                 )
                 .await
@@ -542,8 +543,16 @@ impl Inner {
             if rows.is_empty() {
                 break;
             }
+            let taken = taken_in_order(rows);
+            if limited {
+                // Shown, not relied on: the leases stand if this fails.
+                let seqs: Vec<i64> = taken.iter().map(|(seq, _, _)| *seq).collect();
+                let _ = link
+                    .execute(&self.hot.mark_leased, &[&seqs, &ms(now), &self.worker])
+                    .await;
+            }
             let mut buried = false;
-            for (seq, token, job) in taken_in_order(rows) {
+            for (seq, token, job) in taken {
                 if job.attempt > self.max_attempts {
                     // Leased that often by workers that never came back.
                     let reason = format!(

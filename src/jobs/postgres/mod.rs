@@ -10,6 +10,7 @@ mod async_link;
 mod async_pg;
 mod connection;
 mod errors;
+mod held;
 mod history;
 mod limits;
 mod recurring;
@@ -81,6 +82,7 @@ pub struct PgOptions {
     #[cfg(feature = "tokio")]
     async_connections: usize,
     keep_completed: super::KeepCompleted,
+    worker: Option<String>,
 }
 
 impl Default for PgOptions {
@@ -94,11 +96,33 @@ impl Default for PgOptions {
             #[cfg(feature = "tokio")]
             async_connections: async_pg::DEFAULT_CONNECTIONS,
             keep_completed: super::KeepCompleted::DEFAULT,
+            worker: None,
         }
     }
 }
 
 impl PgOptions {
+    /// The worker name this handle leases under (default `host:pid`): kept
+    /// in each leased row, so [`JobQueue::leases`] shows who holds what,
+    /// and in a completed row as the worker that ran it.
+    ///
+    /// ```
+    /// let options = dque::jobs::PgOptions::new().worker("mailer-1");
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn worker(mut self, worker: impl Into<String>) -> Self {
+        self.worker = Some(worker.into());
+        self
+    }
+
+    /// The worker name a handle leases under: the one set, else `host:pid`.
+    fn worker_name(&self) -> String {
+        self.worker
+            .clone()
+            .unwrap_or_else(super::history::worker_name)
+    }
+
     /// How long this handle keeps the jobs it completes, for
     /// [`JobQueue::job_info`] (default [`KeepCompleted::DEFAULT`](super::KeepCompleted::DEFAULT):
     /// a day, at most 50,000): an ack marks the row completed instead of
@@ -193,7 +217,7 @@ impl PgOptions {
             qno,
             kept: history::HistorySql::new(&tables),
             pruning: history::Pruning::new(self.keep_completed),
-            worker: super::history::worker_name(),
+            worker: self.worker_name(),
             hot: Hot::new(&tables),
             sql: Statements::new(&tables),
             tables,
@@ -332,6 +356,9 @@ struct Hot {
     insert_new_headers: String,
     lease_one: String,
     lease_many: String,
+    /// Who leased rows `$1` (`$3`) and when (`$2`): what the limited
+    /// lease's function leaves unsaid.
+    mark_leased: String,
     ack: String,
 }
 
@@ -390,7 +417,7 @@ impl Hot {
             format!(
                 "UPDATE {jobs} j
                      SET attempts = j.attempts + 1, lease_until = $3 + $4,
-                         lease_token = nextval('{tokens}'),
+                         lease_token = nextval('{tokens}'), started = $2, worker = $7,
                          wait_day = CASE WHEN j.attempts = 0 AND j.wait_ms IS NULL
                                          THEN $6 ELSE j.wait_day END,
                          wait_ms = CASE WHEN j.attempts = 0 AND j.wait_ms IS NULL
@@ -442,6 +469,7 @@ impl Hot {
             // One job: `=` a subquery (an index probe); several: `ANY`.
             lease_one: lease("= (", ")"),
             lease_many: lease("= ANY(ARRAY(", "))"),
+            mark_leased: format!("UPDATE {jobs} SET started = $2, worker = $3 WHERE seq = ANY($1)"),
             ack,
         }
     }
@@ -752,6 +780,7 @@ impl PgJobs {
                         &duration_ms(self.lease_time),
                         &want,
                         &day_of(now),
+                        &self.worker,
                     ],
                 )
                 .map_err(sent)?;
@@ -779,6 +808,12 @@ impl PgJobs {
                 break;
             }
             let taken = taken_in_order(rows);
+            if limited {
+                // Who holds them is shown, not relied on: the leases stand
+                // (and the call answers them) if this fails.
+                let seqs: Vec<i64> = taken.iter().map(|(seq, _, _)| *seq).collect();
+                let _ = client.execute(&self.hot.mark_leased, &[&seqs, &ms(now), &self.worker]);
+            }
             let mut buried = false;
             for (seq, token, job) in taken {
                 if job.attempt > self.max_attempts {
@@ -1428,6 +1463,18 @@ impl JobQueue for PgJobs {
             .iter()
             .map(|row| rows::waiting_of(row, now, real_now))
             .collect())
+    }
+
+    fn leases(&self, max: usize) -> Result<Vec<super::LeaseInfo>> {
+        let mut client = self.client()?;
+        let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        let rows = client
+            .query(
+                &held::leases(&self.tables),
+                &[&self.qno, &Self::real_now_ms(), &limit],
+            )
+            .map_err(db)?;
+        Ok(rows.iter().map(held::lease_of).collect())
     }
 
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {

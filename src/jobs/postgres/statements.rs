@@ -235,13 +235,22 @@ impl Statements {
                       NULL::bigint AS wait_ms FROM gone WHERE wait_ms IS NOT NULL) w"
                 ),
             ),
+            // The ready (and leased) rows in lease order, which the lease
+            // index gives (an ORDER BY of both parts at once sorted every
+            // live row: 0.2 s a page at 100 000 jobs); the scheduled ones
+            // by due time only when those run short (the outer LIMIT stops
+            // pulling from the Append at $3 rows, and a non-parallel
+            // Append gives its parts in order).
             waiting: format!(
-                "SELECT {JOB_COLUMNS}, lease_until FROM {jobs}
-                 WHERE qno = $1 AND state < 2
-                 ORDER BY (ready_at > $2),
-                          CASE WHEN ready_at <= $2 THEN priority END,
-                          ready_at, seq
-                 LIMIT $3"
+                "SELECT * FROM (
+                     (SELECT {JOB_COLUMNS}, lease_until FROM {jobs}
+                      WHERE qno = $1 AND state < 2 AND ready_at <= $2
+                      ORDER BY priority, ready_at, seq LIMIT $3)
+                     UNION ALL
+                     (SELECT {JOB_COLUMNS}, lease_until FROM {jobs}
+                      WHERE qno = $1 AND state < 2 AND ready_at > $2
+                      ORDER BY ready_at, seq LIMIT $3)
+                 ) listed LIMIT $3"
             ),
             dead: format!(
                 "SELECT {JOB_COLUMNS}, reason FROM {jobs} WHERE qno = $1 AND state = 2

@@ -110,7 +110,7 @@ fn info_of(
 
 /// One qless history entry (`[when, what, {detail}]`, or qless-core's
 /// `{"when": …, "what": …, …}`), named as the contract names events.
-fn event_of(entry: &str) -> Option<JobEvent> {
+pub(super) fn event_of(entry: &str) -> Option<JobEvent> {
     let value: serde_json::Value = serde_json::from_str(entry).ok()?;
     let (when, what, detail) = match &value {
         serde_json::Value::Array(items) => (

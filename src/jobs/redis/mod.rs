@@ -20,6 +20,7 @@
 mod async_redis;
 mod core;
 mod encoding;
+mod held;
 mod history;
 mod limits;
 mod qless;
@@ -407,6 +408,10 @@ impl JobQueue for RedisJobs {
 
     fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
         ready(self.core.waiting(&self.server, max))
+    }
+
+    fn leases(&self, max: usize) -> Result<Vec<super::LeaseInfo>> {
+        ready(self.core.leases(&self.server, max))
     }
 
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {

@@ -309,6 +309,14 @@ impl Engine {
             .map(|lease| lease.attempt)
     }
 
+    /// When item `id`'s lease ends, if it is leased now (not parked).
+    pub fn held_until(&self, id: u64) -> Option<Instant> {
+        self.deliveries
+            .lease(id)
+            .filter(|lease| lease.expires > Instant::now() && !lease.parked)
+            .map(|lease| lease.expires)
+    }
+
     /// The id the next appended record gets.
     pub fn end_id(&self) -> u64 {
         self.tail().end_id()

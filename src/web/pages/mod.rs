@@ -7,6 +7,7 @@ pub mod jobs_table;
 pub mod overview;
 pub mod queue;
 pub mod queue_extras;
+pub mod workers;
 
 use std::sync::Arc;
 

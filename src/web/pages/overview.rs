@@ -59,6 +59,7 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
                 }
             }
         }
+        p { a href="/workers" { "Workers" } ": who holds which job, since when." }
         p.note { "Numbers refresh every few seconds. Oldest ready: the oldest of the next "
             (crate::web::numbers::OLDEST_LOOKS_AT) " jobs to be leased." }
     };

@@ -633,3 +633,19 @@ function commands.counts(now, real, args)
     redis.call('zcard', queue_key(queue, 'depends')),
   }
 end
+
+-- leases QUEUE MAX: the jobs whose lock has not ended, soonest end first,
+-- each with the last entries of its history (where its last pop is). A
+-- read: expired locks are left to the next write's reclaim.
+function commands.leases(now, real, args)
+  local queue, max = args[1], tonumber(args[2])
+  local listed = {}
+  if max <= 0 then return listed end
+  local locks = redis.call('zrangebyscore', queue_key(queue, 'locks'), real, '+inf',
+    'WITHSCORES', 'LIMIT', 0, max)
+  for i = 1, #locks, 2 do
+    local recent = redis.call('lrange', job_key(locks[i]) .. '-history', -20, -1)
+    listed[#listed + 1] = { job_reply(load_job(locks[i]), 'running', locks[i + 1]), recent }
+  end
+  return listed
+end
