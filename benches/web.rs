@@ -168,6 +168,61 @@ fn main() {
         times.sort();
         println!("{route:<56} {:>10.2?} {bytes:>10}", times[times.len() / 2]);
     }
-    let shown_queue: Arc<dyn JobQueue> = Arc::from(queue);
-    let shown: Vec<(String, Arc<dyn JobQueue>)> = vec![("big".into(), shown_queue.clone())];
+    // A bulk retry's cost: the 1 000 dead letters requeued one by one
+    // (each call reads the dead letters to find its own), then, failed
+    // again, in one pass (`requeue_dead_many`, what the dashboard uses).
+    let queue = &shown_queue;
+    let dead_ids = || -> Vec<String> {
+        queue
+            .dead(10_000)
+            .unwrap()
+            .into_iter()
+            .map(|d| d.job.id)
+            .collect()
+    };
+    let fail_again = |n: usize| {
+        for _ in 0..n {
+            let lease = queue.lease().unwrap().unwrap();
+            queue.fail(lease, "reason 0: again").unwrap();
+        }
+    };
+    let ids = dead_ids();
+    let t = Instant::now();
+    for id in &ids {
+        queue.requeue_dead(id).unwrap();
+    }
+    println!(
+        "requeue {} dead letters one by one: {:.2?}",
+        ids.len(),
+        t.elapsed()
+    );
+    fail_again(ids.len());
+    let ids = dead_ids();
+    let t = Instant::now();
+    let outcomes = queue.requeue_dead_many(&ids);
+    assert!(outcomes.iter().all(Result::is_ok));
+    println!(
+        "requeue {} dead letters in one pass: {:.2?}",
+        ids.len(),
+        t.elapsed()
+    );
+    // A bulk cancel's cost: 1 000 jobs with ids dque made up, the most one
+    // cancel of every match takes, each found by reading up to it.
+    let filter = dque::jobs::JobFilter::new()
+        .state(dque::jobs::SearchState::Ready)
+        .header("klass", "send_email");
+    let found = queue.search(&filter, 1_000, 10_000).unwrap();
+    let t = Instant::now();
+    for job in &found.jobs {
+        queue.cancel(&job.job.id).unwrap();
+    }
+    println!(
+        "cancel {} jobs with made-up ids: {:.2?}",
+        found.jobs.len(),
+        t.elapsed()
+    );
+    for lease in held {
+        // Its lease may have ended during a long run.
+        let _ = worker.release(lease);
+    }
 }
