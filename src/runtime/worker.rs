@@ -487,6 +487,8 @@ impl Worker {
         shared.give_back_running();
         drop(watch_end);
         let _ = watchdog.join();
+        // After the watchdog: it starts no thread any more.
+        shared.join_settling_threads();
         let summary = shared.tally.summary(shared.stop.reason());
         let fatal = shared.fatal.lock().take();
         // Every job is settled: what it wrote is made durable by the close.
@@ -625,6 +627,9 @@ struct Shared {
     stop: StopHandle,
     /// The cells of the threads that run for the worker (not abandoned).
     cells: Mutex<Vec<Arc<Cell>>>,
+    /// Every thread started, with its cell: joined at the end unless
+    /// abandoned in a handler.
+    spawned: Mutex<Vec<(Arc<Cell>, std::thread::JoinHandle<()>)>>,
     idle: AtomicUsize,
     tally: Tally,
     fatal: Mutex<Option<Error>>,
@@ -643,6 +648,7 @@ impl Shared {
             hooks: worker.hooks,
             stop: worker.stop,
             cells: Mutex::new(Vec::new()),
+            spawned: Mutex::new(Vec::new()),
             idle: AtomicUsize::new(0),
             tally: Tally::default(),
             fatal: Mutex::new(None),
@@ -662,10 +668,13 @@ impl Shared {
                 let (shared, cell) = (Arc::clone(shared), Arc::clone(&cell));
                 move || shared.work(&cell)
             });
-        if let Err(e) = spawned {
-            // The cell never ran: the worker has one thread fewer.
-            shared.leave(&cell);
-            tracing::error!(error = %e, "cannot start a worker thread");
+        match spawned {
+            Ok(thread) => shared.spawned.lock().push((cell, thread)),
+            Err(e) => {
+                // The cell never ran: the worker has one thread fewer.
+                shared.leave(&cell);
+                tracing::error!(error = %e, "cannot start a worker thread");
+            }
         }
     }
 
@@ -961,6 +970,21 @@ impl Shared {
                 cell.cancel.store(true, Ordering::SeqCst);
                 Tally::add(&self.tally.abandoned);
                 self.settle_running(running, Settle::Release);
+            }
+        }
+    }
+
+    /// Waits for every thread not abandoned in a handler: one still in a
+    /// lease call gives back what it leases, one settling a job that ended
+    /// finishes the settle. So once `run` returns the worker holds no lease
+    /// (but an abandoned handler's, given back already) and the queue can
+    /// be closed under no thread of it. Each is in a bounded queue call.
+    fn join_settling_threads(&self) {
+        let spawned = std::mem::take(&mut *self.spawned.lock());
+        for (cell, thread) in spawned {
+            // Set only when its job was taken from it: its handler may run on.
+            if !cell.cancel.load(Ordering::SeqCst) {
+                let _ = thread.join();
             }
         }
     }
