@@ -867,3 +867,28 @@ fn a_dque_schedule_is_fired_once_per_tick_beside_the_scripts_pop() {
     assert_eq!(q.fire_schedules().unwrap(), 0);
     assert_eq!(spawned_count(&mut con, "tick"), json!(2));
 }
+
+// Pins a bug found in the review of the script's recurring spawn (s5):
+// the spawn floors the recurring job's score to find its tick (as
+// qless-core does), so with an interval under a second (or any interval
+// with a fraction) the next score, the floored tick plus the interval,
+// fell back behind the score it replaced: each later pop fired the tick
+// before it again (ticks 0, 0.5, 1, 1, 1.5, 2, 2, ...). The class: every
+// tick is fired once, whatever the interval's fraction and the pops'
+// times.
+#[test]
+fn a_recurring_job_with_a_fractional_interval_fires_each_tick_once() {
+    let Some(mut con) = connect() else { return };
+    for (queue, interval) in [("half", "0.5"), ("odd", "1.5"), ("whole", "2")] {
+        let name = format!("frac-{queue}");
+        let args = [queue, &name, "klass", "{}", "interval", interval, "0"];
+        call(&mut con, "recur", 0, &args);
+        let mut spawned = 0;
+        for now in 0..=12 {
+            spawned += popped_jids(&mut con, now, queue, 1000).len();
+        }
+        let step: f64 = interval.parse().unwrap();
+        let ticks = (12.0 / step).floor() as usize + 1;
+        assert_eq!(spawned, ticks, "interval {interval}");
+    }
+}

@@ -104,7 +104,12 @@ function commands.recur_spawn(now, real, args)
     interval, backlog = tonumber(interval) or 0, tonumber(backlog) or 0
     -- A recurring job with no interval would spawn for ever: left alone.
     if not spec and interval > 0 then
-      local tick = math.floor(tonumber(redis.call('zscore', recur, name)))
+      -- qless-core floors the score (it is put at a client's clock plus
+      -- the offset); so do whole intervals, whose next score is then past
+      -- this one. A fractional interval's next score would fall back
+      -- behind it and fire the tick again: its ticks are the scores.
+      local tick = tonumber(redis.call('zscore', recur, name))
+      if interval % 1 == 0 then tick = math.floor(tick) end
       if backlog > 0 and (now - tick) / interval > backlog then
         tick = tick + math.ceil((now - tick) / interval - backlog) * interval
       end
