@@ -837,3 +837,55 @@ fn an_enqueue_of_a_dead_letters_id_keeps_the_dead_letter() {
         );
     });
 }
+
+// Pins a bug found in the review of the dead letters set aside (s5): a
+// dead letter set aside for a new job of its id was invisible to
+// `job_info` once that id no longer named a job of the letter's queue
+// (the new job cancelled, or enqueued through another queue's handle):
+// `dead()` listed the letter, `job_info` answered None, and the cancel had
+// deleted the letter's history with the new job's. The embedded queue
+// answers the dead letter (the newest of the id). The class: every way
+// the id stops naming a job of the letter's queue.
+#[test]
+fn job_info_finds_a_dead_letter_set_aside_whatever_took_its_id() {
+    with_server(|_| {
+        let q = queue("info_aside");
+        let other = queue("info_aside_other");
+        for (case, id) in [("cancelled", "info-aside-cancelled"), ("moved", "info-aside-moved")] {
+            q.enqueue(NewJob::new("old").id(id)).unwrap();
+            let lease = q.lease().unwrap().expect("the job");
+            q.fail(lease, "info-aside: broken").unwrap();
+            if case == "cancelled" {
+                assert!(q.enqueue(NewJob::new("new").id(id)).unwrap().is_added());
+                q.cancel(id).unwrap();
+            } else {
+                // The id is global to the database: another queue's
+                // enqueue takes it too.
+                assert!(other.enqueue(NewJob::new("new").id(id)).unwrap().is_added());
+            }
+            assert_eq!(q.dead(10).unwrap().len(), 1, "{case}");
+            let info = q
+                .job_info(id)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{case}: the dead letter is the id's job here"));
+            assert_eq!(info.state, dque::jobs::JobState::Dead, "{case}");
+            assert_eq!(info.job.body, b"old", "{case}");
+            assert_eq!(info.last_error.as_deref(), Some("info-aside: broken"), "{case}");
+            assert!(
+                info.history.iter().any(|e| e.what == "failed"),
+                "{case}: the dead letter's history was lost: {:?}",
+                info.history
+            );
+            // Requeued, it runs with its own history, not the new job's.
+            if case == "cancelled" {
+                q.requeue_dead(id).unwrap();
+                let info = q.job_info(id).unwrap().expect("requeued");
+                let puts = info.history.iter().filter(|e| e.what == "enqueued").count();
+                assert_eq!(puts, 2, "{case}: {:?}", info.history);
+                let again = q.lease().unwrap().expect("the dead letter again");
+                assert_eq!(again.body, b"old");
+                q.ack(again).unwrap();
+            }
+        }
+    });
+}

@@ -8,15 +8,28 @@
 -- but leaves its qless failure group: qless clients see the new job
 -- under the id. Its requeue is refused while the id is taken, and takes
 -- it back under its id once the new job is done (or dead: then that one
--- is set aside in its turn).
+-- is set aside in its turn). Each dead letter set aside keeps a copy of
+-- its history (`ql:dque-aside-job:<n>-history`): the id's own list goes
+-- on with the new job, and goes with it when it is cancelled or pruned.
 
 local function aside_key(queue) return NS .. 'dque-aside:' .. queue end
 local function aside_job_key(n) return NS .. 'dque-aside-job:' .. n end
+local function aside_history_key(n) return aside_job_key(n) .. '-history' end
+
+-- Appends the entries of list `from` to list `to` (a page at a time: a
+-- long history must not overflow Lua's stack).
+local function copy_list(from, to)
+  local len = redis.call('llen', from)
+  for i = 0, len - 1, 100 do
+    redis.call('rpush', to, unpack(redis.call('lrange', from, i, i + 99)))
+  end
+end
 
 -- Sets the dead letter `job` (failed, its id `jid`) aside.
 local function set_aside(jid, job)
   local n = redis.call('incr', NS .. 'dque-aside-seq')
   redis.call('hset', aside_job_key(n), unpack(redis.call('hgetall', job_key(jid))))
+  copy_list(job_key(jid) .. '-history', aside_history_key(n))
   redis.call('zadd', aside_key(job.queue), n, n)
   leave_group(jid, job)
 end
@@ -42,12 +55,32 @@ local function aside_number(queue, jid)
   return nil
 end
 
+-- The newest dead letter of id `jid` set aside in `queue`, as a job (nil
+-- if none).
+local function newest_aside(queue, jid)
+  local numbers = redis.call('zrevrange', aside_key(queue), 0, -1)
+  for _, n in ipairs(numbers) do
+    if redis.call('hget', aside_job_key(n), 'jid') == jid then
+      local values = redis.call('hmget', aside_job_key(n), unpack(FIELDS))
+      local job = {}
+      for i, name in ipairs(FIELDS) do job[name] = values[i] end
+      job.aside = tonumber(n)
+      return job
+    end
+  end
+  return nil
+end
+
 -- Puts dead letter `n` of `queue` back under its id `jid` (whose key the
--- caller freed), failed and in no failure group: the caller requeues it.
+-- caller freed), failed and in no failure group, with its own history:
+-- the caller requeues it.
 local function take_back(n, queue, jid)
   local key = aside_job_key(n)
-  redis.call('del', job_key(jid))
+  redis.call('del', job_key(jid), job_key(jid) .. '-history')
   redis.call('hset', job_key(jid), unpack(redis.call('hgetall', key)))
+  if redis.call('exists', aside_history_key(n)) == 1 then
+    redis.call('rename', aside_history_key(n), job_key(jid) .. '-history')
+  end
   redis.call('del', key)
   redis.call('zrem', aside_key(queue), n)
 end
