@@ -889,3 +889,40 @@ fn job_info_finds_a_dead_letter_set_aside_whatever_took_its_id() {
         }
     });
 }
+
+// Pins a bug found in the review of the dead letters set aside (s5): the
+// tag index (`ql:t:<tag>`, `ql:tags`, what qless's `tagged` lists) did
+// not follow a job's hash when `requeue_dead` took a dead letter back
+// under its id: the letter, its hash tagged, was listed under none of its
+// tags, and the job it replaced stayed listed under its own. The class:
+// after a take-back the index lists the id under exactly the tags its
+// hash has.
+#[test]
+fn a_dead_letter_taken_back_is_tagged_as_its_hash_says() {
+    with_server(|_| {
+        let q = queue("aside_tags");
+        let id = "aside-tags";
+        q.put(NewJob::new("old").id(id), QlessPut::new().tags(["aside-old-tag"]))
+            .unwrap();
+        let lease = q.lease().unwrap().expect("the job");
+        q.fail(lease, "aside-tags: broken").unwrap();
+        assert!(q.enqueue(NewJob::new("new").id(id)).unwrap().is_added());
+        assert_eq!(q.tagged("aside-old-tag", 0, 10).unwrap(), (0, Vec::new()));
+        q.tag(id, &["aside-new-tag"]).unwrap();
+        let lease = q.lease().unwrap().expect("the new job");
+        q.ack(lease).unwrap();
+        q.requeue_dead(id).unwrap();
+        let back = q.job(id).unwrap().expect("the dead letter, back");
+        assert_eq!(back.tags, ["aside-old-tag"]);
+        assert_eq!(
+            q.tagged("aside-old-tag", 0, 10).unwrap(),
+            (1, vec![id.to_owned()]),
+            "the letter is listed under its tag"
+        );
+        assert_eq!(
+            q.tagged("aside-new-tag", 0, 10).unwrap(),
+            (0, Vec::new()),
+            "the replaced job is not listed"
+        );
+    });
+}

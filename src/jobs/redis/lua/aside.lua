@@ -71,13 +71,33 @@ local function newest_aside(queue, jid)
   return nil
 end
 
+-- Lists `jid` in qless's tag index under each tag of `tags` (JSON), or
+-- (`add` false) takes it off them; a tag's count moves only when the
+-- listing did.
+local function index_tags(jid, tags, add, now)
+  for _, tag in ipairs(decode_list(tags)) do
+    if add then
+      if redis.call('zadd', NS .. 't:' .. tag, now, jid) == 1 then
+        redis.call('zincrby', NS .. 'tags', 1, tag)
+      end
+    elseif redis.call('zrem', NS .. 't:' .. tag, jid) == 1 then
+      if tonumber(redis.call('zincrby', NS .. 'tags', -1, tag)) <= 0 then
+        redis.call('zrem', NS .. 'tags', tag)
+      end
+    end
+  end
+end
+
 -- Puts dead letter `n` of `queue` back under its id `jid` (whose key the
--- caller freed), failed and in no failure group, with its own history:
--- the caller requeues it.
-local function take_back(n, queue, jid)
+-- caller freed), failed and in no failure group, with its own history
+-- and tags (the index lists the id under the letter's tags, no longer
+-- under those of the job it replaces): the caller requeues it.
+local function take_back(n, queue, jid, now)
   local key = aside_job_key(n)
+  index_tags(jid, redis.call('hget', job_key(jid), 'tags'), false, now)
   redis.call('del', job_key(jid), job_key(jid) .. '-history')
   redis.call('hset', job_key(jid), unpack(redis.call('hgetall', key)))
+  index_tags(jid, redis.call('hget', job_key(jid), 'tags'), true, now)
   if redis.call('exists', aside_history_key(n)) == 1 then
     redis.call('rename', aside_history_key(n), job_key(jid) .. '-history')
   end

@@ -496,7 +496,7 @@ function commands.requeue(now, real, args)
     elseif job then
       unplace(jid, job)
     end
-    take_back(n, queue, jid)
+    take_back(n, queue, jid, now)
     job = load_job(jid)
   elseif not (job and job.state == 'failed' and (queue == '' or job.queue == queue)) then
     return ERR.nojob(jid)
