@@ -926,3 +926,37 @@ fn a_dead_letter_taken_back_is_tagged_as_its_hash_says() {
         );
     });
 }
+
+// Pins a bug found in the review of the dead letters set aside (s5): a
+// job's qless history goes on under its id when a new job takes the id
+// (a dead letter set aside, or a completed job replaced, as qless keeps
+// it), and `job_info` of the new job read its start and worker from the
+// last lease in that history: a job that never ran said it had started,
+// on the old job's worker. The class: what job_info says of a run comes
+// from the events since the job's own enqueue.
+#[test]
+fn job_info_of_a_new_job_under_a_used_id_tells_only_its_own_run() {
+    with_server(|_| {
+        let q = queue("info_own_run");
+        for (case, id) in [("dead", "own-run-dead"), ("done", "own-run-done")] {
+            q.enqueue(NewJob::new("old").id(id)).unwrap();
+            let lease = q.lease().unwrap().expect("the job");
+            if case == "dead" {
+                q.fail(lease, "own-run: broken").unwrap();
+            } else {
+                q.ack(lease).unwrap();
+            }
+            assert!(q.enqueue(NewJob::new("new").id(id)).unwrap().is_added(), "{case}");
+            let info = q.job_info(id).unwrap().expect("the new job");
+            assert_eq!(info.state, dque::jobs::JobState::Ready, "{case}");
+            assert_eq!(info.job.body, b"new", "{case}");
+            assert_eq!(
+                (info.started_at, info.worker.as_deref(), info.finished_at),
+                (None, None, None),
+                "{case}: the new job never ran"
+            );
+            let lease = q.lease().unwrap().expect("the new job");
+            q.ack(lease).unwrap();
+        }
+    });
+}

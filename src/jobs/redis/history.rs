@@ -85,7 +85,14 @@ fn info_of(
     if !in_queue {
         return None;
     }
-    let last = |what: &str| history.iter().rev().find(|e| e.what == what);
+    // The job's own run: the events since its last enqueue. A new job
+    // under a used id (a dead letter's set aside, a completed job's
+    // replaced) goes on with the id's history, as qless keeps it.
+    let own = &history[history
+        .iter()
+        .rposition(|e| e.what == "enqueued")
+        .unwrap_or(0)..];
+    let last = |what: &str| own.iter().rev().find(|e| e.what == what);
     let started_at = last("leased").map(|e| e.at);
     let finished_at = match state {
         JobState::Completed => last("completed").map(|e| e.at),
