@@ -892,3 +892,25 @@ fn a_recurring_job_with_a_fractional_interval_fires_each_tick_once() {
         assert_eq!(spawned, ticks, "interval {interval}");
     }
 }
+
+// Pins a bug found in the review of the script's recurring spawn (s5):
+// QLESS.md (and qless-core) put a spawned job at its tick, its place in
+// the work set included, but the spawn's put kept dque's FIFO by arrival
+// and placed it after every job put since its tick: a job put at 30 popped
+// before the recurring job's job due at 0. The class: a spawned job pops
+// among its priority's jobs by the time it was due.
+#[test]
+fn a_spawned_job_takes_its_place_by_its_tick() {
+    let Some(mut con) = connect() else { return };
+    recur(&mut con, 0, "queue", "early", &[]);
+    put(&mut con, 30, "queue", "late", &[]);
+    assert_eq!(popped_jids(&mut con, 30, "queue", 1), ["early-1"]);
+    assert_eq!(popped_jids(&mut con, 31, "queue", 1), ["late"]);
+    // Ticks missed spawn in their order, all before a job put later.
+    recur(&mut con, 100, "other", "every", &[]);
+    put(&mut con, 250, "other", "after", &[]);
+    assert_eq!(
+        popped_jids(&mut con, 250, "other", 10),
+        ["every-1", "every-2", "every-3", "after"]
+    );
+}

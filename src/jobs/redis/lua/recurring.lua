@@ -120,6 +120,9 @@ function commands.recur_spawn(now, real, args)
           priority or '0', tags or '[]', '0', retries or '0', '[]', '0', '', '', '0', '0', '0' })
         if answer[1] == 1 then
           added = added + 1
+          -- Its place is its tick's, as qless-core puts it: the put's
+          -- FIFO by arrival would place it after every job put since.
+          redis.call('zadd', queue_key(queue, 'work'), 'XX', (tonumber(priority) or 0) - tick / 1e10, jid)
           redis.call('hset', job_key(jid), 'spawned_from_jid', name)
           if throttles then redis.call('hset', job_key(jid), 'throttles', throttles) end
         end
