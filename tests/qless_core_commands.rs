@@ -914,3 +914,36 @@ fn a_spawned_job_takes_its_place_by_its_tick() {
         ["every-1", "every-2", "every-3", "after"]
     );
 }
+
+// Pins a bug found in the review of the script's recurring spawn (s5):
+// a pop (or peek) spawned up to its count of jobs in one call, and the
+// Jobs API's `lease_batch` passes its max on (up to i32::MAX): a qless
+// recurring job behind by a year at 1 s (backlog 0: every missed tick)
+// spawned a batch's whole count in one script call, Redis blocked while it
+// ran (about 0.1 ms a job: a million is minutes). The class: one script
+// call spawns at most 1,000 jobs, whatever the count asked; the rest
+// spawn at the next calls.
+#[test]
+fn one_call_spawns_at_most_a_thousand_jobs_whatever_its_count() {
+    let Some(mut con) = connect() else { return };
+    let year = 365 * 86400;
+    for (queue, command) in [("popped", "pop"), ("peeked", "peek")] {
+        let name = format!("behind-{queue}");
+        let args = [queue, &name, "klass", "{}", "interval", "1", "0"];
+        call(&mut con, "recur", 0, &args);
+        if command == "pop" {
+            assert_eq!(popped_jids(&mut con, year, queue, 5000).len(), 1000);
+        } else {
+            call(&mut con, "peek", year, &[queue, "5000"]);
+        }
+        let work: usize = redis::cmd("ZCARD")
+            .arg(format!("ql:q:{queue}-work"))
+            .query(&mut con)
+            .unwrap();
+        let locks: usize = redis::cmd("ZCARD")
+            .arg(format!("ql:q:{queue}-locks"))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(work + locks, 1000, "{command}");
+    }
+}
