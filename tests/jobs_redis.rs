@@ -851,7 +851,10 @@ fn job_info_finds_a_dead_letter_set_aside_whatever_took_its_id() {
     with_server(|_| {
         let q = queue("info_aside");
         let other = queue("info_aside_other");
-        for (case, id) in [("cancelled", "info-aside-cancelled"), ("moved", "info-aside-moved")] {
+        for (case, id) in [
+            ("cancelled", "info-aside-cancelled"),
+            ("moved", "info-aside-moved"),
+        ] {
             q.enqueue(NewJob::new("old").id(id)).unwrap();
             let lease = q.lease().unwrap().expect("the job");
             q.fail(lease, "info-aside: broken").unwrap();
@@ -870,7 +873,11 @@ fn job_info_finds_a_dead_letter_set_aside_whatever_took_its_id() {
                 .unwrap_or_else(|| panic!("{case}: the dead letter is the id's job here"));
             assert_eq!(info.state, dque::jobs::JobState::Dead, "{case}");
             assert_eq!(info.job.body, b"old", "{case}");
-            assert_eq!(info.last_error.as_deref(), Some("info-aside: broken"), "{case}");
+            assert_eq!(
+                info.last_error.as_deref(),
+                Some("info-aside: broken"),
+                "{case}"
+            );
             assert!(
                 info.history.iter().any(|e| e.what == "failed"),
                 "{case}: the dead letter's history was lost: {:?}",
@@ -902,8 +909,11 @@ fn a_dead_letter_taken_back_is_tagged_as_its_hash_says() {
     with_server(|_| {
         let q = queue("aside_tags");
         let id = "aside-tags";
-        q.put(NewJob::new("old").id(id), QlessPut::new().tags(["aside-old-tag"]))
-            .unwrap();
+        q.put(
+            NewJob::new("old").id(id),
+            QlessPut::new().tags(["aside-old-tag"]),
+        )
+        .unwrap();
         let lease = q.lease().unwrap().expect("the job");
         q.fail(lease, "aside-tags: broken").unwrap();
         assert!(q.enqueue(NewJob::new("new").id(id)).unwrap().is_added());
@@ -946,7 +956,10 @@ fn job_info_of_a_new_job_under_a_used_id_tells_only_its_own_run() {
             } else {
                 q.ack(lease).unwrap();
             }
-            assert!(q.enqueue(NewJob::new("new").id(id)).unwrap().is_added(), "{case}");
+            assert!(
+                q.enqueue(NewJob::new("new").id(id)).unwrap().is_added(),
+                "{case}"
+            );
             let info = q.job_info(id).unwrap().expect("the new job");
             assert_eq!(info.state, dque::jobs::JobState::Ready, "{case}");
             assert_eq!(info.job.body, b"new", "{case}");
