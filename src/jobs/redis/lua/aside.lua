@@ -25,11 +25,20 @@ local function copy_list(from, to)
   end
 end
 
--- Sets the dead letter `job` (failed, its id `jid`) aside.
-local function set_aside(jid, job)
+-- Sets the dead letter `job` (failed, its id `jid`) aside. With
+-- `move_hold` (a new job takes the id) the id's unique hold is the
+-- letter's and goes with it (`dque-hold`): the new job holds only what
+-- it asks for, and the letter gets its hold back if it is requeued
+-- within the period.
+local function set_aside(jid, job, move_hold)
   local n = redis.call('incr', NS .. 'dque-aside-seq')
   redis.call('hset', aside_job_key(n), unpack(redis.call('hgetall', job_key(jid))))
   copy_list(job_key(jid) .. '-history', aside_history_key(n))
+  local hold = move_hold and redis.call('get', unique_key(jid))
+  if hold then
+    redis.call('hset', aside_job_key(n), 'dque-hold', hold)
+    redis.call('del', unique_key(jid))
+  end
   redis.call('zadd', aside_key(job.queue), n, n)
   leave_group(jid, job)
 end
@@ -98,6 +107,13 @@ local function take_back(n, queue, jid, now)
   redis.call('del', job_key(jid), job_key(jid) .. '-history')
   redis.call('hset', job_key(jid), unpack(redis.call('hgetall', key)))
   index_tags(jid, redis.call('hget', job_key(jid), 'tags'), true, now)
+  -- Its unique hold, if still in its period and the id holds no other.
+  local hold = redis.call('hget', key, 'dque-hold')
+  redis.call('hdel', job_key(jid), 'dque-hold')
+  local until_ms = hold and tonumber(string.match(hold, '^(%d+):'))
+  if until_ms and until_ms > now * 1000 and redis.call('exists', unique_key(jid)) == 0 then
+    redis.call('set', unique_key(jid), hold, 'PX', math.max(1, math.ceil(until_ms - now * 1000)))
+  end
   if redis.call('exists', aside_history_key(n)) == 1 then
     redis.call('rename', aside_history_key(n), job_key(jid) .. '-history')
   end
