@@ -1067,7 +1067,6 @@ fn dead_letters_of_reused_ids_match_the_embedded_queue() {
                                 Ok(dque::jobs::Enqueued::Added(_)) => "added".to_owned(),
                                 Ok(dque::jobs::Enqueued::AlreadyQueued(_)) => "queued".to_owned(),
                                 Ok(dque::jobs::Enqueued::Duplicate(d)) => format!("{:?}", d.state),
-                                Ok(other) => format!("{other:?}"),
                                 Err(e) => format!("error {e}"),
                             }
                         }
