@@ -867,3 +867,83 @@ fn a_dque_schedule_is_fired_once_per_tick_beside_the_scripts_pop() {
     assert_eq!(q.fire_schedules().unwrap(), 0);
     assert_eq!(spawned_count(&mut con, "tick"), json!(2));
 }
+
+// Pins a bug found in the review of the script's recurring spawn (s5):
+// the spawn floors the recurring job's score to find its tick (as
+// qless-core does), so with an interval under a second (or any interval
+// with a fraction) the next score, the floored tick plus the interval,
+// fell back behind the score it replaced: each later pop fired the tick
+// before it again (ticks 0, 0.5, 1, 1, 1.5, 2, 2, ...). The class: every
+// tick is fired once, whatever the interval's fraction and the pops'
+// times.
+#[test]
+fn a_recurring_job_with_a_fractional_interval_fires_each_tick_once() {
+    let Some(mut con) = connect() else { return };
+    for (queue, interval) in [("half", "0.5"), ("odd", "1.5"), ("whole", "2")] {
+        let name = format!("frac-{queue}");
+        let args = [queue, &name, "klass", "{}", "interval", interval, "0"];
+        call(&mut con, "recur", 0, &args);
+        let mut spawned = 0;
+        for now in 0..=12 {
+            spawned += popped_jids(&mut con, now, queue, 1000).len();
+        }
+        let step: f64 = interval.parse().unwrap();
+        let ticks = (12.0 / step).floor() as usize + 1;
+        assert_eq!(spawned, ticks, "interval {interval}");
+    }
+}
+
+// Pins a bug found in the review of the script's recurring spawn (s5):
+// QLESS.md (and qless-core) put a spawned job at its tick, its place in
+// the work set included, but the spawn's put kept dque's FIFO by arrival
+// and placed it after every job put since its tick: a job put at 30 popped
+// before the recurring job's job due at 0. The class: a spawned job pops
+// among its priority's jobs by the time it was due.
+#[test]
+fn a_spawned_job_takes_its_place_by_its_tick() {
+    let Some(mut con) = connect() else { return };
+    recur(&mut con, 0, "queue", "early", &[]);
+    put(&mut con, 30, "queue", "late", &[]);
+    assert_eq!(popped_jids(&mut con, 30, "queue", 1), ["early-1"]);
+    assert_eq!(popped_jids(&mut con, 31, "queue", 1), ["late"]);
+    // Ticks missed spawn in their order, all before a job put later.
+    recur(&mut con, 100, "other", "every", &[]);
+    put(&mut con, 250, "other", "after", &[]);
+    assert_eq!(
+        popped_jids(&mut con, 250, "other", 10),
+        ["every-1", "every-2", "every-3", "after"]
+    );
+}
+
+// Pins a bug found in the review of the script's recurring spawn (s5):
+// a pop (or peek) spawned up to its count of jobs in one call, and the
+// Jobs API's `lease_batch` passes its max on (up to i32::MAX): a qless
+// recurring job behind by a year at 1 s (backlog 0: every missed tick)
+// spawned a batch's whole count in one script call, Redis blocked while it
+// ran (about 0.1 ms a job: a million is minutes). The class: one script
+// call spawns at most 1,000 jobs, whatever the count asked; the rest
+// spawn at the next calls.
+#[test]
+fn one_call_spawns_at_most_a_thousand_jobs_whatever_its_count() {
+    let Some(mut con) = connect() else { return };
+    let year = 365 * 86400;
+    for (queue, command) in [("popped", "pop"), ("peeked", "peek")] {
+        let name = format!("behind-{queue}");
+        let args = [queue, &name, "klass", "{}", "interval", "1", "0"];
+        call(&mut con, "recur", 0, &args);
+        if command == "pop" {
+            assert_eq!(popped_jids(&mut con, year, queue, 5000).len(), 1000);
+        } else {
+            call(&mut con, "peek", year, &[queue, "5000"]);
+        }
+        let work: usize = redis::cmd("ZCARD")
+            .arg(format!("ql:q:{queue}-work"))
+            .query(&mut con)
+            .unwrap();
+        let locks: usize = redis::cmd("ZCARD")
+            .arg(format!("ql:q:{queue}-locks"))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(work + locks, 1000, "{command}");
+    }
+}

@@ -17,13 +17,29 @@ use crate::jobs::history::{JobEvent, JobInfo, JobState};
 
 impl Core {
     /// Job `id` of this handle's queue (a completed one: last put into
-    /// it), with its qless history.
+    /// it), with its qless history; else the newest dead letter of the id
+    /// set aside in this queue (the id taken by a job that was cancelled,
+    /// pruned, or is another queue's), with its own history.
     pub(crate) async fn job_info(&self, t: &impl Transport, id: &str) -> Result<Option<JobInfo>> {
-        let reply = self.call(t, "job_info", &[id.as_bytes()]).await?;
-        if matches!(reply, Value::Nil) {
-            return Ok(None);
-        }
+        let reply = self
+            .call(t, "job_info", &[id.as_bytes(), self.queue.as_bytes()])
+            .await?;
         let parts = array_of(&reply)?;
+        // The job under the id, if it is this queue's: it is newer than
+        // any dead letter of its id set aside here.
+        if let Some(info) = self.read_info(parts.first())? {
+            return Ok(Some(info));
+        }
+        self.read_info(parts.get(1))
+    }
+
+    /// A `[job, history]` pair of `job_info` (false: none), if it is this
+    /// queue's job.
+    fn read_info(&self, pair: Option<&Value>) -> Result<Option<JobInfo>> {
+        let Some(pair) = pair.filter(|v| !matches!(v, Value::Nil)) else {
+            return Ok(None);
+        };
+        let parts = array_of(pair)?;
         let job = JobReply::parse(&parts[0])?;
         let history: Vec<JobEvent> = match parts.get(1) {
             Some(list) => array_of(list)?
@@ -69,7 +85,14 @@ fn info_of(
     if !in_queue {
         return None;
     }
-    let last = |what: &str| history.iter().rev().find(|e| e.what == what);
+    // The job's own run: the events since its last enqueue. A new job
+    // under a used id (a dead letter's set aside, a completed job's
+    // replaced) goes on with the id's history, as qless keeps it.
+    let own = &history[history
+        .iter()
+        .rposition(|e| e.what == "enqueued")
+        .unwrap_or(0)..];
+    let last = |what: &str| own.iter().rev().find(|e| e.what == what);
     let started_at = last("leased").map(|e| e.at);
     let finished_at = match state {
         JobState::Completed => last("completed").map(|e| e.at),

@@ -75,7 +75,7 @@ function commands.put(now, real, args)
     else
       if old and mode == 'new' and old.state == 'failed' then
         -- The dead letter stays, beside the new job (aside.lua).
-        set_aside(new.jid, old)
+        set_aside(new.jid, old, true)
       elseif old then
         unplace(new.jid, old)
       end
@@ -492,11 +492,13 @@ function commands.requeue(now, real, args)
     if job and ACTIVE[job.state] then
       return ERR.invalid('a job with id "' .. jid .. '" is queued again already')
     elseif job and job.state == 'failed' then
-      set_aside(jid, job)
+      -- Its hold stays the id's (the id's one key): rare, and it held
+      -- the id already.
+      set_aside(jid, job, false)
     elseif job then
       unplace(jid, job)
     end
-    take_back(n, queue, jid)
+    take_back(n, queue, jid, now)
     job = load_job(jid)
   elseif not (job and job.state == 'failed' and (queue == '' or job.queue == queue)) then
     return ERR.nojob(jid)
