@@ -131,10 +131,13 @@ impl Job for Receipt {
     }
 }
 
+/// A call's own options, as `enqueue_job_with` takes them.
+type Call = fn(dque::jobs::NewJob) -> dque::jobs::NewJob;
+
 /// The calls that must add a second job of `receipt`'s kind once the
 /// first ran: `unique_for(ZERO)` says "not unique" (with an id or
 /// without), and a job without an id holds nothing.
-fn not_unique_calls() -> Vec<(&'static str, fn(dque::jobs::NewJob) -> dque::jobs::NewJob)> {
+fn not_unique_calls() -> Vec<(&'static str, Call)> {
     vec![
         ("zero period, an id", |job| {
             job.id("receipt-zero").unique_for(Duration::ZERO)
