@@ -235,3 +235,69 @@ fn job_info_finds_a_job_another_process_moved_out_of_a_sealed_segment() {
         assert!(status.success(), "the moving process failed: {status}");
     });
 }
+
+/// Every file under `dir` with its bytes.
+fn snapshot(dir: &std::path::Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(at) = todo.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                files.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn job_info_writes_nothing() {
+    // Bug: `job_info` of a job no longer waiting wrote this handle's
+    // kept completed jobs out to `jobs/history/` first (the history's
+    // lookup flushed its buffer): a read that wrote, and could fail for a
+    // write. Reads never write: `job_info` of a waiting, leased,
+    // scheduled, completed (kept) and unknown job leaves every file as
+    // it was.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let queue = JobOptions::new()
+        .queue(options(true))
+        .keep_completed(dque::jobs::KeepCompleted::DEFAULT)
+        .create(&path)
+        .unwrap();
+    for i in 0..6 {
+        queue
+            .enqueue(NewJob::new(format!("job {i}")).id(format!("j{i}")))
+            .unwrap();
+    }
+    queue
+        .enqueue(
+            NewJob::new("later")
+                .id("later")
+                .delay(Duration::from_secs(60)),
+        )
+        .unwrap();
+    let done = queue.lease().unwrap().unwrap();
+    queue.ack(done).unwrap();
+    let _held = queue.lease().unwrap().unwrap();
+    let before = snapshot(&path);
+    for id in ["j0", "j1", "j2", "j5", "later", "none", &"0".repeat(32)] {
+        queue.job_info(id).unwrap();
+    }
+    assert_eq!(
+        queue.job_info("j0").unwrap().unwrap().state,
+        JobState::Completed
+    );
+    let after = snapshot(&path);
+    for (file, bytes) in &after {
+        assert!(
+            before.get(file) == Some(bytes),
+            "job_info wrote {}",
+            file.display()
+        );
+    }
+    assert_eq!(before.len(), after.len(), "job_info removed a file");
+}
