@@ -111,3 +111,117 @@ fn no_job_starts_after_the_worker_returned() {
         assert_eq!(LATE.load(Ordering::SeqCst), 0, "round {round}: {summary:?}");
     }
 }
+
+/// A kind unique for an hour, and while queued, running or dead.
+#[derive(Serialize, Deserialize)]
+struct Receipt {
+    order: u32,
+}
+
+fn receipt_kind() -> dque::runtime::KindOptions {
+    dque::runtime::KindOptions::new()
+        .unique_for(Duration::from_secs(3600))
+        .unique_states(dque::jobs::UniqueStates::WAITING)
+}
+
+impl Job for Receipt {
+    const KIND: &'static str = "receipt";
+    fn run(self, _cx: &Context) -> Result<(), JobError> {
+        Ok(())
+    }
+    fn options() -> dque::runtime::KindOptions {
+        receipt_kind()
+    }
+}
+
+/// A call's own options, as `enqueue_job_with` takes them.
+type Call = fn(dque::jobs::NewJob) -> dque::jobs::NewJob;
+
+/// The calls that must add a second job of `receipt`'s kind once the
+/// first ran: `unique_for(ZERO)` says "not unique" (with an id or
+/// without), and a job without an id holds nothing.
+fn not_unique_calls() -> Vec<(&'static str, Call)> {
+    vec![
+        ("zero period, an id", |job| {
+            job.id("receipt-zero").unique_for(Duration::ZERO)
+        }),
+        ("zero period, no id", |job| job.unique_for(Duration::ZERO)),
+        ("no id", |job| job),
+    ]
+}
+
+/// Enqueues with `call` twice around a run of the job, through `enqueue`;
+/// both must be added.
+fn both_added(
+    queue: &EmbeddedJobs,
+    name: &str,
+    mut enqueue: impl FnMut() -> dque::Result<dque::jobs::Enqueued>,
+) {
+    use dque::jobs::JobQueue;
+    for time in ["first", "second"] {
+        let added = enqueue().unwrap_or_else(|e| panic!("{name}, {time}: refused: {e}"));
+        assert!(added.is_added(), "{name}, {time}: {added:?}");
+        let lease = queue.lease().unwrap().expect("the receipt");
+        queue.ack(lease).unwrap();
+    }
+}
+
+#[test]
+fn a_call_without_a_period_overrides_a_kinds_unique_states_in_typed_enqueue() {
+    // Review of the kinds' uniqueness: a kind with `unique_states` kept
+    // its states on a job whose call said `unique_for(Duration::ZERO)`
+    // (not unique) or had no id, so the queue refused it ("unique states
+    // apply for a period", "give the job an id").
+    for (name, call) in not_unique_calls() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = Arc::new(EmbeddedJobs::create(dir.path().join("q")).unwrap());
+        both_added(&queue, name, || {
+            queue.enqueue_job_with(&Receipt { order: 1 }, call)
+        });
+        let set = dque::jobs::QueueSet::new(
+            vec![Arc::clone(&queue) as Arc<dyn dque::jobs::JobQueue>],
+            dque::jobs::Order::InOrder,
+        )
+        .unwrap();
+        both_added(&queue, &format!("{name} (a queue set)"), || {
+            set.enqueue_job_with(&Receipt { order: 2 }, call)
+        });
+    }
+}
+
+#[cfg(feature = "tokio")]
+#[derive(Serialize, Deserialize)]
+struct AsyncReceipt {
+    order: u32,
+}
+
+#[cfg(feature = "tokio")]
+impl dque::runtime::AsyncJob for AsyncReceipt {
+    const KIND: &'static str = "receipt";
+    async fn perform(self, _: &dque::runtime::AsyncContext) -> Result<(), JobError> {
+        Ok(())
+    }
+    fn options() -> dque::runtime::KindOptions {
+        receipt_kind()
+    }
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn a_call_without_a_period_overrides_a_kinds_unique_states_in_async_typed_enqueue() {
+    // As above, through the async typed enqueue.
+    use dque::jobs::AsyncEmbeddedJobs;
+    use dque::runtime::EnqueueAsyncJob;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (name, call) in not_unique_calls() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = Arc::new(EmbeddedJobs::create(dir.path().join("q")).unwrap());
+        let handle = AsyncEmbeddedJobs::from_arc(Arc::clone(&queue));
+        both_added(&queue, name, || {
+            runtime.block_on(handle.enqueue_job_with(&AsyncReceipt { order: 1 }, call))
+        });
+    }
+}

@@ -346,6 +346,11 @@ impl KindOptions {
         };
         let kinds = (kind.unique_for, kind.unique_states);
         let mut new = options(kind);
+        // The kind's states hold for a period only: a call that took the
+        // period away (`unique_for(Duration::ZERO)`) took them too.
+        if new.unique_for.is_none() && new.unique_states == kinds.1 {
+            new.unique_states = None;
+        }
         // No id: the kind's period has nothing to hold (the call's own,
         // if it differs, is left for the queue to refuse).
         if new.id.is_none() && (new.unique_for, new.unique_states) == kinds {

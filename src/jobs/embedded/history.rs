@@ -277,34 +277,56 @@ impl History {
         Ok(())
     }
 
-    /// The newest entry of job `id` within what is kept at `now_ms`.
+    /// The newest entry of job `id` within what is kept at `now_ms`. A
+    /// read: this handle's entries not written yet are looked at where
+    /// they wait, not written out first.
     pub(crate) fn find(&self, id: &str, now_ms: u64) -> Result<Option<Completed>> {
-        self.flush()?;
         let cutoff = now_ms.saturating_sub(self.keep.for_time().as_millis() as u64);
+        // The newest entries; written out meanwhile, they are looked at
+        // twice, harmlessly.
+        let waiting = self.writer.lock().buffer.clone();
         let mut newer = 0u64;
+        if let Some(found) = self.look_in(&waiting, id, cutoff, &mut newer) {
+            return Ok(found);
+        }
         for day in self.days()? {
             if (day + 1) * DAY_MS <= cutoff || newer >= self.keep.count() {
                 break;
             }
-            let bytes = self.read_day(day)?;
-            let entries: Vec<&[u8]> = frames(&bytes).collect();
-            for (back, entry) in entries.iter().rev().enumerate() {
-                if newer + back as u64 >= self.keep.count() {
-                    return Ok(None);
-                }
-                let Some(completed) = decode(entry) else {
-                    continue;
-                };
-                if completed.finished_ms < cutoff {
-                    return Ok(None);
-                }
-                if completed.job.id == id {
-                    return Ok(Some(completed));
-                }
+            if let Some(found) = self.look_in(&self.read_day(day)?, id, cutoff, &mut newer) {
+                return Ok(found);
             }
-            newer += entries.len() as u64;
         }
         Ok(None)
+    }
+
+    /// Job `id`'s newest entry among `bytes`' entries, newest first:
+    /// `Some` once the answer is known (found, or past what is kept),
+    /// `None` to go on to older ones; `newer` counts the entries passed.
+    fn look_in(
+        &self,
+        bytes: &[u8],
+        id: &str,
+        cutoff: u64,
+        newer: &mut u64,
+    ) -> Option<Option<Completed>> {
+        let entries: Vec<&[u8]> = frames(bytes).collect();
+        for (back, entry) in entries.iter().rev().enumerate() {
+            if *newer + back as u64 >= self.keep.count() {
+                return Some(None);
+            }
+            let Some(completed) = decode(entry) else {
+                continue;
+            };
+            if completed.finished_ms < cutoff {
+                return Some(None);
+            }
+            if completed.job.id == id {
+                return Some(Some(completed));
+            }
+        }
+        *newer += entries.len() as u64;
+        None
     }
 }
 

@@ -294,6 +294,15 @@ impl IdsLock<'_> {
         }
     }
 
+    /// The records of `id` the index holds, oldest noted first (some may
+    /// have ended since: settled by another handle).
+    pub fn records(&self, id: &str) -> Vec<Location> {
+        self.index
+            .by_id
+            .get(id)
+            .map_or_else(Vec::new, |records| records.as_slice().to_vec())
+    }
+
     /// A live record of `id` other than `except`, if there is one; `live`
     /// says whether a record is unsettled (the ones that are not are
     /// dropped from the index on the way).

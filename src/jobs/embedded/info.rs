@@ -22,9 +22,9 @@ use crate::jobs::history::{find_listed, JobInfo, ALL};
 use crate::jobs::job::{WaitState, Waiting};
 use crate::jobs::{JobQueue, JobState};
 
-/// Lookups of a waiting job that may race a move of it (a lease's or a
-/// promotion's) before the answer is "not waiting": each one is a cheap
-/// index read for a caller id.
+/// Lookups of a waiting job with no caller id (made up, or a plain
+/// queue's record number) that may race a move of it (a priority change,
+/// a retry's, a promotion's) before the answer is "not waiting".
 const LOOKUPS: usize = 3;
 
 impl EmbeddedJobs {
@@ -53,8 +53,34 @@ impl EmbeddedJobs {
     }
 
     /// Waiting job `id` as [`waiting`](JobQueue::waiting) would list it,
-    /// read at its location; looked up again if it moved in between.
+    /// read at its location.
     fn waiting_job(&self, id: &str) -> Result<Option<Waiting>> {
+        // As `waiting`: no limited lease looks past jobs meanwhile (taken
+        // before the ids' lock, as every call that takes both does).
+        let _no_look_past = self.lock_limited_leases()?;
+        if let Some(locked) = self.ids_lock_if(true)? {
+            // The index holds every unsettled record of a caller id, and a
+            // job with one is moved (taken, copied, ended) only under this
+            // lock: read while it is held, its records say where the job
+            // is and what state, whoever moves it (another thread, another
+            // process). A record named may have ended since (settled by
+            // another handle): the next one is read.
+            for location in locked.records(id) {
+                if let Some(waiting) = self.waiting_at(id, location)? {
+                    return Ok(Some(waiting));
+                }
+            }
+            if !super::looks_made_up(id) {
+                return Ok(None);
+            }
+        }
+        self.waiting_by_lookups(id)
+    }
+
+    /// [`waiting_job`](Self::waiting_job) of an id no index holds: found
+    /// by [`locate`](Self::locate) (a made-up id's by a look through the
+    /// records), looked up again if it moved in between.
+    fn waiting_by_lookups(&self, id: &str) -> Result<Option<Waiting>> {
         let mut last = None;
         for _ in 0..LOOKUPS {
             let location = match self.locate(id) {
@@ -77,8 +103,6 @@ impl EmbeddedJobs {
     /// The waiting record of job `id` at `location`, if it is still there
     /// (one record read, never the queue's).
     fn waiting_at(&self, id: &str, location: Location) -> Result<Option<Waiting>> {
-        // As `waiting`: no limited lease looks past jobs meanwhile.
-        let _no_look_past = self.lock_limited_leases()?;
         let Some(queue) = self.part(location)? else {
             return Ok(None);
         };

@@ -704,7 +704,10 @@ impl EmbeddedJobs {
     /// looking past jobs.
     fn set_priority_now(&self, id: &str, priority: i32) -> Result<()> {
         self.promote_due(self.now())?;
-        let location = self.locate(id)?;
+        // A job with a caller id is taken and moved under the ids' lock it
+        // was found under: a reader of its records (`job_info`) never sees
+        // it leased by its own move.
+        let (location, held) = self.locate_holding(id)?;
         if let Location::Lane(p, record) = location {
             if p == priority {
                 // No change; but a leased job is refused as for any change.
@@ -722,7 +725,7 @@ impl EmbeddedJobs {
         }
         let mut envelope = taken.envelope.clone();
         envelope.job.priority = priority;
-        match self.move_taken(taken, &envelope)? {
+        match self.move_taken(taken, &envelope, held)? {
             Moved::Moved => Ok(()),
             // The record found was a leftover, now ended: the change goes
             // to the job's live record.
@@ -833,13 +836,24 @@ impl EmbeddedJobs {
                 return Ok(location);
             }
         }
-        // Not a caller id: a made-up id (32 hex digits) is in no index, so
-        // the jobs are looked through.
-        let made_up = id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit());
-        match made_up {
+        // Not a caller id: a made-up id is in no index, so the jobs are
+        // looked through.
+        match looks_made_up(id) {
             true => self.scan_for(id, None)?.ok_or_else(|| no_such_job(id)),
             false => Err(no_such_job(id)),
         }
+    }
+
+    /// [`locate`](Self::locate), and for a caller id the ids' lock it was
+    /// found under, held: the job stays where it is until it is dropped
+    /// (every move of a caller id's job takes it).
+    fn locate_holding(&self, id: &str) -> Result<(Location, Option<IdsLock<'_>>)> {
+        if let Some(mut locked) = self.ids_lock_if(!self.is_plain())? {
+            if let Some(location) = self.live_record(&mut locked, id, None)? {
+                return Ok((location, Some(locked)));
+            }
+        }
+        Ok((self.locate(id)?, None))
     }
 
     /// The queue holding `location`.
@@ -907,12 +921,22 @@ impl EmbeddedJobs {
     }
 
     /// Moves a taken job to where `envelope` (changed) says, then ends its
-    /// old record; on failure it stays where it was.
-    fn move_taken(&self, taken: Taken, envelope: &Envelope) -> Result<Moved> {
+    /// old record; on failure it stays where it was. `held`: the ids'
+    /// lock, if the caller took it already.
+    fn move_taken(
+        &self,
+        taken: Taken,
+        envelope: &Envelope,
+        held: Option<IdsLock<'_>>,
+    ) -> Result<Moved> {
         let lessor = taken.queue.lessor();
         // Held until the old record is ended: a decision about the id in
         // between would see two live records and take one for a leftover.
-        let mut locked = match self.ids_lock_if(envelope.job.caller_id) {
+        let taking = match held {
+            Some(held) => Ok(Some(held)),
+            None => self.ids_lock_if(envelope.job.caller_id),
+        };
+        let mut locked = match taking {
             Ok(locked) => locked,
             Err(e) => {
                 let _ = lessor.release(taken.record, taken.attempt);
@@ -975,6 +999,12 @@ struct Taken {
     source: Location,
     record: u64,
     attempt: u16,
+}
+
+/// Whether `id` may be one the queue made up (32 hex digits), which no
+/// index holds.
+fn looks_made_up(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 fn no_such_job(id: &str) -> Error {
