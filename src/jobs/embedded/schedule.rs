@@ -12,7 +12,7 @@
 //! move it. Either way a crash in between leaves the job where it was
 //! (moved again, at worst: at least once).
 
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -25,12 +25,13 @@ use crate::queue::dque::RawQueue;
 use crate::queue::engine::{ById, Unleased};
 
 /// Most (due, record) entries an index holds: about 40 bytes each, so
-/// 2.6 MB a queue at most, however many jobs wait.
-pub const INDEX_MAX: usize = 1 << 16;
+/// 2.6 MB a queue at most, however many jobs wait (fewer in unit tests,
+/// which then cross its limits with few jobs).
+pub const INDEX_MAX: usize = if cfg!(test) { 1 << 10 } else { 1 << 16 };
 
-/// Entries kept when an index is cut back to its earliest, or filled
-/// again from the records on disk: half, so a cut happens at most once per
-/// `INDEX_MAX - INDEX_KEEP` entries added.
+/// Entries kept when an index is cut back to its earliest: half, so a cut
+/// happens at most once per `INDEX_MAX - INDEX_KEEP` entries added. (A
+/// refill from the records on disk fills it: [`INDEX_MAX`].)
 const INDEX_KEEP: usize = INDEX_MAX / 2;
 
 /// The no horizon: every record is in the index.
@@ -64,6 +65,8 @@ impl Default for DueIndex {
                 seen_to: 0,
                 read: false,
                 moving: Vec::new(),
+                #[cfg(test)]
+                refills: 0,
             }),
             first_due: AtomicU64::new(0),
         }
@@ -87,6 +90,9 @@ struct Index {
     /// Exclusive mode: records taken out of the index to be moved, until
     /// they are ended, given back, or waiting in the pending moves.
     moving: Vec<u64>,
+    /// The refills so far (what the tests look at).
+    #[cfg(test)]
+    refills: usize,
 }
 
 impl Index {
@@ -323,25 +329,44 @@ impl Schedule {
     /// Fills an index that ran out with the earliest records on disk, but
     /// those `moved` (moved already, waiting to be ended).
     fn refill(&self, index: &mut Index, moved: &impl Fn(u64) -> bool) -> Result<()> {
+        #[cfg(test)]
+        {
+            index.refills += 1;
+        }
         let end = self.queue.end_id()?;
-        // The earliest INDEX_KEEP + 1, the latest on top.
-        let mut earliest: BinaryHeap<(u64, u64)> = BinaryHeap::with_capacity(INDEX_KEEP + 1);
+        // The earliest INDEX_MAX + 1 (a full index, the last one its
+        // horizon: a backlog is read again once per INDEX_MAX jobs moved,
+        // not per INDEX_KEEP; a later insert below the horizon cuts it
+        // back as any insert does). Candidates are gathered up to twice
+        // that, then cut back to the earliest (a selection, linear), and
+        // anything past the latest kept is skipped from then on: a heap
+        // and its heapsort were a tenth of a lease in a backlog.
+        let keep = INDEX_MAX + 1;
+        let mut earliest: Vec<(u64, u64)> = Vec::with_capacity(2 * keep);
+        let mut past = ALL;
+        let cut = |earliest: &mut Vec<(u64, u64)>| -> (u64, u64) {
+            earliest.select_nth_unstable(keep - 1);
+            earliest.truncate(keep);
+            earliest[keep - 1]
+        };
         // Taken by another thread (exclusive mode: read, not leased) and
         // not ended yet: its mover ends it or gives it back.
         let moving: BTreeSet<u64> = index.moving.iter().copied().collect();
         self.visit(|record, due| {
-            if moving.contains(&record) {
+            if (due, record) >= past || moving.contains(&record) {
                 return;
             }
-            if earliest.len() <= INDEX_KEEP {
-                earliest.push((due, record));
-            } else if earliest.peek().is_some_and(|&top| (due, record) < top) {
-                earliest.pop();
-                earliest.push((due, record));
+            earliest.push((due, record));
+            if earliest.len() == 2 * keep {
+                past = cut(&mut earliest);
             }
         })?;
-        // With more than INDEX_KEEP, the latest is the new horizon.
-        index.horizon = match earliest.len() > INDEX_KEEP {
+        if earliest.len() > keep {
+            cut(&mut earliest);
+        }
+        earliest.sort_unstable();
+        // With more than INDEX_MAX, the latest is the new horizon.
+        index.horizon = match earliest.len() > INDEX_MAX {
             true => earliest.pop().expect("not empty"),
             false => ALL,
         };
@@ -349,11 +374,10 @@ impl Schedule {
         // Those `moved` are left out after the visit, which holds the
         // queue's lock (a settling of the moves holds theirs while it ends
         // records): every other record below the horizon is kept.
-        index.run = earliest
-            .into_sorted_vec()
-            .into_iter()
-            .filter(|&(_, record)| !moved(record))
-            .collect();
+        earliest.retain(|&(_, record)| !moved(record));
+        // The candidates' room goes: the index keeps its bound.
+        earliest.shrink_to_fit();
+        index.run = earliest.into();
         index.read = true;
         index.seen_to = index.seen_to.max(end);
         Ok(())
@@ -552,7 +576,70 @@ mod tests {
             seen_to: 0,
             read: true,
             moving: Vec::new(),
+            refills: 0,
         }
+    }
+
+    // Issue 24 (jobs falling due in a backlog): an index that ran out was
+    // refilled with the earliest INDEX_KEEP records only, so a backlog of
+    // N due jobs was read from disk N / 32,768 times (with a heap and its
+    // heapsort: a fifth of a lease of the bench's 200,000 due jobs). A
+    // refill now fills the index (INDEX_MAX), read once per INDEX_MAX
+    // taken, and the jobs still come in (due, record) order, each once.
+    #[test]
+    fn a_backlog_is_read_again_once_per_index_max_taken_in_due_order() {
+        use crate::jobs::job::Job;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let n = 3 * INDEX_MAX as u64 + 10;
+        let order = |i: u64| (i * 7919) % n;
+        {
+            let queue = RawQueue::create(&path).unwrap();
+            for i in 0..n {
+                let job = Job {
+                    id: String::new(),
+                    body: Vec::new(),
+                    priority: 0,
+                    headers: Vec::new(),
+                    attempt: 0,
+                    enqueued_at: std::time::UNIX_EPOCH,
+                    caller_id: false,
+                };
+                let envelope = Envelope {
+                    job,
+                    due_ms: 1 + order(i),
+                    attempts_before: 0,
+                    hold: None,
+                };
+                queue.enqueue_bytes(&envelope.encode()).unwrap();
+            }
+            queue.close().unwrap();
+        }
+        let schedule = Schedule::new(RawQueue::open(&path).unwrap(), false);
+        schedule.catch_up().unwrap();
+        let mut next = 1;
+        loop {
+            let taken = schedule.take_due(u64::MAX - 1, 1, 1024, |_| false).unwrap();
+            if taken.is_empty() {
+                break;
+            }
+            let ended: Vec<(u64, Option<u16>)> = taken.iter().map(|d| (d.record, None)).collect();
+            for due in taken {
+                assert_eq!(due.due_ms, next, "out of due order");
+                next += 1;
+            }
+            let records: Vec<u64> = ended.iter().map(|&(r, _)| r).collect();
+            schedule.done_moving(&records);
+            schedule.end(&ended).1.unwrap();
+        }
+        assert_eq!(next, n + 1, "each job once");
+        let refills = schedule.index.state.lock().refills;
+        // The first reading keeps INDEX_KEEP; each refill INDEX_MAX.
+        let most = (n - INDEX_KEEP as u64).div_ceil(INDEX_MAX as u64) as usize + 1;
+        assert!(
+            refills <= most,
+            "{refills} readings of the backlog, {most} at most"
+        );
     }
 
     // Issue 24 (memory of delayed jobs): the index keeps entries noted in
