@@ -383,6 +383,10 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// [`resume`](Self::resume); jobs leased before run on and settle as
     /// usual, and enqueues are kept. Every handle and process on the queue
     /// sees it, and it outlives a restart. On Redis it is qless's pause.
+    /// Leases fire no schedule while the queue is paused: the first lease
+    /// after the resume fires what is due by each schedule's catch-up
+    /// policy ([`fire_schedules`](Self::fire_schedules) fires them
+    /// whatever the pause).
     ///
     /// ```
     /// use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};

@@ -95,7 +95,7 @@ macro_rules! jobs_api_suite {
             a_closed_handle_refuses_calls_and_wakes_its_waiters,
             // --- unique jobs (issue 27) ---
             a_unique_id_is_held_for_its_period_even_after_the_job_ran, unique_states_choose_whether_done_and_dead_hold_the_id, a_cancelled_unique_job_frees_its_id, a_unique_period_survives_moves_and_a_restart, bad_uniqueness_is_refused_and_adds_nothing, a_requeued_dead_letter_keeps_its_unique_hold, an_enqueue_of_a_dead_letters_id_keeps_the_dead_letter, two_dead_letters_of_one_id_are_both_kept,
-            a_schedule_fires_once_per_tick_from_any_lease, schedules_are_listed_replaced_and_removed, missed_ticks_catch_up_by_policy, a_schedules_jobs_carry_its_kind_priority_and_headers, // recurring (issue 27)
+            a_schedule_fires_once_per_tick_from_any_lease, schedules_are_listed_replaced_and_removed, missed_ticks_catch_up_by_policy, a_schedules_jobs_carry_its_kind_priority_and_headers, a_paused_queue_fires_no_schedule_until_resumed, // recurring (issue 27)
         );
         $crate::jobs_api_limits_checks!($runner);
         $crate::jobs_api_history_checks!(run = $runner);

@@ -152,3 +152,35 @@ pub fn a_schedules_jobs_carry_its_kind_priority_and_headers(backend: &dyn Backen
     assert!(lease.id.starts_with("rec-job-s@"));
     queue.ack(lease).unwrap();
 }
+
+// Pins (review of this session's Redis change): a lease on a paused queue
+// fired its due schedules on PostgreSQL and Redis (one job a tick piled up
+// while paused) but not on the embedded queue. The rule on every backend:
+// while paused, leases fire nothing; the first lease after `resume` fires
+// what is due by each schedule's catch-up policy.
+pub fn a_paused_queue_fires_no_schedule_until_resumed(backend: &dyn Backend) {
+    let (queue, settings) = new_queue(backend, "rec-paused");
+    let clock = &settings.clock;
+    let start = clock.now_time();
+    queue.pause().unwrap();
+    queue
+        .schedule(Schedule::every("rec-paused-s", Duration::from_secs(60)).body("tick"))
+        .expect("schedule");
+    for _ in 0..3 {
+        assert!(queue.lease().unwrap().is_none(), "paused");
+        clock.advance(Duration::from_secs(60));
+    }
+    assert!(queue.lease().unwrap().is_none(), "paused");
+    let counts = queue.counts().unwrap();
+    assert_eq!(
+        (counts.ready, counts.scheduled),
+        (0, 0),
+        "a paused queue's leases fired a schedule"
+    );
+    queue.resume().unwrap();
+    assert_eq!(
+        ids_of_ready(&*queue),
+        [tick_id("rec-paused-s", start + Duration::from_secs(180))],
+        "the latest missed tick, by the default catch-up"
+    );
+}

@@ -493,7 +493,8 @@ impl Inner {
     /// Leases up to `max` of the first ready jobs, as [`PgJobs`] does.
     async fn lease_up_to(&self, max: usize) -> Result<Vec<JobLease>> {
         let now = self.now();
-        if self.due_schedules.due(unix_ms(now)) {
+        // A paused queue's leases fire nothing, as in `PgJobs`.
+        if self.due_schedules.due(unix_ms(now)) && !self.is_paused().await.unwrap_or(false) {
             self.fire_due_quietly(now).await;
         }
         let link = self.link().await?;
@@ -1129,15 +1130,7 @@ impl AsyncJobQueue for AsyncPgJobs {
     }
 
     fn is_paused(&self) -> BoxFuture<'_, Result<bool>> {
-        Box::pin(async move {
-            let inner = &self.inner;
-            let link = inner.link().await?;
-            let row = link
-                .query_one(&super::limits::paused(&inner.tables), &[&inner.qno])
-                .await
-                .map_err(sent)?;
-            Ok(row.get(0))
-        })
+        Box::pin(self.inner.is_paused())
     }
 
     fn set_limit<'a>(&'a self, name: &'a str, max: u32) -> BoxFuture<'a, Result<()>> {
@@ -1267,6 +1260,15 @@ impl Drop for Inner {
 }
 
 impl Inner {
+    async fn is_paused(&self) -> Result<bool> {
+        let link = self.link().await?;
+        let row = link
+            .query_one(&super::limits::paused(&self.tables), &[&self.qno])
+            .await
+            .map_err(sent)?;
+        Ok(row.get(0))
+    }
+
     async fn set_paused(&self, paused: bool) -> Result<()> {
         let link = self.notifying_link().await?;
         link.execute(&super::limits::pause(&self.tables), &[&self.qno, &paused])

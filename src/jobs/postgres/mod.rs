@@ -757,7 +757,9 @@ impl PgJobs {
     /// ended) with one statement, without waiting.
     fn lease_up_to(&self, max: usize) -> Result<Vec<JobLease>> {
         let now = self.now();
-        if self.due_schedules.due(unix_ms(now)) {
+        // A paused queue's leases fire nothing (as on every backend): the
+        // first lease after the resume fires by the catch-up policy.
+        if self.due_schedules.due(unix_ms(now)) && !self.is_paused().unwrap_or(false) {
             self.fire_due_quietly(now);
         }
         let mut client = self.client()?;

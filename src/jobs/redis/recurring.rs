@@ -233,7 +233,16 @@ impl Core {
     /// the lease (the schedules are tried again within a second).
     pub(crate) async fn fire_due_quietly(&self, t: &impl Transport) {
         let now = self.now();
-        if self.due_schedules.due(unix_ms(now)) && self.fire_due(t, now).await.is_err() {
+        if !self.due_schedules.due(unix_ms(now)) {
+            return;
+        }
+        // A paused queue's leases fire nothing (as qless-core's pop spawns
+        // nothing): the first lease after the resume fires by the
+        // catch-up policy.
+        if self.is_paused(t).await.unwrap_or(false) {
+            return;
+        }
+        if self.fire_due(t, now).await.is_err() {
             self.due_schedules.remember(None, unix_ms(now));
         }
     }
