@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -45,9 +45,8 @@ pub fn one_spawner_at_a_time() -> MutexGuard<'static, ()> {
     SPAWN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs `test` as a child (see [`command`]) with `env`, kills it with
-/// SIGKILL after `run_for`, and returns every line it printed.
-pub fn run_until_killed(test: &str, env: &[(&str, String)], run_for: Duration) -> Vec<String> {
+/// `test` started as a child (see [`command`]) with `env`, and its stdout.
+fn spawn_with_stdout(test: &str, env: &[(&str, String)]) -> (Child, ChildStdout) {
     let mut child = command(test)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
@@ -55,6 +54,13 @@ pub fn run_until_killed(test: &str, env: &[(&str, String)], run_for: Duration) -
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
+    (child, stdout)
+}
+
+/// Runs `test` as a child (see [`command`]) with `env`, kills it with
+/// SIGKILL after `run_for`, and returns every line it printed.
+pub fn run_until_killed(test: &str, env: &[(&str, String)], run_for: Duration) -> Vec<String> {
+    let (mut child, stdout) = spawn_with_stdout(test, env);
     let reader = std::thread::spawn(move || {
         BufReader::new(stdout)
             .lines()
@@ -88,13 +94,7 @@ pub fn run_until_killed_once_ready(
     env: &[(&str, String)],
     run_for: Duration,
 ) -> Vec<String> {
-    let mut child = command(test)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
+    let (mut child, stdout) = spawn_with_stdout(test, env);
     let (lines, read) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
