@@ -1070,3 +1070,75 @@ fn pruning_keeps_up_with_a_handle_that_acks_fast() {
         );
     });
 }
+
+// A guard (no bug found): `waiting` reads its ready part and its scheduled
+// part as a UNION ALL with no ORDER BY over both, relying on the Append
+// giving its parts in order. Plans that free parallelism and no index
+// scans make likely (PostgreSQL 15 plans a Gather in each part, no
+// Parallel Append) must keep the order: ready by priority then age, then
+// scheduled by due time, at every `max`.
+#[test]
+fn waiting_keeps_ready_then_scheduled_under_parallel_plans() {
+    use dque::jobs::NewJob;
+    use std::time::Duration;
+    with_server(|_| {
+        let server = PgServer::get().expect("checked");
+        let mut admin = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+        let db = format!("parallel_{}", std::process::id());
+        admin.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+        admin
+            .batch_execute(&format!(
+                "ALTER DATABASE {db} SET parallel_setup_cost = 0;
+                 ALTER DATABASE {db} SET parallel_tuple_cost = 0;
+                 ALTER DATABASE {db} SET min_parallel_table_scan_size = 0;
+                 ALTER DATABASE {db} SET min_parallel_index_scan_size = 0;
+                 ALTER DATABASE {db} SET enable_indexscan = off;
+                 ALTER DATABASE {db} SET enable_bitmapscan = off;"
+            ))
+            .unwrap();
+        let url = server.url_as("dque", None, &db);
+        let q = PgOptions::new().connect(&url, "parallel").unwrap();
+        // Interleaved in enqueue order: ready ones of mixed priorities and
+        // scheduled ones of mixed due times.
+        let n = 3000;
+        let jobs: Vec<NewJob> = (0..n)
+            .map(|i| {
+                let job = NewJob::new(format!("{i}")).id(format!("j{i:05}"));
+                if i % 2 == 0 {
+                    job.priority((i % 7) as i32 - 3)
+                } else {
+                    job.delay(Duration::from_secs(3600 + ((i * 37) % 1000) as u64))
+                }
+            })
+            .collect();
+        for chunk in jobs.chunks(500) {
+            q.enqueue_batch(chunk.to_vec()).unwrap();
+        }
+        let mut ready: Vec<(i32, usize)> = (0..n)
+            .filter(|i| i % 2 == 0)
+            .map(|i| ((i % 7) as i32 - 3, i))
+            .collect();
+        ready.sort();
+        let mut scheduled: Vec<(usize, usize)> = (0..n)
+            .filter(|i| i % 2 == 1)
+            .map(|i| ((i * 37) % 1000, i))
+            .collect();
+        scheduled.sort();
+        let expected: Vec<String> = ready
+            .iter()
+            .map(|(_, i)| format!("j{i:05}"))
+            .chain(scheduled.iter().map(|(_, i)| format!("j{i:05}")))
+            .collect();
+        for max in [n, n / 2 + 10, 100] {
+            let listed: Vec<String> = q
+                .waiting(max)
+                .unwrap()
+                .into_iter()
+                .map(|w| w.job.id)
+                .collect();
+            assert_eq!(listed, expected[..max], "waiting({max})");
+        }
+        drop(q);
+        let _ = admin.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"));
+    });
+}
