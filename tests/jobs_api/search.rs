@@ -20,6 +20,7 @@ macro_rules! jobs_api_search_checks {
             $crate::jobs_api_suite!(@each_in $runner; search;
                 search_finds_what_the_filter_means_in_list_order,
                 requeue_dead_many_is_requeue_dead_of_each_in_order,
+                search_takes_pattern_characters_literally,
             );
         }
     };
@@ -180,4 +181,42 @@ pub fn requeue_dead_many_is_requeue_dead_of_each_in_order(backend: &dyn Backend)
     for w in &waiting {
         assert_eq!(w.job.attempt, 0, "{}: attempts start over", w.job.id);
     }
+}
+
+/// A guard (no bug found) on the class a native search invites: `%`, `_`
+/// and `\\` in an id prefix or a reason (LIKE wildcards and its escape;
+/// `.` and `-` of Lua patterns) mean themselves on every backend, and an
+/// empty prefix or reason keeps every job.
+pub fn search_takes_pattern_characters_literally(backend: &dyn Backend) {
+    let (q, _) = new_queue(backend, "search_literal");
+    let q = q.as_ref();
+    for (id, reason) in [
+        ("a%b", "50% done"),
+        ("a_b", "x_y"),
+        ("axb", "back\\slash"),
+        ("a\\b", "dot.dash-"),
+        ("a.b", "x5y"),
+    ] {
+        put(q, NewJob::new(id).id(id));
+        let l = lease(q);
+        q.fail(l, reason).unwrap();
+    }
+    for id in ["a%c", "a_c", "abc", "a\\c", "a.c", "%", "_"] {
+        put(q, NewJob::new(id).id(id));
+    }
+    let mut filters = Vec::new();
+    for prefix in ["a%", "a_", "a\\", "a.", "%", "_", "", "a"] {
+        filters.push(JobFilter::new().id_prefix(prefix));
+        filters.push(JobFilter::new().state(SearchState::Dead).id_prefix(prefix));
+    }
+    for reason in ["%", "_", "\\", "0% d", "x_y", ".", "-", "", "5"] {
+        filters.push(JobFilter::new().reason(reason));
+    }
+    for filter in &filters {
+        let want = reference(q, filter);
+        let found = q.search(filter, 1000, 10_000).unwrap();
+        assert_eq!(ids(&found.jobs), want, "{filter:?}");
+    }
+    let percent = q.search(&JobFilter::new().id_prefix("a%"), 100, 100).unwrap();
+    assert_eq!(percent.jobs.len(), 2, "a%b and a%c only: {:?}", ids(&percent.jobs));
 }
