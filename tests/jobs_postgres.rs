@@ -1085,7 +1085,9 @@ fn waiting_keeps_ready_then_scheduled_under_parallel_plans() {
         let server = PgServer::get().expect("checked");
         let mut admin = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
         let db = format!("parallel_{}", std::process::id());
-        admin.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {db}"))
+            .unwrap();
         admin
             .batch_execute(&format!(
                 "ALTER DATABASE {db} SET parallel_setup_cost = 0;

@@ -170,14 +170,22 @@ async fn a_bulk_action_changes_no_job_the_user_did_not_confirm() {
     let ask = get(&app, "/queues/0/bulk?state=ready&prefix=a&do=cancel").await;
     assert_eq!(ask.status, StatusCode::OK, "{}", ask.body);
     let form = hidden_fields(&ask.body);
-    assert!(form.iter().any(|(n, v)| n == "expect" && v == "2"), "{form:?}");
+    assert!(
+        form.iter().any(|(n, v)| n == "expect" && v == "2"),
+        "{form:?}"
+    );
     // Between the count and the confirmation: one confirmed job goes, a
     // new one comes that matches.
     q.cancel("a1").unwrap();
     q.enqueue(NewJob::new("a3").id("a3")).unwrap();
     let fields: Vec<(&str, &str)> = form.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
     let answer = post(&app, "/queues/0/bulk", &fields).await;
-    let waiting: Vec<String> = q.waiting(10).unwrap().into_iter().map(|w| w.job.id).collect();
+    let waiting: Vec<String> = q
+        .waiting(10)
+        .unwrap()
+        .into_iter()
+        .map(|w| w.job.id)
+        .collect();
     assert!(
         waiting.contains(&"a3".to_owned()),
         "a3 was never confirmed, yet changed ({}): {}",

@@ -217,6 +217,13 @@ pub fn search_takes_pattern_characters_literally(backend: &dyn Backend) {
         let found = q.search(filter, 1000, 10_000).unwrap();
         assert_eq!(ids(&found.jobs), want, "{filter:?}");
     }
-    let percent = q.search(&JobFilter::new().id_prefix("a%"), 100, 100).unwrap();
-    assert_eq!(percent.jobs.len(), 2, "a%b and a%c only: {:?}", ids(&percent.jobs));
+    let percent = q
+        .search(&JobFilter::new().id_prefix("a%"), 100, 100)
+        .unwrap();
+    assert_eq!(
+        percent.jobs.len(),
+        2,
+        "a%b and a%c only: {:?}",
+        ids(&percent.jobs)
+    );
 }
