@@ -1070,3 +1070,157 @@ fn pruning_keeps_up_with_a_handle_that_acks_fast() {
         );
     });
 }
+
+// A guard (no bug found): `waiting` reads its ready part and its scheduled
+// part as a UNION ALL with no ORDER BY over both, relying on the Append
+// giving its parts in order. Plans that free parallelism and no index
+// scans make likely (PostgreSQL 15 plans a Gather in each part, no
+// Parallel Append) must keep the order: ready by priority then age, then
+// scheduled by due time, at every `max`.
+#[test]
+fn waiting_keeps_ready_then_scheduled_under_parallel_plans() {
+    use dque::jobs::NewJob;
+    use std::time::Duration;
+    with_server(|_| {
+        let server = PgServer::get().expect("checked");
+        let mut admin = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+        let db = format!("parallel_{}", std::process::id());
+        admin
+            .batch_execute(&format!("CREATE DATABASE {db}"))
+            .unwrap();
+        admin
+            .batch_execute(&format!(
+                "ALTER DATABASE {db} SET parallel_setup_cost = 0;
+                 ALTER DATABASE {db} SET parallel_tuple_cost = 0;
+                 ALTER DATABASE {db} SET min_parallel_table_scan_size = 0;
+                 ALTER DATABASE {db} SET min_parallel_index_scan_size = 0;
+                 ALTER DATABASE {db} SET enable_indexscan = off;
+                 ALTER DATABASE {db} SET enable_bitmapscan = off;"
+            ))
+            .unwrap();
+        let url = server.url_as("dque", None, &db);
+        let q = PgOptions::new().connect(&url, "parallel").unwrap();
+        // Interleaved in enqueue order: ready ones of mixed priorities and
+        // scheduled ones of mixed due times.
+        let n = 3000;
+        let jobs: Vec<NewJob> = (0..n)
+            .map(|i| {
+                let job = NewJob::new(format!("{i}")).id(format!("j{i:05}"));
+                if i % 2 == 0 {
+                    job.priority((i % 7) as i32 - 3)
+                } else {
+                    job.delay(Duration::from_secs(3600 + ((i * 37) % 1000) as u64))
+                }
+            })
+            .collect();
+        for chunk in jobs.chunks(500) {
+            q.enqueue_batch(chunk.to_vec()).unwrap();
+        }
+        let mut ready: Vec<(i32, usize)> = (0..n)
+            .filter(|i| i % 2 == 0)
+            .map(|i| ((i % 7) as i32 - 3, i))
+            .collect();
+        ready.sort();
+        let mut scheduled: Vec<(usize, usize)> = (0..n)
+            .filter(|i| i % 2 == 1)
+            .map(|i| ((i * 37) % 1000, i))
+            .collect();
+        scheduled.sort();
+        let expected: Vec<String> = ready
+            .iter()
+            .map(|(_, i)| format!("j{i:05}"))
+            .chain(scheduled.iter().map(|(_, i)| format!("j{i:05}")))
+            .collect();
+        for max in [n, n / 2 + 10, 100] {
+            let listed: Vec<String> = q
+                .waiting(max)
+                .unwrap()
+                .into_iter()
+                .map(|w| w.job.id)
+                .collect();
+            assert_eq!(listed, expected[..max], "waiting({max})");
+        }
+        drop(q);
+        let _ = admin.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"));
+    });
+}
+
+// A guard (no bug found) on the lease statements that now store who leased
+// a row and when: every way to lease, on the sync and the async handle (a
+// plain lease, a batch, a limited kind's lease) leaves the handle's name
+// and a start in the row, which `leases` and `job_info` show.
+#[test]
+fn every_lease_path_records_its_worker_and_start() {
+    use dque::jobs::{AsyncJobQueue, NewJob};
+    use std::time::Duration;
+    with_server(|_| {
+        let server = PgServer::get().expect("checked");
+        let name = format!("{}-leasers", Postgres::new().prefix);
+        let options = |w: &str| {
+            PgOptions::new()
+                .lease_time(Duration::from_secs(60))
+                .worker(w)
+        };
+        let sync = options("w-sync").connect(&server.url(), &name).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let aq = runtime
+            .block_on(options("w-async").connect_async(&server.url(), &name))
+            .unwrap();
+        sync.set_limit("smtp", 10).unwrap();
+        let put = |id: &str, limited: bool| {
+            let job = NewJob::new(id).id(id);
+            let job = if limited { job.limit("smtp") } else { job };
+            assert!(sync.enqueue(job).unwrap().is_added());
+        };
+        let mut who = std::collections::BTreeMap::new();
+        let mut held = Vec::new();
+        let mut async_held = Vec::new();
+        // Plain: one, then a batch, on each handle.
+        put("s1", false);
+        held.push(sync.lease().unwrap().unwrap());
+        who.insert("s1", "w-sync");
+        put("a1", false);
+        async_held.push(runtime.block_on(aq.lease()).unwrap().unwrap());
+        who.insert("a1", "w-async");
+        for id in ["s2", "s3"] {
+            put(id, false);
+            who.insert(id, "w-sync");
+        }
+        held.extend(sync.lease_batch(2).unwrap());
+        for id in ["a2", "a3"] {
+            put(id, false);
+            who.insert(id, "w-async");
+        }
+        async_held.extend(runtime.block_on(aq.lease_batch(2)).unwrap());
+        // Limited: the limit's own statement.
+        put("sl", true);
+        held.push(sync.lease().unwrap().unwrap());
+        who.insert("sl", "w-sync");
+        put("al", true);
+        async_held.push(runtime.block_on(aq.lease()).unwrap().unwrap());
+        who.insert("al", "w-async");
+        assert_eq!(held.len() + async_held.len(), who.len());
+        let leases = sync.leases(100).unwrap();
+        let shown: std::collections::BTreeMap<&str, &str> = leases
+            .iter()
+            .map(|l| (l.job.id.as_str(), l.worker.as_deref().unwrap_or("?")))
+            .collect();
+        assert_eq!(shown, who);
+        for lease in &leases {
+            assert!(lease.since.is_some(), "{}: no start", lease.job.id);
+            let info = sync.job_info(&lease.job.id).unwrap().unwrap();
+            assert_eq!(info.worker, lease.worker, "{}", lease.job.id);
+            assert!(info.started_at.is_some(), "{}", lease.job.id);
+        }
+        for lease in held {
+            sync.ack(lease).unwrap();
+        }
+        for lease in async_held {
+            runtime.block_on(aq.ack(lease)).unwrap();
+        }
+        assert!(sync.leases(100).unwrap().is_empty());
+    });
+}

@@ -135,3 +135,64 @@ async fn hostile_filters_are_shown_escaped() {
         assert!(page.body.contains("&lt;script&gt;alert(1)"), "{path}");
     }
 }
+
+/// The hidden fields of a confirmation page's form (what a browser posts).
+fn hidden_fields(body: &str) -> Vec<(String, String)> {
+    body.split("<input type=\"hidden\" name=\"")
+        .skip(1)
+        .map(|rest| {
+            let name = rest.split('"').next().unwrap().to_owned();
+            let value = rest
+                .split("value=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .to_owned();
+            (name, value)
+        })
+        .collect()
+}
+
+// Bug pinned: the confirmed action acted on whatever matched at the POST
+// as long as no more jobs matched than the count confirmed, so a job that
+// began to match after the count (while a confirmed one stopped matching)
+// was changed though nobody confirmed it. Nothing unconfirmed is changed.
+#[tokio::test]
+async fn a_bulk_action_changes_no_job_the_user_did_not_confirm() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = queue(&dir);
+    for id in ["a1", "a2"] {
+        q.enqueue(NewJob::new(id).id(id)).unwrap();
+    }
+    let app = router(vec![q.clone()], DashboardOptions::new());
+    let ask = get(&app, "/queues/0/bulk?state=ready&prefix=a&do=cancel").await;
+    assert_eq!(ask.status, StatusCode::OK, "{}", ask.body);
+    let form = hidden_fields(&ask.body);
+    assert!(
+        form.iter().any(|(n, v)| n == "expect" && v == "2"),
+        "{form:?}"
+    );
+    // Between the count and the confirmation: one confirmed job goes, a
+    // new one comes that matches.
+    q.cancel("a1").unwrap();
+    q.enqueue(NewJob::new("a3").id("a3")).unwrap();
+    let fields: Vec<(&str, &str)> = form.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    let answer = post(&app, "/queues/0/bulk", &fields).await;
+    let waiting: Vec<String> = q
+        .waiting(10)
+        .unwrap()
+        .into_iter()
+        .map(|w| w.job.id)
+        .collect();
+    assert!(
+        waiting.contains(&"a3".to_owned()),
+        "a3 was never confirmed, yet changed ({}): {}",
+        answer.status,
+        answer.body
+    );
+    assert_eq!(answer.status, StatusCode::CONFLICT, "{}", answer.body);
+    assert_eq!(waiting, ["a2", "a3"], "nothing done; asked again");
+    assert_eq!(web::search::confirmed_count(&answer), 2);
+}

@@ -20,6 +20,8 @@ macro_rules! jobs_api_search_checks {
             $crate::jobs_api_suite!(@each_in $runner; search;
                 search_finds_what_the_filter_means_in_list_order,
                 requeue_dead_many_is_requeue_dead_of_each_in_order,
+                search_takes_pattern_characters_literally,
+                waiting_lists_due_jobs_as_ready_in_lease_order,
             );
         }
     };
@@ -180,4 +182,101 @@ pub fn requeue_dead_many_is_requeue_dead_of_each_in_order(backend: &dyn Backend)
     for w in &waiting {
         assert_eq!(w.job.attempt, 0, "{}: attempts start over", w.job.id);
     }
+}
+
+/// A guard (no bug found) on the class a native search invites: `%`, `_`
+/// and `\\` in an id prefix or a reason (LIKE wildcards and its escape;
+/// `.` and `-` of Lua patterns) mean themselves on every backend, and an
+/// empty prefix or reason keeps every job.
+pub fn search_takes_pattern_characters_literally(backend: &dyn Backend) {
+    let (q, _) = new_queue(backend, "search_literal");
+    let q = q.as_ref();
+    for (id, reason) in [
+        ("a%b", "50% done"),
+        ("a_b", "x_y"),
+        ("axb", "back\\slash"),
+        ("a\\b", "dot.dash-"),
+        ("a.b", "x5y"),
+    ] {
+        put(q, NewJob::new(id).id(id));
+        let l = lease(q);
+        q.fail(l, reason).unwrap();
+    }
+    for id in ["a%c", "a_c", "abc", "a\\c", "a.c", "%", "_"] {
+        put(q, NewJob::new(id).id(id));
+    }
+    let mut filters = Vec::new();
+    for prefix in ["a%", "a_", "a\\", "a.", "%", "_", "", "a"] {
+        filters.push(JobFilter::new().id_prefix(prefix));
+        filters.push(JobFilter::new().state(SearchState::Dead).id_prefix(prefix));
+    }
+    for reason in ["%", "_", "\\", "0% d", "x_y", ".", "-", "", "5"] {
+        filters.push(JobFilter::new().reason(reason));
+    }
+    for filter in &filters {
+        let want = reference(q, filter);
+        let found = q.search(filter, 1000, 10_000).unwrap();
+        assert_eq!(ids(&found.jobs), want, "{filter:?}");
+    }
+    let percent = q
+        .search(&JobFilter::new().id_prefix("a%"), 100, 100)
+        .unwrap();
+    assert_eq!(
+        percent.jobs.len(),
+        2,
+        "a%b and a%c only: {:?}",
+        ids(&percent.jobs)
+    );
+}
+
+/// A guard (no bug found; review of PostgreSQL's `waiting` read as two
+/// parts) on what `waiting` promises: the ready jobs in the order they
+/// will be leased, then the scheduled ones by due time. A scheduled job
+/// that fell due is ready, in its priority's place, before it moves.
+pub fn waiting_lists_due_jobs_as_ready_in_lease_order(backend: &dyn Backend) {
+    let (q, s) = new_queue(backend, "waiting_due");
+    let q = q.as_ref();
+    put(q, NewJob::new("a").id("a"));
+    put(
+        q,
+        NewJob::new("b")
+            .id("b")
+            .priority(-5)
+            .delay(Duration::from_secs(5)),
+    );
+    put(
+        q,
+        NewJob::new("c")
+            .id("c")
+            .priority(-9)
+            .delay(Duration::from_secs(50)),
+    );
+    put(
+        q,
+        NewJob::new("d")
+            .id("d")
+            .priority(3)
+            .delay(Duration::from_secs(20)),
+    );
+    put(q, NewJob::new("e").id("e").priority(3));
+    s.clock.advance(Duration::from_secs(30));
+    let listed: Vec<(String, String)> = q
+        .waiting(10)
+        .unwrap()
+        .into_iter()
+        .map(|w| (w.job.id, format!("{:?}", w.state)))
+        .collect();
+    let ids: Vec<&str> = listed.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids[4], "c", "the one not due comes last: {listed:?}");
+    for (id, state) in &listed[..4] {
+        assert_eq!(state, "Ready", "{id} is due: {listed:?}");
+    }
+    // The order they are leased in is the order listed.
+    let mut leased = Vec::new();
+    for _ in 0..4 {
+        let l = lease(q);
+        leased.push(l.id.clone());
+        q.ack(l).unwrap();
+    }
+    assert_eq!(leased, ids[..4], "{listed:?}");
 }

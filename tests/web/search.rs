@@ -40,6 +40,16 @@ pub fn confirmed_count(page: &Answer) -> usize {
     page.body[at..].split('"').next().unwrap().parse().unwrap()
 }
 
+/// The fingerprint of the confirmed jobs a confirmation page's form carries.
+pub fn confirmed_matches(page: &Answer) -> String {
+    let at = page
+        .body
+        .find("name=\"matches\" value=\"")
+        .unwrap_or_else(|| panic!("no matches in {}", page.body))
+        + 22;
+    page.body[at..].split('"').next().unwrap().to_owned()
+}
+
 /// Ids of `(state, id)` pairs now: "ready", "scheduled", "dead".
 pub fn states(q: &dyn JobQueue) -> BTreeSet<(String, String, i32)> {
     let mut all = BTreeSet::new();
@@ -147,9 +157,11 @@ pub async fn search_and_bulk(q: Arc<dyn JobQueue>) {
     .await;
     assert_eq!(ask.status, StatusCode::OK, "{}", ask.body);
     assert_eq!(confirmed_count(&ask), 3);
+    let matches = confirmed_matches(&ask);
     let before = off(&q, states).await;
     let retry = |csrf: &str, expect: &str| {
         let (app, csrf, expect) = (app.clone(), csrf.to_owned(), expect.to_owned());
+        let matches = matches.clone();
         async move {
             post(
                 &app,
@@ -161,6 +173,7 @@ pub async fn search_and_bulk(q: Arc<dyn JobQueue>) {
                     ("reason", "timeout"),
                     ("do", "retry"),
                     ("expect", &expect),
+                    ("matches", &matches),
                 ],
             )
             .await
@@ -223,6 +236,7 @@ pub async fn search_and_bulk(q: Arc<dyn JobQueue>) {
     )
     .await;
     assert_eq!(confirmed_count(&ask), 3);
+    let matches = confirmed_matches(&ask);
     let set = post(
         &app,
         "/queues/0/bulk",
@@ -233,6 +247,7 @@ pub async fn search_and_bulk(q: Arc<dyn JobQueue>) {
             ("do", "priority"),
             ("priority", "-5"),
             ("expect", "3"),
+            ("matches", &matches),
         ],
     )
     .await;
@@ -251,6 +266,7 @@ pub async fn search_and_bulk(q: Arc<dyn JobQueue>) {
     )
     .await;
     assert_eq!(confirmed_count(&ask), 4, "{}", ask.body);
+    let matches = confirmed_matches(&ask);
     let cancel = post(
         &app,
         "/queues/0/bulk",
@@ -260,6 +276,7 @@ pub async fn search_and_bulk(q: Arc<dyn JobQueue>) {
             ("header", "tenant=b"),
             ("do", "cancel"),
             ("expect", "4"),
+            ("matches", &matches),
         ],
     )
     .await;

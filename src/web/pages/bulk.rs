@@ -2,8 +2,9 @@
 //! searches (through [`JobQueue::search`](crate::jobs::JobQueue::search)),
 //! shows how many jobs the action would change, and a form that confirms
 //! it; `POST /queues/{n}/bulk` (CSRF token required) searches again and
-//! acts on the jobs it finds, one Jobs API call each, unless more match
-//! now than were shown (then it asks again). Neither is routed in
+//! acts on the jobs it finds, one Jobs API call each, unless they are not
+//! the jobs shown (more of them, or others: the form carries a fingerprint
+//! of the confirmed ids; then it asks again). Neither is routed in
 //! read-only mode.
 //!
 //! The actions: `retry` (a dead letter requeued, its attempts starting
@@ -111,10 +112,24 @@ struct Matches {
 }
 
 /// What a confirmed action did: each job's outcome, or nothing because
-/// more jobs match now than were confirmed.
+/// more jobs match now than were confirmed, or other jobs.
 enum Applied {
     Done(Vec<(String, crate::Result<()>)>),
     Grown(Matches),
+    Changed(Matches),
+}
+
+/// The fingerprint of a set of ids (in any order) the confirmation form
+/// carries: the action runs only on the very jobs confirmed, never on one
+/// that began to match after the count (a same count hides a swap).
+fn fingerprint(ids: &[String]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut sorted: Vec<&String> = ids.iter().collect();
+    sorted.sort();
+    // Fixed keys: the page and the POST are hashed by the same process.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    sorted.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
 }
 
 fn matches(queue: &dyn JobQueue, filter: &Filter, bulk: Bulk) -> crate::Result<Matches> {
@@ -207,6 +222,7 @@ fn confirm_page(
                     }
                 }
                 input type="hidden" name="expect" value=(total);
+                input type="hidden" name="matches" value=(fingerprint(&found.ids));
                 button type="submit" #confirm { (bulk.verb()) " " (total) " jobs" }
             }
         } @else {
@@ -265,6 +281,12 @@ pub async fn apply(
             "The form names no count: confirm from the count's page.".into(),
         );
     };
+    let Some(confirmed) = param(&fields, "matches").map(str::to_owned) else {
+        return refused(
+            &app,
+            "The form names no matches: confirm from the count's page.".into(),
+        );
+    };
     let filter = Filter::of(&fields);
     let (label, queue) = app.queues[n].clone();
     let asked = filter.clone();
@@ -273,6 +295,9 @@ pub async fn apply(
         // Never more than the user saw: ask again instead.
         if found.ids.len() > expect {
             return Ok(Applied::Grown(found));
+        }
+        if fingerprint(&found.ids) != confirmed {
+            return Ok(Applied::Changed(found));
         }
         if bulk == Bulk::Retry {
             // One pass over the dead letters, not one per job.
@@ -298,6 +323,12 @@ pub async fn apply(
                 p #changed { "More jobs match now than the " (expect) " you confirmed: nothing done. Confirm the new count." }
             };
             return confirm_page(&app, n, &filter, bulk, &grown, StatusCode::CONFLICT, said);
+        }
+        Ok(Applied::Changed(now)) => {
+            let said = html! {
+                p #changed { "Other jobs match now than the " (expect) " you confirmed: nothing done. Confirm the jobs that match now." }
+            };
+            return confirm_page(&app, n, &filter, bulk, &now, StatusCode::CONFLICT, said);
         }
         Err(e) => return failed(&app, &label, &e),
     };
