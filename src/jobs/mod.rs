@@ -286,7 +286,8 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// # fn main() -> Result<(), dque::Error> {
     /// let dir = tempfile::tempdir().unwrap();
     /// let queue = EmbeddedJobs::create(dir.path().join("jobs"))?;
-    /// let id = queue.enqueue(NewJob::new("report").delay(Duration::from_secs(3600)))?;
+    /// let delayed = NewJob::new("report").delay(Duration::from_secs(3600));
+    /// let id = queue.enqueue(delayed)?.id().to_owned();
     /// assert!(queue.lease()?.is_none(), "due in an hour");
     /// assert!(queue.run_now(&id)?);
     /// assert_eq!(queue.lease()?.expect("ready now").job.id, id);
