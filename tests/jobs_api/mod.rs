@@ -520,7 +520,11 @@ pub fn run_now_makes_a_scheduled_job_ready_at_once(backend: &dyn Backend) {
     assert_eq!(q.dead(10).unwrap().len(), 1, "the dead letter stays");
     assert!(!q.run_now("no-such-job").unwrap());
     assert!(q.lease().unwrap().is_none(), "the other job still waits");
-    s.clock.advance(hour);
+    // Made ready, it stays ready across a restart.
+    let other = q.waiting(10).unwrap()[0].job.id.clone();
+    assert!(q.run_now(&other).unwrap());
+    q.close().unwrap();
+    let q = backend.reopen("run_now", &s);
     assert_eq!(drain(q.as_ref()), ["other"]);
 }
 
