@@ -113,6 +113,9 @@ impl JobQueue for Blocking {
     fn cancel(&self, id: &str) -> Result<()> {
         self.wait(self.queue.cancel(id))
     }
+    fn run_now(&self, id: &str) -> Result<bool> {
+        self.wait(self.queue.run_now(id))
+    }
     fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
         self.wait(self.queue.waiting(max))
     }

@@ -246,6 +246,79 @@ async fn actions_change_one_job_or_a_selection_through_the_jobs_api() {
     assert_eq!(q.counts().unwrap(), counts);
 }
 
+// Issue 28: the dashboard could not run a scheduled job now (Sidekiq's
+// "Retry now" / "Add to queue"); a row's button and the selection's do,
+// through `JobQueue::run_now`, and only with the page's CSRF token.
+#[tokio::test]
+async fn run_now_makes_scheduled_jobs_ready_from_a_row_or_a_selection() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = queue(&dir, "q");
+    fill(q.as_ref(), 1, 3, 1, &[]);
+    let app = router(vec![q.clone()], DashboardOptions::new());
+    let page = get(&app, "/queues/0").await;
+    assert!(page.body.contains("value=\"run_now:s0\""), "{}", page.body);
+    assert!(
+        !page.body.contains("value=\"run_now:r0\"") && !page.body.contains("value=\"run_now:l0\""),
+        "only scheduled rows have the button"
+    );
+    let csrf = page.csrf();
+    let before = q.counts().unwrap();
+    let forged = post(
+        &app,
+        "/queues/0/actions",
+        &[("csrf", "forged"), ("row", "run_now:s0")],
+    )
+    .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
+    assert_eq!(
+        q.counts().unwrap(),
+        before,
+        "a refused POST changes nothing"
+    );
+    let one = post(
+        &app,
+        "/queues/0/actions",
+        &[("csrf", &csrf), ("row", "run_now:s0")],
+    )
+    .await;
+    assert!(
+        one.body.contains("Made ready now 1 of 1 jobs."),
+        "{}",
+        one.body
+    );
+    assert_eq!(q.counts().unwrap().scheduled, 2);
+    // A selection: the scheduled job is made ready, the leased and the
+    // unknown ones are not waiting and are listed as not done.
+    let fields = [
+        ("csrf", csrf.as_str()),
+        ("action", "run_now"),
+        ("id", "s1"),
+        ("id", "l0"),
+        ("id", "nope"),
+    ];
+    let some = post(&app, "/queues/0/actions", &fields).await;
+    assert_eq!(some.status, StatusCode::OK);
+    assert!(
+        some.body.contains("Made ready now 1 of 3 jobs."),
+        "{}",
+        some.body
+    );
+    assert!(some.body.contains("<code>l0</code>") && some.body.contains("<code>nope</code>"));
+    let counts = q.counts().unwrap();
+    assert_eq!(
+        (counts.ready, counts.scheduled, counts.leased),
+        (3, 1, 1),
+        "{counts:?}"
+    );
+    let leased: Vec<String> =
+        std::iter::from_fn(|| q.lease().unwrap().map(|l| l.job.id.clone())).collect();
+    assert_eq!(
+        leased,
+        ["r0", "s0", "s1"],
+        "ready behind the jobs ready before"
+    );
+}
+
 #[tokio::test]
 async fn live_numbers_and_assets_are_served() {
     let dir = tempfile::tempdir().unwrap();

@@ -160,6 +160,14 @@ pub trait AsyncJobQueue: Send + Sync + std::fmt::Debug {
     /// As the blocking call.
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
 
+    /// Makes scheduled job `id` ready now
+    /// ([`JobQueue::run_now`](super::JobQueue::run_now)).
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn run_now<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>>;
+
     /// Up to `max` waiting jobs ([`JobQueue::waiting`](super::JobQueue::waiting)).
     ///
     /// # Errors

@@ -272,6 +272,34 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// As [`set_priority`](Self::set_priority).
     fn cancel(&self, id: &str) -> Result<()>;
 
+    /// Makes scheduled job `id` ready now ("Retry now" of Sidekiq's UI): a
+    /// delayed job, or one waiting out its back-off after a failed attempt,
+    /// is leased next in its priority's order, with its attempts, priority,
+    /// headers, body and id kept. `Ok(true)` if job `id` is waiting (a
+    /// ready job is left as it is); `Ok(false)` if no job `id` is waiting:
+    /// unknown, leased by a worker (it is not waiting) or a dead letter
+    /// (see [`requeue_dead`](Self::requeue_dead)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("jobs"))?;
+    /// let delayed = NewJob::new("report").delay(Duration::from_secs(3600));
+    /// let id = queue.enqueue(delayed)?.id().to_owned();
+    /// assert!(queue.lease()?.is_none(), "due in an hour");
+    /// assert!(queue.run_now(&id)?);
+    /// assert_eq!(queue.lease()?.expect("ready now").job.id, id);
+    /// assert!(!queue.run_now("no such job")?);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Storage errors (the job stays as it was).
+    fn run_now(&self, id: &str) -> Result<bool>;
+
     /// Up to `max` waiting jobs: the ready ones (and leased) in the order
     /// they will be leased, then the scheduled ones by due time. A read.
     ///

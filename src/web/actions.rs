@@ -1,5 +1,5 @@
 //! `POST /queues/{n}/actions`: requeue dead letters, cancel waiting jobs,
-//! change their priority; one job (a row's button, `row=ACTION:ID`) or a
+//! change their priority, run scheduled jobs now; one job (a row's button, `row=ACTION:ID`) or a
 //! selection (`action=…` and an `id` per job); pause or resume the queue
 //! (`queue=pause|resume`). Through the Jobs API only;
 //! not routed in read-only mode. The answer lists what each job got.
@@ -22,6 +22,8 @@ enum Action {
     Requeue,
     Cancel,
     Priority(i32),
+    /// A scheduled job (delayed, or backing off) made ready now.
+    RunNow,
 }
 
 impl Action {
@@ -30,6 +32,7 @@ impl Action {
             Action::Requeue => "Requeued",
             Action::Cancel => "Cancelled",
             Action::Priority(_) => "Priority set for",
+            Action::RunNow => "Made ready now",
         }
     }
 }
@@ -76,6 +79,12 @@ pub async fn act(
                     Action::Requeue => queue.requeue_dead(&id),
                     Action::Cancel => queue.cancel(&id),
                     Action::Priority(p) => queue.set_priority(&id, p),
+                    Action::RunNow => match queue.run_now(&id) {
+                        Ok(true) => Ok(()),
+                        // Leased, dead or gone: not waiting.
+                        Ok(false) => Err(crate::Error::NoSuchJob { id: id.clone() }),
+                        Err(e) => Err(e),
+                    },
                 };
                 (id, result)
             })
@@ -141,11 +150,12 @@ fn parse(fields: &[(String, String)]) -> Result<(Action, Vec<String>), String> {
         match name {
             "requeue" => Ok(Action::Requeue),
             "cancel" => Ok(Action::Cancel),
+            "run_now" => Ok(Action::RunNow),
             "priority" => priority
                 .and_then(|p| p.trim().parse::<i32>().ok())
                 .map(Action::Priority)
                 .ok_or_else(|| "The priority must be a whole number.".to_owned()),
-            _ => Err("No such action: requeue, cancel and priority are.".to_owned()),
+            _ => Err("No such action: requeue, cancel, priority and run_now are.".to_owned()),
         }
     };
     let priority = field(fields, "priority");
@@ -211,6 +221,8 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(asked, (Action::Cancel, vec!["a".into(), "b".into()]));
+        let run = parse(&form(&[("row", "run_now:s1"), ("action", "cancel")])).unwrap();
+        assert_eq!(run, (Action::RunNow, vec!["s1".into()]));
         let row = parse(&form(&[
             ("action", "cancel"),
             ("id", "a"),

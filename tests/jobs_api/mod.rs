@@ -82,6 +82,7 @@ macro_rules! jobs_api_suite {
             fail_dead_letters_at_once_and_requeue_starts_over,
             priority_of_a_waiting_job_can_change,
             cancel_removes_a_waiting_job_only,
+            run_now_makes_a_scheduled_job_ready_at_once,
             waiting_lists_ready_then_scheduled,
             counts_and_statistics_follow_the_jobs,
             a_lease_is_settled_only_by_its_queue,
@@ -464,6 +465,67 @@ pub fn release_after_schedules_the_job_without_counting_the_attempt(backend: &dy
     assert!(wrong.is_err(), "snoozed through another queue: {wrong:?}");
     let counts = q.counts().unwrap();
     assert_eq!((counts.leased, counts.scheduled), (1, 0), "{counts:?}");
+}
+
+// Issue 28: a scheduled job (delayed, or backing off after a failed
+// attempt) could not be made ready before its time; `run_now` does, keeping
+// the job as it is, and finds no waiting job in a leased, dead or unknown id.
+pub fn run_now_makes_a_scheduled_job_ready_at_once(backend: &dyn Backend) {
+    let (q, s) = new_queue(backend, "run_now");
+    let hour = Duration::from_secs(3600);
+    let ready = put(q.as_ref(), NewJob::new("ready").priority(2));
+    let delayed = put(
+        q.as_ref(),
+        NewJob::new("delayed")
+            .priority(2)
+            .header("h", "v")
+            .delay(hour),
+    );
+    put(q.as_ref(), NewJob::new("other").delay(hour));
+    assert!(q.run_now(&ready).unwrap(), "a ready job is waiting");
+    assert!(q.run_now(&delayed).unwrap());
+    assert_eq!(q.counts().unwrap().scheduled, 1, "only the job asked for");
+    // Behind the ready jobs of its priority, as a job falling due now.
+    let first = lease(q.as_ref());
+    assert_eq!(body(&first), "ready", "a ready job keeps its place");
+    q.ack(first).unwrap();
+    let d = lease(q.as_ref());
+    let seen = |l: &JobLease| {
+        let h = l.header("h").map(str::to_owned);
+        (l.id.clone(), body(l), l.priority, l.attempt, h)
+    };
+    let kept = |attempt| {
+        (
+            delayed.clone(),
+            "delayed".to_owned(),
+            2,
+            attempt,
+            Some("v".into()),
+        )
+    };
+    assert_eq!(seen(&d), kept(1));
+    assert!(!q.run_now(&delayed).unwrap(), "a leased job is not waiting");
+    // Backing off after a failed attempt: ready at once, counted once.
+    q.nack(d, Retry::Backoff, "boom").unwrap();
+    assert!(q.lease().unwrap().is_none(), "backing off");
+    assert!(q.run_now(&delayed).unwrap());
+    let again = lease(q.as_ref());
+    assert_eq!(seen(&again), kept(2));
+    // Dead and unknown ids: no waiting job, nothing changed.
+    q.fail(again, "gave up").unwrap();
+    assert!(
+        !q.run_now(&delayed).unwrap(),
+        "a dead letter is not waiting"
+    );
+    assert_eq!(q.dead(10).unwrap().len(), 1, "the dead letter stays");
+    assert!(!q.run_now("no-such-job").unwrap());
+    assert!(q.lease().unwrap().is_none(), "the other job still waits");
+    // Made ready, it stays ready across a restart.
+    let other = q.waiting(10).unwrap()[0].job.id.clone();
+    assert!(q.run_now(&other).unwrap());
+    q.close().unwrap();
+    let q = backend.reopen("run_now", &s);
+    assert_eq!(drain(q.as_ref()), ["other"]);
 }
 
 pub fn fail_dead_letters_at_once_and_requeue_starts_over(backend: &dyn Backend) {

@@ -249,6 +249,11 @@ impl AsyncJobQueue for AsyncEmbeddedJobs {
         Box::pin(self.call(move |jobs| jobs.cancel(&id)))
     }
 
+    fn run_now<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        let id = id.to_owned();
+        Box::pin(self.call_moving(move |jobs| jobs.run_now(&id)))
+    }
+
     fn waiting(&self, max: usize) -> BoxFuture<'_, Result<Vec<Waiting>>> {
         // Reads: inline, as `counts`.
         Box::pin(async move { self.jobs.waiting(max) })

@@ -733,6 +733,39 @@ impl EmbeddedJobs {
         }
     }
 
+    /// `run_now`, with limited leases kept from looking past jobs: a
+    /// scheduled job moves as `set_priority` moves one, due now, so `place`
+    /// puts it at the end of its lane (as a due job falls).
+    fn run_now_now(&self, id: &str) -> Result<bool> {
+        self.promote_due(self.now())?;
+        let (location, held) = match self.locate_holding(id) {
+            Ok(found) => found,
+            Err(Error::NoSuchJob { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        if let Location::Lane(p, record) = location {
+            // Ready, or leased by a worker (not waiting).
+            let lane = match self.lanes.get(p)? {
+                Some(lane) => lane,
+                None => return Ok(false),
+            };
+            return Ok(!lane.is_held(record)?);
+        }
+        let taken = match self.take_waiting(id, location) {
+            Ok(taken) => taken,
+            Err(Error::NoSuchJob { .. } | Error::JobLeased { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let mut envelope = taken.envelope.clone();
+        envelope.due_ms = unix_ms(self.now());
+        match self.move_taken(taken, &envelope, held)? {
+            Moved::Moved => Ok(true),
+            // The record found was a leftover, now ended: the job's live
+            // record is the one to move.
+            Moved::LeftoverEnded => self.run_now_now(id),
+        }
+    }
+
     /// `cancel`, with limited leases kept from looking past jobs.
     fn cancel_now(&self, id: &str) -> Result<()> {
         self.promote_due(self.now())?;
@@ -1334,6 +1367,11 @@ impl JobQueue for EmbeddedJobs {
     fn cancel(&self, id: &str) -> Result<()> {
         let _no_look_past = self.lock_limited_leases()?;
         self.cancel_now(id)
+    }
+
+    fn run_now(&self, id: &str) -> Result<bool> {
+        let _no_look_past = self.lock_limited_leases()?;
+        self.run_now_now(id)
     }
     fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
         let _no_look_past = self.lock_limited_leases()?;

@@ -998,6 +998,22 @@ impl AsyncJobQueue for AsyncPgJobs {
         })
     }
 
+    fn run_now<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let now = ms(inner.now());
+            let link = inner.link().await?;
+            let waiting = link
+                .execute(
+                    &inner.sql.run_now,
+                    &[&inner.qno, &id, &now, &PgJobs::real_now_ms()],
+                )
+                .await
+                .map_err(sent)?;
+            Ok(waiting > 0)
+        })
+    }
+
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let inner = &self.inner;

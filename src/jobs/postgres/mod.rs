@@ -1437,6 +1437,18 @@ impl JobQueue for PgJobs {
         self.missing_or_leased(&mut *client, id)
     }
 
+    fn run_now(&self, id: &str) -> Result<bool> {
+        let now = ms(self.now());
+        let mut client = self.client()?;
+        let waiting = client
+            .execute(
+                &self.sql.run_now,
+                &[&self.qno, &id, &now, &Self::real_now_ms()],
+            )
+            .map_err(sent)?;
+        Ok(waiting > 0)
+    }
+
     fn cancel(&self, id: &str) -> Result<()> {
         let mut client = self.client()?;
         if client

@@ -49,6 +49,9 @@ pub struct Statements {
     pub merge_failure: String,
     /// `$1` qno, `$2` id, `$3` priority, `$4` the time, `$5` the real time.
     pub set_priority: String,
+    /// `$1` qno, `$2` id, `$3` the time, `$4` the real time: the count of
+    /// waiting jobs `id` (made ready by `$3` if scheduled later).
+    pub run_now: String,
     /// `$1` qno, `$2` id: the lease end of the live job `id`, if any.
     pub find_live: String,
     /// `$1` qno, `$2` id, `$3` the real time, `$4` the queue's name; one
@@ -212,6 +215,14 @@ impl Statements {
                      seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))
                  WHERE qno = $1 AND id = $2 AND state = 0 AND priority <> $3
                    AND (lease_until IS NULL OR lease_until <= $5)"
+            ),
+            // A scheduled job is due now, at the end of its priority's due
+            // jobs (as one falling due); a ready one keeps its place, and a
+            // leased one (its lease ahead) is not waiting.
+            run_now: format!(
+                "UPDATE {jobs} SET ready_at = LEAST(ready_at, $3)
+                 WHERE qno = $1 AND id = $2 AND state = 0
+                   AND (lease_until IS NULL OR lease_until <= $4)"
             ),
             find_live: format!(
                 "SELECT lease_until FROM {jobs} WHERE qno = $1 AND id = $2 AND state < 2"

@@ -522,6 +522,10 @@ impl AsyncJobQueue for AsyncRedisJobs {
         Box::pin(self.core.cancel(&*self.server, id))
     }
 
+    fn run_now<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.core.run_now(&*self.server, id))
+    }
+
     fn waiting(&self, max: usize) -> BoxFuture<'_, Result<Vec<Waiting>>> {
         Box::pin(self.core.waiting(&*self.server, max))
     }

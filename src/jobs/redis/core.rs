@@ -589,6 +589,13 @@ impl Core {
             .collect())
     }
 
+    pub(crate) async fn run_now(&self, t: &impl Transport, id: &str) -> Result<bool> {
+        let waits = self
+            .call(t, "runnow", &[id.as_bytes(), self.queue.as_bytes()])
+            .await?;
+        Ok(int_of(&waits)? == 1)
+    }
+
     pub(crate) async fn requeue_dead(&self, t: &impl Transport, id: &str) -> Result<()> {
         self.call(t, "requeue", &[id.as_bytes(), self.queue.as_bytes()])
             .await

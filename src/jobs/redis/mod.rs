@@ -406,6 +406,10 @@ impl JobQueue for RedisJobs {
         ready(self.core.cancel(&self.server, id))
     }
 
+    fn run_now(&self, id: &str) -> Result<bool> {
+        ready(self.core.run_now(&self.server, id))
+    }
+
     fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
         ready(self.core.waiting(&self.server, max))
     }

@@ -61,6 +61,11 @@ pub fn table(app: &App, n: usize, rows: &[Row], back: &str, dead: bool) -> Marku
                             td { @match row.place {
                                 Place::Dead(_) => { button type="submit" name="row" value={ "requeue:" (job.id) } { "Requeue" } }
                                 Place::Waiting(WaitState::Leased) => {}
+                                Place::Waiting(WaitState::Scheduled(_)) => {
+                                    button type="submit" name="row" value={ "run_now:" (job.id) } { "Run now" }
+                                    " "
+                                    button type="submit" name="row" value={ "cancel:" (job.id) } { "Cancel" }
+                                }
                                 Place::Waiting(_) => { button type="submit" name="row" value={ "cancel:" (job.id) } { "Cancel" } }
                             } }
                         }
@@ -82,6 +87,7 @@ pub fn table(app: &App, n: usize, rows: &[Row], back: &str, dead: bool) -> Marku
                     button type="submit" name="action" value="requeue" { "Requeue" }
                 } @else {
                     button type="submit" name="action" value="cancel" { "Cancel" }
+                    button type="submit" name="action" value="run_now" title="scheduled jobs: ready now" { "Run now" }
                     label { "priority " input type="number" name="priority" value="0" min=(i32::MIN) max=(i32::MAX); }
                     button type="submit" name="action" value="priority" { "Set priority" }
                 }

@@ -446,6 +446,22 @@ function commands.priority(now, real, args)
   return 'changed'
 end
 
+-- runnow JID QUEUE: scheduled job JID of QUEUE is ready now, at the end
+-- of its priority (as `promote` moves a due job); its retries are kept.
+-- 1 if it waits (a ready job stays as it is), 0 if not.
+function commands.runnow(now, real, args)
+  local jid, queue = args[1], args[2]
+  promote(queue, now)
+  local job = job_of_queue(jid, queue)
+  if not job then return 0 end
+  if job.state == 'waiting' then return 1 end
+  if job.state ~= 'scheduled' then return 0 end
+  redis.call('zrem', queue_key(queue, 'scheduled'), jid)
+  redis.call('hset', job_key(jid), 'state', 'waiting', 'time', time_text(now))
+  add_work(queue, jid, job.priority, now)
+  return 1
+end
+
 -- cancel QUEUE JID...: deletes waiting, scheduled or depending jobs of
 -- QUEUE (with no QUEUE: jobs in any state, as qless does): all of them,
 -- or none when one is held, is gone, or is a dependency of a job that
