@@ -85,12 +85,16 @@ mod recurring;
 mod redis;
 mod search;
 mod several;
+#[cfg(feature = "tokio")]
+mod several_async;
 mod stats;
 mod unique;
 
 use std::time::Duration;
 
 pub use address::{open_address, Address, AddressOptions};
+#[cfg(feature = "tokio")]
+pub use address::open_address_async;
 #[cfg(feature = "tokio")]
 pub use async_contract::{AsyncJobQueue, BoxFuture};
 pub use backoff::Backoff;
@@ -121,7 +125,10 @@ pub use redis::{
     KLASS_HEADER,
 };
 pub use search::{Found, FoundJob, JobFilter, JobPlace, SearchState};
+pub(crate) use several::queue_for_kind;
 pub use several::{Order, QueueSet, SET_POLL};
+#[cfg(feature = "tokio")]
+pub use several_async::AsyncQueueSet;
 pub use stats::{
     failure_group, Counts, DayStats, Histogram, QueueStats, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS,
 };
