@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dque::jobs::{AddressOptions, AsyncJobQueue, AsyncQueueSet, NewJob, Order, Retry};
+use dque::jobs::{AddressOptions, AsyncJobQueue, AsyncQueueSet, JobQueue, NewJob, Order, Retry};
 use dque::runtime::{
     testing, AsyncContext, AsyncJob, AsyncWorker, EnqueueAsyncJob, JobError, KindOptions,
 };
@@ -324,19 +324,24 @@ pub fn the_async_testing_helpers_drain_and_tell_what_was_enqueued(backend: &dyn 
 }
 
 /// An `AsyncWorker` opened from an ADDRESS (`AsyncWorker::open`) runs the
-/// jobs another handle enqueued there, and closes the queue it opened.
+/// jobs a blocking handle from the same ADDRESS (the library's other
+/// opener, `AddressOptions::open_str`) enqueued there.
 pub fn an_async_worker_runs_from_an_address(address: &str) {
-    runtime().block_on(async {
-        let producer = AddressOptions::new()
-            .create(true)
-            .open_str_async(address)
-            .await
-            .expect("open the address");
-        for n in 1..=3 {
-            producer.enqueue_job(&Echo { n }).await.unwrap();
-        }
-        let log = Arc::new(Log::default());
-        let summary = AsyncWorker::open(address)
+    // Blocking handles are used outside the runtime (the PostgreSQL one
+    // runs its own).
+    let producer = AddressOptions::new()
+        .create(true)
+        .open_str(address)
+        .expect("open the address");
+    for n in 1..=3 {
+        let job = dque::runtime::new_async_job(&Echo { n }).unwrap();
+        producer.enqueue(job).unwrap();
+    }
+    let log = Arc::new(Log::default());
+    let summary = runtime().block_on(async {
+        let bad = AsyncWorker::open("redis://nowhere:6379").await.unwrap_err();
+        assert!(bad.to_string().contains("name the queue after '#'"), "{bad}");
+        AsyncWorker::open(address)
             .await
             .expect("a worker from the address")
             .handle_signals(false)
@@ -345,17 +350,15 @@ pub fn an_async_worker_runs_from_an_address(address: &str) {
             .register::<Echo>()
             .run()
             .await
-            .expect("run");
-        assert_eq!(summary.succeeded, 3, "{summary:?}");
-        let mut lines = log.lines();
-        lines.sort();
-        assert_eq!(
-            lines,
-            ["echo 1 attempt 1", "echo 2 attempt 1", "echo 3 attempt 1"]
-        );
-        assert_eq!(producer.counts().await.unwrap(), Default::default());
-        let bad = AsyncWorker::open("redis://nowhere:6379").await.unwrap_err();
-        assert!(bad.to_string().contains("name the queue after '#'"), "{bad}");
-        producer.close().await.unwrap();
+            .expect("run")
     });
+    assert_eq!(summary.succeeded, 3, "{summary:?}");
+    let mut lines = log.lines();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["echo 1 attempt 1", "echo 2 attempt 1", "echo 3 attempt 1"]
+    );
+    assert_eq!(producer.counts().unwrap(), Default::default());
+    producer.close().unwrap();
 }
