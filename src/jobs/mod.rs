@@ -92,9 +92,9 @@ mod unique;
 
 use std::time::Duration;
 
-pub use address::{open_address, Address, AddressOptions};
 #[cfg(feature = "tokio")]
 pub use address::open_address_async;
+pub use address::{open_address, Address, AddressOptions};
 #[cfg(feature = "tokio")]
 pub use async_contract::{AsyncJobQueue, BoxFuture};
 pub use backoff::Backoff;
@@ -125,6 +125,7 @@ pub use redis::{
     KLASS_HEADER,
 };
 pub use search::{Found, FoundJob, JobFilter, JobPlace, SearchState};
+#[cfg(feature = "runtime")]
 pub(crate) use several::queue_for_kind;
 pub use several::{Order, QueueSet, SET_POLL};
 #[cfg(feature = "tokio")]

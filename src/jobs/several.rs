@@ -187,6 +187,7 @@ impl Looks {
 /// # Errors
 ///
 /// `InvalidJob` if the kind names a queue the set does not hold.
+#[cfg(any(feature = "runtime", feature = "tokio"))]
 pub(crate) fn queue_for_kind<'a>(
     mut names: impl Iterator<Item = &'a str>,
     kind: &str,

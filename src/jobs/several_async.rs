@@ -25,7 +25,8 @@ use crate::error::{Error, Result};
 ///
 /// As an [`AsyncJobQueue`]:
 /// - a lease comes from the first queue, in the set's order, with a ready
-///   job; the set notes which, and settles it there (`ack`, `nack`,
+///   job (a `lease_batch`, from the first with any); the set notes which,
+///   and settles it there (`ack`, `nack`,
 ///   `release`, `release_after`, `fail`; `touch` extends it there). A
 ///   lease from elsewhere is refused (`InvalidJob`), with no effect;
 /// - `enqueue`, `enqueue_batch` and `schedule` add to the first queue; a
@@ -172,10 +173,7 @@ impl AsyncQueueSet {
     /// # Errors
     ///
     /// As [`lease_indexed`](Self::lease_indexed).
-    pub async fn lease_timeout_indexed(
-        &self,
-        wait: Duration,
-    ) -> Result<Option<(usize, JobLease)>> {
+    pub async fn lease_timeout_indexed(&self, wait: Duration) -> Result<Option<(usize, JobLease)>> {
         if let [only] = self.queues.as_slice() {
             return Ok(only.lease_timeout(wait).await?.map(|lease| (0, lease)));
         }
@@ -205,13 +203,15 @@ impl AsyncQueueSet {
             true => owners.remove(&key),
             false => owners.get(&key).copied(),
         };
-        index.map(|index| self.queue(index)).ok_or_else(|| Error::InvalidJob {
-            reason: format!(
-                "job {}: its lease was not taken through this set ({}); settle it with \
+        index
+            .map(|index| self.queue(index))
+            .ok_or_else(|| Error::InvalidJob {
+                reason: format!(
+                    "job {}: its lease was not taken through this set ({}); settle it with \
                  the queue it came from",
-                lease.job.id, self.name
-            ),
-        })
+                    lease.job.id, self.name
+                ),
+            })
     }
 
     /// Calls `each` on every queue, in order; the first error, once all
@@ -308,25 +308,20 @@ impl AsyncJobQueue for AsyncQueueSet {
         })
     }
 
+    /// Up to `max` jobs from the first queue, in the set's order, that
+    /// has any: one backend call answers, so the call stays cancel-safe
+    /// (a lease batch gathered across queues would be lost if dropped
+    /// between two of them).
     fn lease_batch(&self, max: usize) -> BoxFuture<'_, Result<Vec<JobLease>>> {
         Box::pin(async move {
-            let mut taken: Vec<(usize, JobLease)> = Vec::new();
             for index in self.turns.next_turn() {
-                if taken.len() >= max {
-                    break;
-                }
-                match self.queues[index].lease_batch(max - taken.len()).await {
-                    Ok(leases) => taken.extend(leases.into_iter().map(|lease| (index, lease))),
-                    Err(e) => {
-                        // An error has no effect: what was taken goes back.
-                        for (index, lease) in taken {
-                            let _ = self.queues[index].release(lease).await;
-                        }
-                        return Err(e);
-                    }
+                let leases = self.queues[index].lease_batch(max).await?;
+                if !leases.is_empty() {
+                    let noted = leases.into_iter().map(|lease| self.noted((index, lease)));
+                    return Ok(noted.collect());
                 }
             }
-            Ok(taken.into_iter().map(|found| self.noted(found)).collect())
+            Ok(Vec::new())
         })
     }
 

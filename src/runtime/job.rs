@@ -481,6 +481,7 @@ impl EnqueueJob for crate::jobs::QueueSet {
         let kind = J::options();
         let names = self.queues().iter().map(|queue| queue.name());
         let index = crate::jobs::queue_for_kind(names, J::KIND, kind.queue_name())?;
-        self.queue(index).enqueue(kind.typed(new_job(job)?, options))
+        self.queue(index)
+            .enqueue(kind.typed(new_job(job)?, options))
     }
 }

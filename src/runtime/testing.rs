@@ -119,6 +119,36 @@ impl Inline {
     /// The queue async handlers see ([`AsyncContext::queue`](super::AsyncContext::queue)),
     /// to enqueue follow-up jobs into (default none: `queue()` panics,
     /// `try_queue()` is `None`).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use dque::jobs::{AsyncEmbeddedJobs, AsyncJobQueue, EmbeddedJobs};
+    /// use dque::runtime::{testing::Inline, AsyncContext, AsyncJob, EnqueueAsyncJob, JobError};
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Ping;
+    ///
+    /// impl AsyncJob for Ping {
+    ///     const KIND: &'static str = "ping";
+    ///     async fn perform(self, cx: &AsyncContext) -> Result<(), JobError> {
+    ///         match cx.try_queue() {
+    ///             Some(queue) => { queue.enqueue_job(&Ping).await?; }
+    ///             None => return Err(JobError::fail("no queue")),
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue: Arc<dyn AsyncJobQueue> =
+    ///     Arc::new(AsyncEmbeddedJobs::new(EmbeddedJobs::create(dir.path().join("q"))?));
+    /// assert_eq!(Inline::new().run_async(Ping).await, Err(JobError::fail("no queue")));
+    /// Inline::new().async_queue(queue.clone()).run_async(Ping).await.unwrap();
+    /// assert_eq!(queue.counts().await?.ready, 1);
+    /// # Ok(()) }
+    /// ```
     #[cfg(feature = "tokio")]
     #[must_use]
     pub fn async_queue(mut self, queue: std::sync::Arc<dyn crate::jobs::AsyncJobQueue>) -> Self {
@@ -442,12 +472,22 @@ pub async fn assert_enqueued_async<J: super::AsyncJob + PartialEq + Debug>(
     queue: &dyn crate::jobs::AsyncJobQueue,
     expected: &J,
 ) {
-    assert_found(enqueued_async::<J>(queue).await, J::KIND, queue.name(), expected);
+    assert_found(
+        enqueued_async::<J>(queue).await,
+        J::KIND,
+        queue.name(),
+        expected,
+    );
 }
 
 /// Panics unless `found` holds `expected`, naming what it holds.
 #[track_caller]
-fn assert_found<J: PartialEq + Debug>(found: Result<Vec<J>>, kind: &str, queue: &str, expected: &J) {
+fn assert_found<J: PartialEq + Debug>(
+    found: Result<Vec<J>>,
+    kind: &str,
+    queue: &str,
+    expected: &J,
+) {
     let found = found.unwrap_or_else(|e| panic!("cannot read the queue: {e}"));
     assert!(
         found.contains(expected),

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dque::jobs::{AddressOptions, AsyncJobQueue, AsyncQueueSet, JobQueue, NewJob, Order, Retry};
+use dque::jobs::{AddressOptions, AsyncJobQueue, AsyncQueueSet, NewJob, Order, Retry};
 use dque::runtime::{
     testing, AsyncContext, AsyncJob, AsyncWorker, EnqueueAsyncJob, JobError, KindOptions,
 };
@@ -104,9 +104,7 @@ fn two_queues(
 /// seeing the queue its job came from, and settles each job in its own
 /// queue: acks, retries and dead letters land where the job was (a settle
 /// sent to the other queue is refused there, and would stop the worker).
-pub fn a_worker_over_two_queues_runs_both_and_settles_each_in_its_own(
-    backend: &dyn AsyncBackend,
-) {
+pub fn a_worker_over_two_queues_runs_both_and_settles_each_in_its_own(backend: &dyn AsyncBackend) {
     let (a, b, _) = two_queues(backend, "rta-set");
     runtime().block_on(async {
         a.enqueue_job(&Where { n: 1 }).await.unwrap();
@@ -220,7 +218,10 @@ pub fn a_queue_set_leases_in_order_and_settles_each_lease_at_home(backend: &dyn 
         // A lease the set did not take is refused, with no effect.
         let elsewhere = a.lease().await.unwrap().expect("a job");
         let refused = ordered.ack(elsewhere).await.unwrap_err();
-        assert!(refused.to_string().contains("not taken through this set"), "{refused}");
+        assert!(
+            refused.to_string().contains("not taken through this set"),
+            "{refused}"
+        );
         assert_eq!(a.counts().await.unwrap().leased, 1, "still leased in a");
 
         // Enqueue: the first queue; a kind that names a queue, that one.
@@ -233,7 +234,10 @@ pub fn a_queue_set_leases_in_order_and_settles_each_lease_at_home(backend: &dyn 
         let alone = AsyncQueueSet::new(vec![Arc::clone(&a)], Order::InOrder).unwrap();
         let missing = alone.enqueue_job(&Routed { n: 2 }).await.unwrap_err();
         assert!(missing.to_string().contains("not in this set"), "{missing}");
-        assert!(testing::enqueued_async::<Routed>(a.as_ref()).await.unwrap().is_empty());
+        assert!(testing::enqueued_async::<Routed>(a.as_ref())
+            .await
+            .unwrap()
+            .is_empty());
 
         let sum = ordered.counts().await.unwrap();
         let (ca, cb) = (a.counts().await.unwrap(), b.counts().await.unwrap());
@@ -241,6 +245,21 @@ pub fn a_queue_set_leases_in_order_and_settles_each_lease_at_home(backend: &dyn 
         assert_eq!(sum.leased, ca.leased + cb.leased);
         assert_eq!(ordered.name(), format!("{},{}", a.name(), b.name()));
         assert!(AsyncQueueSet::new(Vec::new(), Order::InOrder).is_err());
+
+        // A batch comes from one queue (the first with any), settled there.
+        let batch = ordered.lease_batch(10).await.unwrap();
+        assert_eq!(batch.len() as u64, sum.ready - cb.ready, "a's ready jobs");
+        for lease in batch {
+            ordered.ack(lease).await.expect("acked in a");
+        }
+        let batch = ordered.lease_batch(10).await.unwrap();
+        assert_eq!(batch.len() as u64, cb.ready, "then b's");
+        for lease in batch {
+            ordered.release(lease).await.expect("released in b");
+        }
+        let b_ready = cb.ready;
+        let (ca, cb) = (a.counts().await.unwrap(), b.counts().await.unwrap());
+        assert_eq!((ca.ready, cb.ready, cb.leased), (0, b_ready, 0));
     });
 }
 
@@ -255,7 +274,9 @@ pub fn the_async_testing_helpers_drain_and_tell_what_was_enqueued(backend: &dyn 
         queue.enqueue_job(&Later { n: 1 }).await.unwrap();
         queue.enqueue_job(&Echo { n: 7 }).await.unwrap();
         assert_eq!(
-            testing::enqueued_async::<Echo>(queue.as_ref()).await.unwrap(),
+            testing::enqueued_async::<Echo>(queue.as_ref())
+                .await
+                .unwrap(),
             [Echo { n: 7 }]
         );
         testing::assert_enqueued_async(queue.as_ref(), &Later { n: 1 }).await;
@@ -340,7 +361,10 @@ pub fn an_async_worker_runs_from_an_address(address: &str) {
     let log = Arc::new(Log::default());
     let summary = runtime().block_on(async {
         let bad = AsyncWorker::open("redis://nowhere:6379").await.unwrap_err();
-        assert!(bad.to_string().contains("name the queue after '#'"), "{bad}");
+        assert!(
+            bad.to_string().contains("name the queue after '#'"),
+            "{bad}"
+        );
         AsyncWorker::open(address)
             .await
             .expect("a worker from the address")
