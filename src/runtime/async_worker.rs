@@ -360,6 +360,7 @@ impl AsyncWorker {
 
     /// Runs until stopped, then returns what it did. Call it within a
     /// tokio runtime with its time driver (`enable_time`, or `#[tokio::main]`).
+    /// A worker that opened its queue ([`open`](Self::open)) closes it first.
     ///
     /// # Errors
     ///
@@ -367,7 +368,7 @@ impl AsyncWorker {
     /// cannot be installed; an error of the queue that is not a server's
     /// passing trouble (`Closed`, `Corrupted`, `WritesRefused`...): the
     /// worker then stops as for a signal (running jobs get the grace
-    /// period) and returns it.
+    /// period) and returns it; the error of closing a queue it opened.
     ///
     /// **Cancel safety:** none. Dropping the future before it completes
     /// (rather than stopping the worker) aborts the running handlers and

@@ -157,8 +157,9 @@ impl Inline {
     }
 
     /// Runs async `job`'s handler once, on the caller's task (feature
-    /// `tokio`): no queue, no encoding, no timeout; the handler's answer
-    /// is returned as it is (a panic is not caught).
+    /// `tokio`): no encoding, no timeout, no queue but the one given with
+    /// [`async_queue`](Self::async_queue); the handler's answer is
+    /// returned as it is (a panic is not caught).
     ///
     /// ```
     /// use dque::runtime::{testing::Inline, AsyncContext, AsyncJob, JobError};
@@ -193,10 +194,6 @@ impl Inline {
     #[cfg(feature = "tokio")]
     pub async fn run_async<J: super::AsyncJob>(&self, job: J) -> std::result::Result<(), JobError> {
         use std::sync::Arc;
-        let stop = super::StopHandle::new();
-        if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
-            stop.stop();
-        }
         let cx = super::AsyncContext {
             kind: J::KIND,
             id: "inline".to_owned(),
@@ -208,7 +205,8 @@ impl Inline {
             // through them, `state_ref` sees.
             state: Arc::new(self.state.clone()),
             cancel: Arc::new(AtomicBool::new(false)),
-            stop,
+            // Never stopped: `should_stop` is false, as in `run`.
+            stop: super::StopHandle::new(),
         };
         job.perform(&cx).await
     }
