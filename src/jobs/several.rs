@@ -204,3 +204,33 @@ pub(crate) fn queue_for_kind<'a>(
             ),
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turns_start_at_the_first_or_one_further_each_time() {
+        let ordered = Turns::new("test", 3, Order::InOrder).unwrap();
+        let fair = Turns::new("test", 3, Order::RoundRobin).unwrap();
+        for _ in 0..2 {
+            assert_eq!(ordered.next_turn().collect::<Vec<_>>(), [0, 1, 2]);
+        }
+        let turns: Vec<Vec<usize>> = (0..4).map(|_| fair.next_turn().collect()).collect();
+        assert_eq!(turns, [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2]]);
+        assert!(Turns::new("test", 0, Order::InOrder).is_err());
+    }
+
+    #[test]
+    fn looks_pause_doubling_up_to_the_poll_and_end_with_the_wait() {
+        let mut long = Looks::new(Duration::from_secs(3600));
+        let pauses: Vec<Duration> = (0..8).map(|_| long.pause().unwrap()).collect();
+        assert_eq!(pauses[..3], [1, 2, 4].map(Duration::from_millis));
+        assert_eq!(pauses[7], SET_POLL);
+        assert!(pauses.iter().all(|pause| *pause <= SET_POLL));
+        assert_eq!(Looks::new(Duration::ZERO).pause(), None);
+        // A wait too long to have an end looks again every SET_POLL at most.
+        let mut endless = Looks::new(Duration::MAX);
+        assert!((0..10).all(|_| endless.pause().is_some_and(|p| p <= SET_POLL)));
+    }
+}
