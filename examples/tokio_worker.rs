@@ -8,7 +8,9 @@
 //! ```
 //!
 //! It opens (or creates) an embedded jobs queue at DIR, shared with other
-//! processes, and runs its jobs:
+//! processes (DIR may be any ADDRESS: `postgres://…#QUEUE` or
+//! `redis://…#QUEUE` too, with features `postgres` or `redis`), and runs
+//! its jobs:
 //! - `greet`, body `{"name": S}`: prints `hello S` (after an async pause);
 //! - `fail`, body `{}`: always fails with a retryable error, `failing on purpose`;
 //! - `panic`, body `{}`: panics with `boom`;
@@ -24,14 +26,12 @@
 //! dque push DIR --kind greet '{"name":"ada"}'
 //! ```
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use dque::jobs::{AsyncEmbeddedJobs, AsyncJobQueue, JobOptions};
+use dque::jobs::AddressOptions;
 use dque::runtime::{
     AsyncContext, AsyncJob, AsyncWorker, Finished, JobError, KindOptions, Outcome,
 };
-use dque::Options;
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -96,17 +96,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let dir = dir.ok_or("usage: tokio_worker DIR [--until-empty]")?;
-    // Shared mode: `dque push DIR` and other workers use it meanwhile.
-    let queue: Arc<dyn AsyncJobQueue> = Arc::new(AsyncEmbeddedJobs::new(
-        JobOptions::new()
-            .queue(Options::new().shared(true))
-            .open_or_create(&dir)?,
-    ));
+    let address = dir.to_str().ok_or("DIR is not UTF-8")?;
+    // A directory opens in shared mode: `dque push DIR` and other workers
+    // use it meanwhile. The worker owns the queue: `run` closes it.
+    let worker = AsyncWorker::open_with(address, &AddressOptions::new().create(true)).await?;
     let each = KindOptions::new()
         .max_attempts(2)
         .no_backoff()
         .timeout(Duration::from_secs(10));
-    let summary = AsyncWorker::new(Arc::clone(&queue))
+    let summary = worker
         .register_with::<Greet>(each.clone())
         .register_with::<Fail>(each.clone())
         .register_with::<Panic>(each)
@@ -119,7 +117,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .run()
         .await?;
-    queue.close().await?;
     eprintln!(
         "tokio_worker: {} ok, {} retried, {} dead, {} given back ({:?})",
         summary.succeeded, summary.retried, summary.dead, summary.released, summary.stopped

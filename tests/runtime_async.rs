@@ -138,6 +138,35 @@ mod redis {
     runtime_async_suite!(run = on_the_server);
 }
 
+/// An `AsyncWorker` built from each backend's ADDRESS form.
+mod address {
+    use super::*;
+
+    #[test]
+    fn a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let address = dir.path().join("q").display().to_string();
+        runtime_async_api::an_async_worker_runs_from_an_address(&address);
+    }
+
+    #[test]
+    fn postgres() {
+        if let Some(server) = PgServer::get() {
+            let queue = format!("{}-address", prefix());
+            runtime_async_api::an_async_worker_runs_from_an_address(&server.address(&queue));
+        }
+    }
+
+    #[test]
+    fn redis() {
+        if let Some(server) = RedisServer::get() {
+            // Database 0, shared with the SIGTERM check: a queue of its own.
+            let queue = format!("{}-address", prefix());
+            runtime_async_api::an_async_worker_runs_from_an_address(&server.address(0, &queue));
+        }
+    }
+}
+
 /// Opens the queue of spec `BACKEND\nTARGET[\nQUEUE]` (lines: a PostgreSQL
 /// connection string has spaces) on the checks' runtime.
 fn open_spec(spec: &str) -> Arc<dyn AsyncJobQueue> {

@@ -354,6 +354,11 @@ impl AddressOptions {
     }
 
     fn open_dir(&self, path: &Path) -> Result<Box<dyn JobQueue>> {
+        Ok(Box::new(self.embedded_jobs(path)?))
+    }
+
+    /// The embedded queue at `path`, for the blocking and the async open.
+    fn embedded_jobs(&self, path: &Path) -> Result<super::EmbeddedJobs> {
         let mut queue = self.embedded;
         if let Some(lease_time) = self.lease_time {
             queue = queue.visibility_timeout(lease_time);
@@ -368,10 +373,10 @@ impl AddressOptions {
         if let Some(clock) = &self.clock {
             options = options.clock(Arc::clone(clock));
         }
-        Ok(Box::new(match self.create {
-            true => options.open_or_create(path)?,
-            false => options.open(path)?,
-        }))
+        match self.create {
+            true => options.open_or_create(path),
+            false => options.open(path),
+        }
     }
 
     #[cfg(feature = "postgres")]
@@ -393,6 +398,121 @@ impl AddressOptions {
 
     #[cfg(not(feature = "redis"))]
     fn open_redis(&self, address: &Address, _: &str, _: &str) -> Result<Box<dyn JobQueue>> {
+        Err(missing_feature(address, "Redis", "redis"))
+    }
+}
+
+/// Opens the job queue at `address` for tokio programs (feature `tokio`),
+/// with default [`AddressOptions`]: the async handle of the backend
+/// ([`AsyncEmbeddedJobs`](super::AsyncEmbeddedJobs), `AsyncPgJobs`,
+/// `AsyncRedisJobs`), from the same ADDRESS forms as [`open_address`].
+///
+/// ```
+/// use dque::jobs::{open_address_async, AddressOptions, AsyncJobQueue, JobQueue, NewJob};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), dque::Error> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let address = dir.path().join("mail").display().to_string();
+/// AddressOptions::new().create(true).open_str(&address)?.close()?;
+/// let queue = open_address_async(&address).await?;
+/// queue.enqueue(NewJob::new("hello")).await?;
+/// assert_eq!(queue.counts().await?.ready, 1);
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// As [`open_address`] (with `PgOptions::connect_async` and
+/// `RedisOptions::connect_async` for the servers).
+#[cfg(feature = "tokio")]
+pub async fn open_address_async(address: &str) -> Result<Box<dyn super::AsyncJobQueue>> {
+    AddressOptions::new().open_str_async(address).await
+}
+
+#[cfg(feature = "tokio")]
+impl AddressOptions {
+    /// Parses `address` and opens its queue's async handle.
+    ///
+    /// # Errors
+    ///
+    /// As [`open_address_async`].
+    pub async fn open_str_async(&self, address: &str) -> Result<Box<dyn super::AsyncJobQueue>> {
+        self.open_async(&address.parse()?).await
+    }
+
+    /// Opens the async handle of the queue at `address` (an embedded
+    /// queue is opened on tokio's blocking threads: it reads its files).
+    ///
+    /// ```
+    /// use dque::jobs::{AddressOptions, AsyncJobQueue};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let address = dir.path().join("jobs").display().to_string().parse()?;
+    /// let queue = AddressOptions::new().create(true).open_async(&address).await?;
+    /// assert_eq!(queue.name(), "jobs");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`open_address_async`].
+    pub async fn open_async(&self, address: &Address) -> Result<Box<dyn super::AsyncJobQueue>> {
+        match address {
+            Address::Dir(path) => {
+                let (options, path) = (self.clone(), path.clone());
+                let jobs = tokio::task::spawn_blocking(move || options.embedded_jobs(&path))
+                    .await
+                    .map_err(|e| Error::InvalidOption {
+                        name: "address",
+                        reason: format!("the open of {address} did not finish ({e}); try again"),
+                    })??;
+                Ok(Box::new(super::AsyncEmbeddedJobs::new(jobs)))
+            }
+            Address::Postgres { url, queue } => self.open_postgres_async(address, url, queue).await,
+            Address::Redis { url, queue } => self.open_redis_async(address, url, queue).await,
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    async fn open_postgres_async(
+        &self,
+        _: &Address,
+        url: &str,
+        queue: &str,
+    ) -> Result<Box<dyn super::AsyncJobQueue>> {
+        let options = tuned!(super::PgOptions::new(), self);
+        Ok(Box::new(options.connect_async(url, queue).await?))
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    async fn open_postgres_async(
+        &self,
+        address: &Address,
+        _: &str,
+        _: &str,
+    ) -> Result<Box<dyn super::AsyncJobQueue>> {
+        Err(missing_feature(address, "PostgreSQL", "postgres"))
+    }
+
+    #[cfg(feature = "redis")]
+    async fn open_redis_async(
+        &self,
+        _: &Address,
+        url: &str,
+        queue: &str,
+    ) -> Result<Box<dyn super::AsyncJobQueue>> {
+        let options = tuned!(super::RedisOptions::new(), self);
+        Ok(Box::new(options.connect_async(url, queue).await?))
+    }
+
+    #[cfg(not(feature = "redis"))]
+    async fn open_redis_async(
+        &self,
+        address: &Address,
+        _: &str,
+        _: &str,
+    ) -> Result<Box<dyn super::AsyncJobQueue>> {
         Err(missing_feature(address, "Redis", "redis"))
     }
 }

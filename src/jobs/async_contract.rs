@@ -62,6 +62,21 @@ pub trait AsyncJobQueue: Send + Sync + std::fmt::Debug {
     /// As the blocking call.
     fn enqueue(&self, job: NewJob) -> BoxFuture<'_, Result<Enqueued>>;
 
+    /// Adds a job into the queue named `queue`, for a typed enqueue whose
+    /// kind names its queue (`KindOptions::queue`, feature `runtime`). A
+    /// queue of several ([`AsyncQueueSet`](super::AsyncQueueSet)) adds it
+    /// to its member of that name; a single queue (the default) adds it
+    /// to itself, whatever the name, as [`enqueue`](Self::enqueue).
+    ///
+    /// # Errors
+    ///
+    /// As [`enqueue`](Self::enqueue); a set: `InvalidJob` if it holds no
+    /// queue named `queue` (nothing added).
+    fn enqueue_into<'a>(&'a self, queue: &'a str, job: NewJob) -> BoxFuture<'a, Result<Enqueued>> {
+        let _ = queue;
+        self.enqueue(job)
+    }
+
     /// Adds several jobs ([`JobQueue::enqueue_batch`](super::JobQueue::enqueue_batch)).
     ///
     /// # Errors

@@ -85,11 +85,15 @@ mod recurring;
 mod redis;
 mod search;
 mod several;
+#[cfg(feature = "tokio")]
+mod several_async;
 mod stats;
 mod unique;
 
 use std::time::Duration;
 
+#[cfg(feature = "tokio")]
+pub use address::open_address_async;
 pub use address::{open_address, Address, AddressOptions};
 #[cfg(feature = "tokio")]
 pub use async_contract::{AsyncJobQueue, BoxFuture};
@@ -121,7 +125,11 @@ pub use redis::{
     KLASS_HEADER,
 };
 pub use search::{Found, FoundJob, JobFilter, JobPlace, SearchState};
+#[cfg(feature = "runtime")]
+pub(crate) use several::queue_for_kind;
 pub use several::{Order, QueueSet, SET_POLL};
+#[cfg(feature = "tokio")]
+pub use several_async::AsyncQueueSet;
 pub use stats::{
     failure_group, Counts, DayStats, Histogram, QueueStats, Timing, DAY_SECONDS, HISTOGRAM_BUCKETS,
 };

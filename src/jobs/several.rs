@@ -37,8 +37,7 @@ pub enum Order {
 #[derive(Debug)]
 pub struct QueueSet {
     queues: Vec<Arc<dyn JobQueue>>,
-    order: Order,
-    next: AtomicUsize,
+    turns: Turns,
 }
 
 /// The longest a blocked [`QueueSet::lease_timeout`] sleeps between looks
@@ -52,17 +51,8 @@ impl QueueSet {
     ///
     /// `InvalidOption` for an empty list.
     pub fn new(queues: Vec<Arc<dyn JobQueue>>, order: Order) -> Result<Self> {
-        if queues.is_empty() {
-            return Err(Error::InvalidOption {
-                name: "QueueSet::new",
-                reason: "a set needs at least one queue".into(),
-            });
-        }
-        Ok(QueueSet {
-            queues,
-            order,
-            next: AtomicUsize::new(0),
-        })
+        let turns = Turns::new("QueueSet::new", queues.len(), order)?;
+        Ok(QueueSet { queues, turns })
     }
 
     /// Queue `index` of the set: settle a lease with the queue it came from.
@@ -86,13 +76,7 @@ impl QueueSet {
     ///
     /// The first error of a queue's lease (the queues after it are not tried).
     pub fn lease(&self) -> Result<Option<(usize, JobLease)>> {
-        let count = self.queues.len();
-        let start = match self.order {
-            Order::InOrder => 0,
-            Order::RoundRobin => self.next.fetch_add(1, Ordering::Relaxed) % count,
-        };
-        for step in 0..count {
-            let index = (start + step) % count;
+        for index in self.turns.next_turn() {
             if let Some(lease) = self.queues[index].lease()? {
                 return Ok(Some((index, lease)));
             }
@@ -111,19 +95,142 @@ impl QueueSet {
         if let [only] = self.queues.as_slice() {
             return Ok(only.lease_timeout(wait)?.map(|lease| (0, lease)));
         }
-        let deadline = Instant::now().checked_add(wait);
-        let mut pause = Duration::from_millis(1);
+        let mut looks = Looks::new(wait);
         loop {
             if let Some(found) = self.lease()? {
                 return Ok(Some(found));
             }
-            let now = Instant::now();
-            let left = deadline.map_or(SET_POLL, |d| d.saturating_duration_since(now));
-            if left.is_zero() {
-                return Ok(None);
+            match looks.pause() {
+                Some(pause) => std::thread::sleep(pause),
+                None => return Ok(None),
             }
-            std::thread::sleep(pause.min(left));
-            pause = (pause * 2).min(SET_POLL);
         }
+    }
+}
+
+// What follows are a set's rules, shared by `QueueSet` and the tokio
+// runtime's `AsyncQueueSet`: one implementation of which queue a lease
+// tries first, how a wait on several queues looks again, and which
+// queue a typed enqueue goes to.
+
+/// The order a set's queues are tried in, lease after lease.
+#[derive(Debug)]
+pub(crate) struct Turns {
+    count: usize,
+    order: Order,
+    next: AtomicUsize,
+}
+
+impl Turns {
+    /// The turns of `count` queues (at least one: else `InvalidOption`
+    /// naming `call`).
+    pub(crate) fn new(call: &'static str, count: usize, order: Order) -> Result<Self> {
+        if count == 0 {
+            return Err(Error::InvalidOption {
+                name: call,
+                reason: "a set needs at least one queue".into(),
+            });
+        }
+        Ok(Turns {
+            count,
+            order,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// The queues' indexes one lease tries, in turn: from the first
+    /// (in order), or from one further than the last lease did (round-robin).
+    pub(crate) fn next_turn(&self) -> impl Iterator<Item = usize> {
+        let count = self.count;
+        let start = match self.order {
+            Order::InOrder => 0,
+            Order::RoundRobin => self.next.fetch_add(1, Ordering::Relaxed) % count,
+        };
+        (0..count).map(move |step| (start + step) % count)
+    }
+}
+
+/// The pauses between a set's looks at its queues while a lease waits:
+/// 1 ms, doubling, at most [`SET_POLL`], never past the wait's end.
+#[derive(Debug)]
+pub(crate) struct Looks {
+    deadline: Option<Instant>,
+    pause: Duration,
+}
+
+impl Looks {
+    pub(crate) fn new(wait: Duration) -> Self {
+        Looks {
+            deadline: Instant::now().checked_add(wait),
+            pause: Duration::from_millis(1),
+        }
+    }
+
+    /// How long to pause before the next look; `None` once the wait is over.
+    pub(crate) fn pause(&mut self) -> Option<Duration> {
+        let left = self
+            .deadline
+            .map_or(SET_POLL, |d| d.saturating_duration_since(Instant::now()));
+        if left.is_zero() {
+            return None;
+        }
+        let pause = self.pause.min(left);
+        self.pause = (self.pause * 2).min(SET_POLL);
+        Some(pause)
+    }
+}
+
+/// The index of the queue a typed enqueue of `kind` goes to, among
+/// queues named `names` (in the set's order): the one its kind names
+/// (`KindOptions::queue`), else the first.
+///
+/// # Errors
+///
+/// `InvalidJob` if the kind names a queue the set does not hold.
+#[cfg(any(feature = "runtime", feature = "tokio"))]
+pub(crate) fn queue_for_kind<'a>(
+    mut names: impl Iterator<Item = &'a str>,
+    kind: &str,
+    wanted: Option<&str>,
+) -> Result<usize> {
+    let Some(wanted) = wanted else {
+        return Ok(0);
+    };
+    names
+        .position(|name| name == wanted)
+        .ok_or_else(|| Error::InvalidJob {
+            reason: format!(
+                "kind {kind:?} goes to queue {wanted:?}, which is not in this set: add it"
+            ),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turns_start_at_the_first_or_one_further_each_time() {
+        let ordered = Turns::new("test", 3, Order::InOrder).unwrap();
+        let fair = Turns::new("test", 3, Order::RoundRobin).unwrap();
+        for _ in 0..2 {
+            assert_eq!(ordered.next_turn().collect::<Vec<_>>(), [0, 1, 2]);
+        }
+        let turns: Vec<Vec<usize>> = (0..4).map(|_| fair.next_turn().collect()).collect();
+        assert_eq!(turns, [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2]]);
+        assert!(Turns::new("test", 0, Order::InOrder).is_err());
+    }
+
+    #[test]
+    fn looks_pause_doubling_up_to_the_poll_and_end_with_the_wait() {
+        let mut long = Looks::new(Duration::from_secs(3600));
+        let pauses: Vec<Duration> = (0..8).map(|_| long.pause().unwrap()).collect();
+        assert_eq!(pauses[..3], [1, 2, 4].map(Duration::from_millis));
+        assert_eq!(pauses[7], SET_POLL);
+        assert!(pauses.iter().all(|pause| *pause <= SET_POLL));
+        assert_eq!(Looks::new(Duration::ZERO).pause(), None);
+        // A wait too long to have an end looks again every SET_POLL at most.
+        let mut endless = Looks::new(Duration::MAX);
+        assert!((0..10).all(|_| endless.pause().is_some_and(|p| p <= SET_POLL)));
     }
 }

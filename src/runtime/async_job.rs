@@ -112,7 +112,8 @@ pub struct AsyncContext {
     pub(crate) attempt: u32,
     pub(crate) priority: i32,
     pub(crate) headers: Vec<(String, String)>,
-    pub(crate) queue: Arc<dyn AsyncJobQueue>,
+    /// `None` for a job run inline ([`testing::Inline`](super::testing::Inline)).
+    pub(crate) queue: Option<Arc<dyn AsyncJobQueue>>,
     pub(crate) state: Arc<StateMap>,
     pub(crate) cancel: Arc<AtomicBool>,
     pub(crate) stop: StopHandle,
@@ -124,7 +125,7 @@ impl std::fmt::Debug for AsyncContext {
             .field("kind", &self.kind)
             .field("id", &self.id)
             .field("attempt", &self.attempt)
-            .field("queue", &self.queue.name())
+            .field("queue", &self.queue_name())
             .finish_non_exhaustive()
     }
 }
@@ -163,14 +164,28 @@ impl AsyncContext {
         &self.headers
     }
 
-    /// The name of the queue the job came from.
+    /// The name of the queue the job came from (empty for a job run
+    /// inline without a queue).
     pub fn queue_name(&self) -> &str {
-        self.queue.name()
+        self.queue.as_ref().map_or("", |queue| queue.name())
     }
 
     /// The queue the job came from, to enqueue follow-up jobs.
+    ///
+    /// # Panics
+    ///
+    /// For a job run inline ([`testing::Inline::run_async`](super::testing::Inline::run_async))
+    /// given no queue ([`testing::Inline::async_queue`](super::testing::Inline::async_queue)):
+    /// use [`try_queue`](Self::try_queue) where that may be.
     pub fn queue(&self) -> &dyn AsyncJobQueue {
-        self.queue.as_ref()
+        self.try_queue().unwrap_or_else(|| {
+            panic!("this job runs inline without a queue: give one with Inline::async_queue")
+        })
+    }
+
+    /// The queue the job came from; `None` for a job run inline without one.
+    pub fn try_queue(&self) -> Option<&dyn AsyncJobQueue> {
+        self.queue.as_deref()
     }
 
     /// The shared value of type `T` given to the worker
@@ -313,9 +328,15 @@ impl<Q: AsyncJobQueue + ?Sized> EnqueueAsyncJob for Q {
         options: impl FnOnce(NewJob) -> NewJob,
     ) -> BoxFuture<'_, Result<Enqueued>> {
         // Encoded before the future: the job is not borrowed by it.
-        match new_async_job(job) {
-            Ok(new) => self.enqueue(J::options().typed(new, options)),
-            Err(e) => Box::pin(std::future::ready(Err(e))),
+        let kind = J::options();
+        match (new_async_job(job), kind.queue_name()) {
+            (Ok(new), None) => self.enqueue(kind.typed(new, options)),
+            // A set routes by the name (`AsyncQueueSet`); a queue ignores it.
+            (Ok(new), Some(queue)) => {
+                let (new, queue) = (kind.typed(new, options), queue.to_owned());
+                Box::pin(async move { self.enqueue_into(&queue, new).await })
+            }
+            (Err(e), _) => Box::pin(std::future::ready(Err(e))),
         }
     }
 }

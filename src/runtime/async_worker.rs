@@ -27,7 +27,7 @@ use super::rules::{
 };
 use super::shutdown::{StopHandle, StopReason, DEFAULT_GRACE};
 use super::worker::{report, Finished, Hooks, Summary, Tally};
-use crate::jobs::{AsyncJobQueue, JobLease};
+use crate::jobs::{AddressOptions, AsyncJobQueue, AsyncQueueSet, JobLease, Order};
 use crate::{Error, Result};
 
 /// How long a lease waits for a job (or a slot) before the worker looks
@@ -38,8 +38,10 @@ const POLL: Duration = Duration::from_millis(10);
 
 /// A worker runtime for tokio programs: runs the registered
 /// [`AsyncJob`] kinds' jobs from an [`AsyncJobQueue`] (the embedded
-/// queue, PostgreSQL or Redis), at most `concurrency` at a time, each as
-/// a tokio task. The rules are [`Worker`](super::Worker)'s:
+/// queue, PostgreSQL or Redis), or several ([`from_set`](Self::from_set)),
+/// or the queue at an ADDRESS ([`open`](Self::open)), at most
+/// `concurrency` at a time, each as a tokio task. The rules are
+/// [`Worker`](super::Worker)'s:
 ///
 /// - a job of a kind it does not run is a failed attempt, or a dead letter
 ///   ([`UnknownKind`]), never lost; a body that does not decode is a dead
@@ -99,7 +101,7 @@ const POLL: Duration = Duration::from_millis(10);
 /// # Ok(()) }
 /// ```
 pub struct AsyncWorker {
-    queue: Arc<dyn AsyncJobQueue>,
+    set: Arc<AsyncQueueSet>,
     kinds: Kinds<dyn AsyncKind>,
     concurrency: usize,
     lease_time: Duration,
@@ -110,12 +112,14 @@ pub struct AsyncWorker {
     state: StateMap,
     hooks: Hooks,
     stop: StopHandle,
+    /// The worker opened its queue (from an address): `run` closes it.
+    owns_queue: bool,
 }
 
 impl std::fmt::Debug for AsyncWorker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AsyncWorker")
-            .field("queue", &self.queue.name())
+            .field("queue", &self.set.name())
             .field("kinds", &self.kinds)
             .field("concurrency", &self.concurrency)
             .field("lease_time", &self.lease_time)
@@ -128,8 +132,113 @@ impl AsyncWorker {
     /// A worker on `queue`: concurrency 1, lease time 30 s, grace 5 s,
     /// SIGINT/SIGTERM handled, unknown kinds retried.
     pub fn new(queue: Arc<dyn AsyncJobQueue>) -> Self {
+        let set = AsyncQueueSet::new(vec![queue], Order::InOrder).expect("one queue");
+        AsyncWorker::from_set(set)
+    }
+
+    /// A worker on the queue a `Box` holds (as an address opens one).
+    pub fn from_box(queue: Box<dyn AsyncJobQueue>) -> Self {
+        AsyncWorker::new(Arc::from(queue))
+    }
+
+    /// A worker on the queue at `address` (a queue directory,
+    /// `postgres://…#QUEUE`, `redis://…#QUEUE`: see
+    /// [`open_address_async`](crate::jobs::open_address_async)), opened
+    /// with default [`AddressOptions`]. The worker owns the queue:
+    /// [`run`](Self::run) closes it before it returns.
+    ///
+    /// ```
+    /// use dque::jobs::{open_address_async, AddressOptions, JobQueue};
+    /// use dque::runtime::{AsyncContext, AsyncJob, AsyncWorker, EnqueueAsyncJob, JobError};
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Serialize, Deserialize)]
+    /// # struct Greet { name: String }
+    /// # impl AsyncJob for Greet {
+    /// #     const KIND: &'static str = "greet";
+    /// #     async fn perform(self, _: &AsyncContext) -> Result<(), JobError> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let address = dir.path().join("jobs").display().to_string();
+    /// AddressOptions::new().create(true).open_str(&address)?.close()?;
+    /// let queue = open_address_async(&address).await?;
+    /// queue.enqueue_job(&Greet { name: "ada".into() }).await?;
+    /// drop(queue);
+    ///
+    /// let summary = AsyncWorker::open(&address)
+    ///     .await?
+    ///     .register::<Greet>()
+    ///     .handle_signals(false)
+    ///     .until_empty(true)
+    ///     .run()
+    ///     .await?;
+    /// assert_eq!(summary.succeeded, 1);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`open_address_async`](crate::jobs::open_address_async): an
+    /// ADDRESS that does not parse or names a backend this build lacks,
+    /// or the backend's errors of opening.
+    pub async fn open(address: &str) -> Result<Self> {
+        AsyncWorker::open_with(address, &AddressOptions::new()).await
+    }
+
+    /// [`open`](Self::open) with `options`; their lease time, if set, is
+    /// also the worker's ([`lease_time`](Self::lease_time)).
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    pub async fn open_with(address: &str, options: &AddressOptions) -> Result<Self> {
+        let mut worker = AsyncWorker::from_box(options.open_str_async(address).await?);
+        worker.owns_queue = true;
+        if let Some(lease_time) = options.lease_time_value() {
+            worker.lease_time = lease_time;
+        }
+        Ok(worker)
+    }
+
+    /// A worker leasing from several queues, in the set's order (as
+    /// [`Worker::from_set`](super::Worker::from_set)): each job is settled
+    /// in the queue it came from, and its handler sees that queue
+    /// ([`AsyncContext::queue`]).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use dque::jobs::{AsyncEmbeddedJobs, AsyncJobQueue, AsyncQueueSet, EmbeddedJobs, Order};
+    /// use dque::runtime::{AsyncContext, AsyncJob, AsyncWorker, EnqueueAsyncJob, JobError};
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Serialize, Deserialize)]
+    /// # struct Greet { name: String }
+    /// # impl AsyncJob for Greet {
+    /// #     const KIND: &'static str = "greet";
+    /// #     async fn perform(self, _: &AsyncContext) -> Result<(), JobError> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let open = |name: &str| -> Result<Arc<dyn AsyncJobQueue>, dque::Error> {
+    ///     Ok(Arc::new(AsyncEmbeddedJobs::new(EmbeddedJobs::create(dir.path().join(name))?)))
+    /// };
+    /// let (urgent, batch) = (open("urgent")?, open("batch")?);
+    /// urgent.enqueue_job(&Greet { name: "ada".into() }).await?;
+    /// batch.enqueue_job(&Greet { name: "bob".into() }).await?;
+    /// let set = AsyncQueueSet::new(vec![urgent, batch], Order::InOrder)?;
+    /// let summary = AsyncWorker::from_set(set)
+    ///     .register::<Greet>()
+    ///     .handle_signals(false)
+    ///     .until_empty(true)
+    ///     .run()
+    ///     .await?;
+    /// assert_eq!(summary.succeeded, 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn from_set(set: AsyncQueueSet) -> Self {
         AsyncWorker {
-            queue,
+            set: Arc::new(set),
             kinds: Kinds::default(),
             concurrency: 1,
             lease_time: DEFAULT_LEASE_TIME,
@@ -140,6 +249,7 @@ impl AsyncWorker {
             state: StateMap::default(),
             hooks: Hooks::default(),
             stop: StopHandle::new(),
+            owns_queue: false,
         }
     }
 
@@ -250,6 +360,7 @@ impl AsyncWorker {
 
     /// Runs until stopped, then returns what it did. Call it within a
     /// tokio runtime with its time driver (`enable_time`, or `#[tokio::main]`).
+    /// A worker that opened its queue ([`open`](Self::open)) closes it first.
     ///
     /// # Errors
     ///
@@ -257,7 +368,7 @@ impl AsyncWorker {
     /// cannot be installed; an error of the queue that is not a server's
     /// passing trouble (`Closed`, `Corrupted`, `WritesRefused`...): the
     /// worker then stops as for a signal (running jobs get the grace
-    /// period) and returns it.
+    /// period) and returns it; the error of closing a queue it opened.
     ///
     /// **Cancel safety:** none. Dropping the future before it completes
     /// (rather than stopping the worker) aborts the running handlers and
@@ -279,23 +390,9 @@ impl AsyncWorker {
             })?),
             false => None,
         };
-        let (grace, concurrency, until_empty) = (self.grace, self.concurrency, self.until_empty);
+        let (grace, concurrency, owns_queue) = (self.grace, self.concurrency, self.owns_queue);
         let (grace_over, grace_watch) = watch::channel(false);
-        let shared = Arc::new(Shared {
-            queue: self.queue,
-            kinds: self.kinds,
-            touch_every: touch_interval(self.lease_time),
-            unknown: self.unknown,
-            state: Arc::new(self.state),
-            hooks: self.hooks,
-            stop: self.stop,
-            tally: Tally::default(),
-            fatal: Mutex::new(None),
-            concurrency,
-            until_empty,
-            idle: AtomicUsize::new(0),
-            grace_over: grace_watch,
-        });
+        let shared = Arc::new(Shared::new(self, grace_watch));
         let mut slots = JoinSet::new();
         for _ in 0..concurrency {
             slots.spawn(Arc::clone(&shared).slot());
@@ -318,16 +415,54 @@ impl AsyncWorker {
 
         let summary = shared.tally.summary(shared.stop.reason());
         let fatal = shared.fatal.lock().take();
-        match fatal {
-            Some(error) => Err(error),
-            None => Ok(summary),
+        // Every job is settled: what it wrote is made durable by the close.
+        let closed = match owns_queue {
+            true => shared.set.close().await,
+            false => Ok(()),
+        };
+        match (fatal, closed) {
+            (Some(error), _) | (None, Err(error)) => Err(error),
+            (None, Ok(())) => Ok(summary),
         }
+    }
+
+    /// Runs every job due, one at a time, until none is ready (with
+    /// `clock`: moving it to each scheduled job's time), as
+    /// [`testing::drain_async`](super::testing::drain_async) does.
+    pub(crate) async fn drain(self, clock: Option<&crate::jobs::ManualClock>) -> Result<Summary> {
+        // Never sent: a drain has no grace period to end.
+        let (_grace_over, grace_watch) = watch::channel(false);
+        let shared = Shared::new(self, grace_watch);
+        let mut budget = super::testing::DrainBudget::new("testing::drain_async");
+        loop {
+            let Some((index, lease)) = shared.set.lease_indexed().await? else {
+                let Some(clock) = clock else { break };
+                let mut due = super::testing::NextDue::default();
+                for queue in shared.set.queues() {
+                    due.look(queue.waiting(super::testing::DUE_LOOKAHEAD).await?);
+                }
+                match due.earliest() {
+                    Some(at) => {
+                        clock.set(at);
+                        continue;
+                    }
+                    None => break,
+                }
+            };
+            budget.spend()?;
+            shared.attempt(index, lease).await;
+            if let Some(error) = shared.fatal.lock().take() {
+                return Err(error);
+            }
+        }
+        shared.stop.stop_for(StopReason::Empty);
+        Ok(shared.tally.summary(shared.stop.reason()))
     }
 }
 
 /// What the worker's tasks share.
 struct Shared {
-    queue: Arc<dyn AsyncJobQueue>,
+    set: Arc<AsyncQueueSet>,
     kinds: Kinds<dyn AsyncKind>,
     touch_every: Duration,
     unknown: UnknownKind,
@@ -372,6 +507,24 @@ enum Woke {
 }
 
 impl Shared {
+    fn new(worker: AsyncWorker, grace_over: watch::Receiver<bool>) -> Self {
+        Shared {
+            set: worker.set,
+            kinds: worker.kinds,
+            touch_every: touch_interval(worker.lease_time),
+            unknown: worker.unknown,
+            state: Arc::new(worker.state),
+            hooks: worker.hooks,
+            stop: worker.stop,
+            tally: Tally::default(),
+            fatal: Mutex::new(None),
+            concurrency: worker.concurrency,
+            until_empty: worker.until_empty,
+            idle: AtomicUsize::new(0),
+            grace_over,
+        }
+    }
+
     /// One slot (as a thread of the thread runtime): lease, run, settle,
     /// until the worker stops.
     async fn slot(self: Arc<Self>) {
@@ -379,12 +532,12 @@ impl Shared {
         let mut idle = false;
         while !self.stop.is_stopping() {
             // A ready job without the waiting's bookkeeping; then a wait.
-            let leased = match self.queue.lease().await {
-                Ok(None) => self.queue.lease_timeout(LOOK_EVERY).await,
+            let leased = match self.set.lease_indexed().await {
+                Ok(None) => self.set.lease_timeout_indexed(LOOK_EVERY).await,
                 other => other,
             };
-            let lease = match leased {
-                Ok(Some(lease)) => lease,
+            let (index, lease) = match leased {
+                Ok(Some(found)) => found,
                 Ok(None) => {
                     pause = Duration::ZERO;
                     self.set_idle(&mut idle, true);
@@ -407,11 +560,11 @@ impl Shared {
             self.set_idle(&mut idle, false);
             if self.stop.is_stopping() {
                 // Told to stop while it waited: the job is not started.
-                self.settle(lease, None, Settle::Release, Instant::now())
+                self.settle(index, lease, None, Settle::Release, Instant::now())
                     .await;
                 break;
             }
-            self.attempt(lease).await;
+            self.attempt(index, lease).await;
         }
         self.set_idle(&mut idle, false);
     }
@@ -445,14 +598,14 @@ impl Shared {
         self.stop.stop_for(StopReason::Error);
     }
 
-    /// One job, from its lease to its settle.
-    async fn attempt(&self, lease: JobLease) {
+    /// One job, leased from the set's queue `index`, from its lease to its settle.
+    async fn attempt(&self, index: usize, lease: JobLease) {
         let started = Instant::now();
         let header = lease.header(KIND_HEADER);
         let Some((kind_name, kind)) = header.and_then(|name| self.kinds.get_named(name)) else {
             let ended = Ended::UnknownKind(header.map(str::to_owned));
             let action = settle(ended, lease.attempt, None, false, self.unknown);
-            self.settle(lease, None, action, started).await;
+            self.settle(index, lease, None, action, started).await;
             return;
         };
         let kind = Arc::clone(kind);
@@ -465,7 +618,7 @@ impl Shared {
             attempt: lease.attempt,
             priority: lease.priority,
             headers: lease.job.headers.clone(),
-            queue: Arc::clone(&self.queue),
+            queue: Some(Arc::clone(&self.set.queues()[index])),
             state: Arc::clone(&self.state),
             cancel: Arc::clone(&cancel),
             stop: self.stop.clone(),
@@ -475,7 +628,7 @@ impl Shared {
             kind = kind_name,
             id = %lease.id,
             attempt = lease.attempt,
-            queue = self.queue.name(),
+            queue = self.set.queue(index).name(),
         );
         let ended = match kind.start(&lease.body, cx) {
             Err(ended) => Some(ended),
@@ -486,7 +639,9 @@ impl Shared {
                     .timeout()
                     .or(kind.options().timeout_value())
                     .and_then(|t| started.checked_add(t));
-                self.watch(handler, span, &lease, deadline, &cancel).await
+                let queue = self.set.queue(index);
+                self.watch(handler, span, (queue, &lease), deadline, &cancel)
+                    .await
             }
         };
         let action = match ended {
@@ -508,7 +663,8 @@ impl Shared {
             // The grace period ended with the handler running.
             None => Settle::Release,
         };
-        self.settle(lease, Some(kind_name), action, started).await;
+        self.settle(index, lease, Some(kind_name), action, started)
+            .await;
     }
 
     /// Runs `handler` as a task and watches it: touches `lease` every
@@ -518,7 +674,7 @@ impl Shared {
         &self,
         handler: Handler,
         span: tracing::Span,
-        lease: &JobLease,
+        (queue, lease): (&dyn AsyncJobQueue, &JobLease),
         deadline: Option<Instant>,
         cancel: &AtomicBool,
     ) -> Option<Ended> {
@@ -558,7 +714,7 @@ impl Shared {
                 }
                 Woke::Timer => {
                     // A lease lost meanwhile is found by the settle that follows.
-                    let _ = self.queue.touch(lease).await;
+                    let _ = queue.touch(lease).await;
                     next_touch = Instant::now() + self.touch_every;
                 }
             }
@@ -576,6 +732,7 @@ impl Shared {
     /// Settles `lease` as `action` says, counts it, calls the hooks.
     async fn settle(
         &self,
+        index: usize,
         lease: JobLease,
         kind_name: Option<&'static str>,
         action: Settle,
@@ -587,14 +744,15 @@ impl Shared {
             Some(name) => name.to_owned(),
             None => lease.header(KIND_HEADER).unwrap_or("").to_owned(),
         };
-        let settled = apply_async(self.queue.as_ref(), lease, action).await;
+        let queue = self.set.queue(index);
+        let settled = apply_async(queue, lease, action).await;
         match settled {
             Ok(outcome) => {
                 let finished = Finished {
                     kind: &kind,
                     id: &id,
                     attempt,
-                    queue: self.queue.name(),
+                    queue: queue.name(),
                     outcome: &outcome,
                     ran: started.elapsed(),
                 };

@@ -479,20 +479,9 @@ impl EnqueueJob for crate::jobs::QueueSet {
         options: impl FnOnce(NewJob) -> NewJob,
     ) -> Result<Enqueued> {
         let kind = J::options();
-        let queue = match kind.queue_name() {
-            None => self.queue(0),
-            Some(name) => self
-                .queues()
-                .iter()
-                .find(|queue| queue.name() == name)
-                .map(|queue| queue.as_ref())
-                .ok_or_else(|| Error::InvalidJob {
-                    reason: format!(
-                        "kind {:?} goes to queue {name:?}, which is not in this set: add it",
-                        J::KIND
-                    ),
-                })?,
-        };
-        queue.enqueue(kind.typed(new_job(job)?, options))
+        let names = self.queues().iter().map(|queue| queue.name());
+        let index = crate::jobs::queue_for_kind(names, J::KIND, kind.queue_name())?;
+        self.queue(index)
+            .enqueue(kind.typed(new_job(job)?, options))
     }
 }

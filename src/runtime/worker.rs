@@ -515,7 +515,7 @@ impl Worker {
         let cell = Arc::new(Cell::default());
         shared.cells.lock().push(Arc::clone(&cell));
         let mut scratch = Scratch::default();
-        let mut attempts = 0u64;
+        let mut budget = super::testing::DrainBudget::new("testing::drain");
         loop {
             let Some((queue, lease)) = shared.set.lease()? else {
                 match clock.map(|clock| (clock, shared.next_due())) {
@@ -526,16 +526,7 @@ impl Worker {
                     _ => break,
                 }
             };
-            attempts += 1;
-            if attempts > DRAIN_LIMIT {
-                return Err(Error::InvalidOption {
-                    name: "testing::drain",
-                    reason: format!(
-                        "{DRAIN_LIMIT} attempts and jobs are still due: a job that snoozes or \
-                         retries forever?"
-                    ),
-                });
-            }
+            budget.spend()?;
             if let Some((running, kind)) = shared.start(queue, lease) {
                 let ended = shared
                     .run_handler(&cell, running, kind.as_ref(), &mut scratch)
@@ -553,9 +544,6 @@ impl Worker {
         }
     }
 }
-
-/// The most attempts [`Worker::drain`] runs.
-const DRAIN_LIMIT: u64 = 100_000;
 
 /// A job a thread runs: what the watchdog needs to touch or settle it.
 struct Running {
@@ -991,21 +979,13 @@ impl Shared {
 
     /// The earliest due time of a scheduled job in the set, if any.
     fn next_due(&self) -> Option<Result<std::time::SystemTime>> {
-        let mut earliest = None;
+        let mut due = super::testing::NextDue::default();
         for queue in self.set.queues() {
-            let waiting = match queue.waiting(DUE_LOOKAHEAD) {
-                Ok(waiting) => waiting,
+            match queue.waiting(super::testing::DUE_LOOKAHEAD) {
+                Ok(waiting) => due.look(waiting),
                 Err(e) => return Some(Err(e)),
-            };
-            for job in waiting {
-                if let crate::jobs::WaitState::Scheduled(at) = job.state {
-                    earliest = Some(earliest.map_or(at, |e: std::time::SystemTime| e.min(at)));
-                }
             }
         }
-        earliest.map(Ok)
+        due.earliest().map(Ok)
     }
 }
-
-/// How many waiting jobs a drain looks at for the next due time.
-const DUE_LOOKAHEAD: usize = 10_000;

@@ -22,6 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use super::jobs_api::Settings;
 
+mod sets;
+pub use sets::*;
+
 /// A backend's async handle under test.
 pub trait AsyncBackend {
     /// A new, empty queue named `name` with `settings` (connected on
@@ -58,6 +61,9 @@ macro_rules! runtime_async_suite {
             a_snooze_runs_the_job_again_uncounted,
             a_dropped_run_future_leaves_no_handler_running,
             a_kinds_uniqueness_applies_to_typed_enqueue_with_an_id,
+            a_worker_over_two_queues_runs_both_and_settles_each_in_its_own,
+            a_queue_set_leases_in_order_and_settles_each_lease_at_home,
+            the_async_testing_helpers_drain_and_tell_what_was_enqueued,
         );
     };
     (@each $runner:path; $($check:ident),* $(,)?) => {
