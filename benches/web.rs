@@ -224,7 +224,7 @@ fn main() {
     );
     // The same in one pass (`cancel_many`, what the dashboard uses), then
     // priority changes one by one and in one pass (`set_priority_many`).
-    let mut batch = |what: &str, act: &dyn Fn(&[String]) -> Vec<dque::Result<()>>| {
+    let batch = |what: &str, act: &dyn Fn(&[String]) -> Vec<dque::Result<()>>| {
         let found = queue.search(&filter, 1_000, 10_000).unwrap();
         let ids: Vec<String> = found.jobs.into_iter().map(|f| f.job.id).collect();
         let t = Instant::now();

@@ -31,9 +31,9 @@ use crate::web::{layout, App, SCAN_BOUND};
 
 /// Dead letters one retry of every match requeues at most (one pass).
 pub const BULK_BOUND: usize = 10_000;
-/// Jobs one cancel or priority change of every match changes at most:
-/// each is a lookup by id, which on the embedded queue reads the waiting
-/// jobs up to it when dque made the id up.
+/// Jobs one cancel or priority change of every match changes at most (as
+/// many as a selection names; one batch call, `cancel_many` or
+/// `set_priority_many`, which finds made-up ids in one pass).
 pub const BULK_LOOKUPS: usize = crate::web::MAX_SELECTION;
 
 /// Ids shown on the confirmation page.
