@@ -1730,7 +1730,7 @@ impl PgJobs {
         let mut client = self.client()?;
         let params: [&(dyn ToSql + Sync); 4] = [&self.qno, &ids, &Self::real_now_ms(), &self.queue];
         let gone = client.query(&cancel, &params).map_err(sent)?;
-        self.answer_all(&mut *client, ids, gone)
+        Ok(self.answer_all(&mut *client, ids, gone))
     }
 
     fn set_priority_all(&self, ids: &[String], priority: i32) -> Result<Vec<Result<()>>> {
@@ -1761,35 +1761,43 @@ impl PgJobs {
         let params: [&(dyn ToSql + Sync); 5] =
             [&self.qno, &ids, &priority, &now, &Self::real_now_ms()];
         let moved = client.query(&update, &params).map_err(sent)?;
-        self.answer_all(&mut *client, ids, moved)
+        Ok(self.answer_all(&mut *client, ids, moved))
     }
 
-    /// Each id's outcome: `Ok` for the first ask of an id in `changed`
-    /// (rows of its id); else as `missing_or_leased` answers now.
+    /// Each id's outcome, the statement done: `Ok` for the first ask of
+    /// an id in `changed` (rows of its id); else as `missing_or_leased`
+    /// answers now (the error of that read if it fails: those jobs were
+    /// not changed, the others were).
     fn answer_all(
         &self,
         client: &mut dyn Db,
         ids: &[String],
         changed: Vec<Row>,
-    ) -> Result<Vec<Result<()>>> {
+    ) -> Vec<Result<()>> {
         let mut changed: std::collections::HashSet<String> =
             changed.iter().map(|row| row.get(0)).collect();
         let live = format!(
             "SELECT id, lease_until FROM {jobs} WHERE qno = $1 AND id = ANY($2::text[]) AND state < 2",
             jobs = self.tables.jobs
         );
-        let rows = client.query(&live, &[&self.qno, &ids]).map_err(db)?;
-        let live: std::collections::HashMap<String, Row> = rows
-            .into_iter()
-            .map(|row| (row.get::<_, String>(0), row))
-            .collect();
-        let real_now = Self::real_now_ms();
-        Ok(ids
-            .iter()
-            .map(|id| match changed.remove(id) {
-                true => Ok(()),
-                false => rows::missing_or_leased_at(live.get(id), 1, id, real_now),
+        let live: std::result::Result<std::collections::HashMap<String, Row>, String> = client
+            .query(&live, &[&self.qno, &ids])
+            .map(|rows| {
+                rows.into_iter()
+                    .map(|row| (row.get::<_, String>(0), row))
+                    .collect()
             })
-            .collect())
+            .map_err(|e| e.to_string());
+        let real_now = Self::real_now_ms();
+        ids.iter()
+            .map(|id| match (changed.remove(id), &live) {
+                (true, _) => Ok(()),
+                (false, Ok(live)) => rows::missing_or_leased_at(live.get(id), 1, id, real_now),
+                (false, Err(reason)) => Err(Error::Backend {
+                    backend: "PostgreSQL",
+                    reason: reason.clone(),
+                }),
+            })
+            .collect()
     }
 }
