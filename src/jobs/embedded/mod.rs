@@ -590,8 +590,12 @@ impl EmbeddedJobs {
     /// made-up ids, which have no file, and for a write that died before
     /// its pointer).
     fn scan_for(&self, id: &str, except: Option<Location>) -> Result<Option<Location>> {
+        // The id read alone (no copy of the body); a record whose head
+        // does not decode is no job, as before.
         let wanted = |location: Location, bytes: &[u8]| {
-            Some(location) != except && Envelope::decode(bytes).is_ok_and(|e| e.job.id == id)
+            Some(location) != except
+                && Envelope::id_of(bytes) == Some(id)
+                && Envelope::decode_head(bytes).is_ok()
         };
         for (priority, lane) in self.lanes.all()? {
             for pending in lane.iter() {
