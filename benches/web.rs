@@ -217,10 +217,31 @@ fn main() {
         queue.cancel(&job.job.id).unwrap();
     }
     println!(
-        "cancel {} jobs with made-up ids: {:.2?}",
+        "cancel {} jobs with made-up ids one by one: {:.2?} ({:.2?} a job)",
         found.jobs.len(),
-        t.elapsed()
+        t.elapsed(),
+        t.elapsed() / found.jobs.len().max(1) as u32
     );
+    // The same in one pass (`cancel_many`, what the dashboard uses), then
+    // priority changes one by one and in one pass (`set_priority_many`).
+    let batch = |what: &str, act: &dyn Fn(&[String]) -> Vec<dque::Result<()>>| {
+        let found = queue.search(&filter, 1_000, 10_000).unwrap();
+        let ids: Vec<String> = found.jobs.into_iter().map(|f| f.job.id).collect();
+        let t = Instant::now();
+        let outcomes = act(&ids);
+        assert!(outcomes.iter().all(Result::is_ok), "{what}");
+        println!(
+            "{what} {} jobs with made-up ids: {:.2?} ({:.2?} a job)",
+            ids.len(),
+            t.elapsed(),
+            t.elapsed() / ids.len().max(1) as u32
+        );
+    };
+    batch("cancel_many", &|ids| queue.cancel_many(ids));
+    batch("set_priority one by one", &|ids| {
+        ids.iter().map(|id| queue.set_priority(id, 1)).collect()
+    });
+    batch("set_priority_many", &|ids| queue.set_priority_many(ids, 2));
     for lease in held {
         // Its lease may have ended during a long run.
         let _ = worker.release(lease);

@@ -113,6 +113,13 @@ impl JobQueue for Blocking {
     fn cancel(&self, id: &str) -> Result<()> {
         self.wait(self.queue.cancel(id))
     }
+    // The suite's batch checks run the async batches (issue 28).
+    fn cancel_many(&self, ids: &[String]) -> Vec<Result<()>> {
+        self.wait(self.queue.cancel_many(ids))
+    }
+    fn set_priority_many(&self, ids: &[String], priority: i32) -> Vec<Result<()>> {
+        self.wait(self.queue.set_priority_many(ids, priority))
+    }
     fn run_now(&self, id: &str) -> Result<bool> {
         self.wait(self.queue.run_now(id))
     }

@@ -24,6 +24,12 @@ async fn filters_find_their_jobs_and_bulk_actions_change_exactly_them() {
     search_and_bulk(queue(&dir)).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selection_of_made_up_ids_is_cancelled_and_moved() {
+    let dir = tempfile::tempdir().unwrap();
+    web::search::a_selection_of_made_up_ids_is_cancelled_and_moved(queue(&dir)).await;
+}
+
 #[tokio::test]
 async fn read_only_serves_neither_the_count_nor_the_bulk_action() {
     let dir = tempfile::tempdir().unwrap();

@@ -263,3 +263,32 @@ fn search_and_bulk_actions_on_a_redis_queue() {
         .expect("connect");
     run_on(Arc::new(q), web::search::search_and_bulk);
 }
+
+#[test]
+fn a_selection_of_made_up_ids_on_a_postgres_queue() {
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let name = format!("webselect{}", std::process::id());
+    let q = PgOptions::new()
+        .connect(&server.url(), &name)
+        .expect("connect");
+    run_on(
+        Arc::new(q),
+        web::search::a_selection_of_made_up_ids_is_cancelled_and_moved,
+    );
+}
+
+#[test]
+fn a_selection_of_made_up_ids_on_a_redis_queue() {
+    let Some(server) = RedisServer::get() else {
+        return;
+    };
+    let q = RedisOptions::new()
+        .connect(&server.url(0), "webselect")
+        .expect("connect");
+    run_on(
+        Arc::new(q),
+        web::search::a_selection_of_made_up_ids_is_cancelled_and_moved,
+    );
+}

@@ -175,6 +175,35 @@ pub trait AsyncJobQueue: Send + Sync + std::fmt::Debug {
     /// As the blocking call.
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
 
+    /// Removes waiting jobs `ids`, as `cancel` of each in order would
+    /// ([`JobQueue::cancel_many`](super::JobQueue::cancel_many)).
+    fn cancel_many<'a>(&'a self, ids: &'a [String]) -> BoxFuture<'a, Vec<Result<()>>> {
+        Box::pin(async move {
+            let mut outcomes = Vec::with_capacity(ids.len());
+            for id in ids {
+                outcomes.push(self.cancel(id).await);
+            }
+            outcomes
+        })
+    }
+
+    /// Changes the priority of waiting jobs `ids`, as `set_priority` of
+    /// each in order would
+    /// ([`JobQueue::set_priority_many`](super::JobQueue::set_priority_many)).
+    fn set_priority_many<'a>(
+        &'a self,
+        ids: &'a [String],
+        priority: i32,
+    ) -> BoxFuture<'a, Vec<Result<()>>> {
+        Box::pin(async move {
+            let mut outcomes = Vec::with_capacity(ids.len());
+            for id in ids {
+                outcomes.push(self.set_priority(id, priority).await);
+            }
+            outcomes
+        })
+    }
+
     /// Makes scheduled job `id` ready now
     /// ([`JobQueue::run_now`](super::JobQueue::run_now)).
     ///

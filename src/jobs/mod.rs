@@ -280,6 +280,54 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// As [`set_priority`](Self::set_priority).
     fn cancel(&self, id: &str) -> Result<()>;
 
+    /// Removes waiting jobs `ids`, as [`cancel`](Self::cancel) of each in
+    /// order would: the outcome of each (an id asked twice finds no job
+    /// the second time; a leased job answers `JobLeased`, a dead letter
+    /// `NoSuchJob`). A backend may find them all at once (embedded: one
+    /// read of the jobs for the ids it made up, not one per id;
+    /// PostgreSQL: one statement). Each job is cancelled or not on its
+    /// own, as by `cancel`: a crash mid-batch leaves no job half-done.
+    ///
+    /// ```
+    /// use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+    /// let made_up = queue.enqueue(NewJob::new("a"))?.id().to_owned();
+    /// queue.enqueue(NewJob::new("b").id("b"))?;
+    /// let outcomes = queue.cancel_many(&[made_up, "b".into(), "c".into()]);
+    /// assert!(outcomes[0].is_ok() && outcomes[1].is_ok() && outcomes[2].is_err());
+    /// assert_eq!(queue.counts()?.ready, 0);
+    /// # Ok(()) }
+    /// ```
+    fn cancel_many(&self, ids: &[String]) -> Vec<Result<()>> {
+        ids.iter().map(|id| self.cancel(id)).collect()
+    }
+
+    /// Changes the priority of waiting jobs `ids`, as
+    /// [`set_priority`](Self::set_priority) of each in order would: the
+    /// outcome of each, and the ready ones moved to the end of `priority`
+    /// in the order asked. A backend may find them all at once (as
+    /// [`cancel_many`](Self::cancel_many)); each job moves or not on its own.
+    ///
+    /// ```
+    /// use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+    /// let a = queue.enqueue(NewJob::new("a"))?.id().to_owned();
+    /// let b = queue.enqueue(NewJob::new("b"))?.id().to_owned();
+    /// let outcomes = queue.set_priority_many(&[b.clone(), a], -1);
+    /// assert!(outcomes.iter().all(|o| o.is_ok()));
+    /// assert_eq!(queue.lease()?.expect("a job").job.id, b, "moved first");
+    /// # Ok(()) }
+    /// ```
+    fn set_priority_many(&self, ids: &[String], priority: i32) -> Vec<Result<()>> {
+        ids.iter()
+            .map(|id| self.set_priority(id, priority))
+            .collect()
+    }
+
     /// Makes scheduled job `id` ready now ("Retry now" of Sidekiq's UI): a
     /// delayed job, or one waiting out its back-off after a failed attempt,
     /// is leased next in its priority's order, with its attempts, priority,

@@ -68,9 +68,15 @@ pub async fn act(
     let back = back(field(&fields, "back"), n);
     let queue = app.queues[n].1.clone();
     let outcomes = blocking(move || {
-        if action == Action::Requeue {
-            // One pass over the dead letters, not one per job.
-            let outcomes = queue.requeue_dead_many(&ids);
+        // Batches: one pass over the dead letters or the jobs, not one
+        // look per job.
+        let batch = match action {
+            Action::Requeue => Some(queue.requeue_dead_many(&ids)),
+            Action::Cancel => Some(queue.cancel_many(&ids)),
+            Action::Priority(p) => Some(queue.set_priority_many(&ids, p)),
+            Action::RunNow => None,
+        };
+        if let Some(outcomes) = batch {
             return ids.into_iter().zip(outcomes).collect();
         }
         ids.into_iter()

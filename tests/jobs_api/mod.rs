@@ -7,6 +7,7 @@
 //! for a wake-up that must come well inside their time limit.
 #![allow(dead_code)] // each test binary uses the parts it needs
 
+pub mod batch;
 pub mod history;
 pub mod limits;
 pub mod search;
@@ -101,6 +102,7 @@ macro_rules! jobs_api_suite {
         $crate::jobs_api_limits_checks!($runner);
         $crate::jobs_api_history_checks!(run = $runner);
         $crate::jobs_api_search_checks!(run = $runner);
+        $crate::jobs_api_batch_checks!(run = $runner);
     };
     (@each_in $runner:path; $module:ident; $($check:ident),* $(,)?) => {
         $(

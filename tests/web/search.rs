@@ -292,3 +292,85 @@ pub async fn search_and_bulk(q: Arc<dyn JobQueue>) {
         .collect();
     assert_eq!(left, want, "m1, m5, p1, p3 cancelled, and no other");
 }
+
+/// A ticked selection of jobs with made-up ids (issue 28: the dashboard
+/// now cancels and moves a selection with one batch call,
+/// `cancel_many` / `set_priority_many`): each job's outcome is the single
+/// call's, a leased job and an unknown id are named as not done, and
+/// exactly the ticked jobs change.
+pub async fn a_selection_of_made_up_ids_is_cancelled_and_moved(q: Arc<dyn JobQueue>) {
+    let made: Vec<String> = off(&q, |q| {
+        let leased = q.enqueue(NewJob::new("leased").priority(-9)).unwrap();
+        let held = q.lease().unwrap().expect("the leased job");
+        std::mem::forget(held); // a worker's, till the end
+        let mut made = vec![leased.id().to_owned()];
+        for i in 0..6 {
+            made.push(
+                q.enqueue(NewJob::new(format!("job {i}")))
+                    .unwrap()
+                    .id()
+                    .to_owned(),
+            );
+        }
+        made
+    })
+    .await;
+    let app = router(vec![q.clone()], DashboardOptions::new());
+    let csrf = get(&app, "/queues/0").await.csrf();
+    let act = |action: &'static str, ids: Vec<String>| {
+        let (app, csrf) = (app.clone(), csrf.clone());
+        async move {
+            let mut fields = vec![
+                ("csrf".to_owned(), csrf),
+                ("action".to_owned(), action.to_owned()),
+                ("priority".to_owned(), "-3".to_owned()),
+            ];
+            fields.extend(ids.into_iter().map(|id| ("id".to_owned(), id)));
+            let fields: Vec<(&str, &str)> = fields
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str()))
+                .collect();
+            post(&app, "/queues/0/actions", &fields).await
+        }
+    };
+    let unknown = "0123456789abcdef0123456789abcdef".to_owned();
+    let cancel = vec![
+        made[4].clone(),
+        made[0].clone(),
+        unknown.clone(),
+        made[2].clone(),
+    ];
+    let done = act("cancel", cancel).await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.body);
+    assert!(
+        done.body.contains("Cancelled 2 of 4 jobs."),
+        "{}",
+        done.body
+    );
+    assert!(
+        done.body.contains(&made[0]),
+        "the leased job named: {}",
+        done.body
+    );
+    assert!(done.body.contains(&unknown), "the unknown id named");
+    let moved = act("priority", vec![made[5].clone(), made[1].clone()]).await;
+    assert!(
+        moved.body.contains("Priority set for 2 of 2 jobs."),
+        "{}",
+        moved.body
+    );
+    let waiting = off(&q, |q| q.waiting(100).unwrap()).await;
+    let left: Vec<(&str, i32)> = waiting
+        .iter()
+        .map(|w| (w.job.id.as_str(), w.job.priority))
+        .collect();
+    // In lease order: the moved ones first, in the order ticked.
+    let want = [
+        (made[0].as_str(), -9),
+        (made[5].as_str(), -3),
+        (made[1].as_str(), -3),
+        (made[3].as_str(), 0),
+        (made[6].as_str(), 0),
+    ];
+    assert_eq!(left, want);
+}

@@ -249,6 +249,31 @@ impl AsyncJobQueue for AsyncEmbeddedJobs {
         Box::pin(self.call(move |jobs| jobs.cancel(&id)))
     }
 
+    fn cancel_many<'a>(&'a self, ids: &'a [String]) -> BoxFuture<'a, Vec<Result<()>>> {
+        let asked = ids.to_vec();
+        Box::pin(async move {
+            // A pass over the jobs: on the blocking pool in every mode.
+            let done = self
+                .call_moving(move |jobs| Ok(jobs.cancel_many(&asked)))
+                .await;
+            // The blocking pool gone (the runtime shutting down): none done.
+            done.unwrap_or_else(|_| ids.iter().map(|_| Err(Error::Closed)).collect())
+        })
+    }
+
+    fn set_priority_many<'a>(
+        &'a self,
+        ids: &'a [String],
+        priority: i32,
+    ) -> BoxFuture<'a, Vec<Result<()>>> {
+        let asked = ids.to_vec();
+        Box::pin(async move {
+            let moving = move |jobs: &EmbeddedJobs| Ok(jobs.set_priority_many(&asked, priority));
+            let done = self.call_moving(moving).await;
+            done.unwrap_or_else(|_| ids.iter().map(|_| Err(Error::Closed)).collect())
+        })
+    }
+
     fn run_now<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
         let id = id.to_owned();
         Box::pin(self.call_moving(move |jobs| jobs.run_now(&id)))

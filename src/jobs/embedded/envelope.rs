@@ -174,6 +174,16 @@ impl Envelope {
         std::str::from_utf8(bytes.get(FIXED..FIXED + len)?).ok()
     }
 
+    /// The id alone, caller's or made up (read from the fixed part and
+    /// the id, not the headers or the body): what a search by id reads.
+    pub fn id_of(bytes: &[u8]) -> Option<&str> {
+        if bytes.len() < FIXED || !known(bytes[0]) {
+            return None;
+        }
+        let len = usize::from(bytes[FIXED - 1]);
+        std::str::from_utf8(bytes.get(FIXED..FIXED + len)?).ok()
+    }
+
     /// The due time alone, read from the fixed part.
     pub fn due_ms_of(bytes: &[u8]) -> Result<u64, CodecError> {
         if bytes.len() < FIXED || !known(bytes[0]) {

@@ -2,6 +2,7 @@
 
 #[cfg(feature = "tokio")]
 mod async_jobs;
+mod batch;
 mod envelope;
 mod held;
 mod history;
@@ -35,6 +36,7 @@ pub use limits::stored_limits;
 pub use recurring::stored_schedules;
 pub(crate) use stats_file::read_days;
 
+use self::batch::Scanned;
 use self::envelope::{Envelope, JobRecords};
 use self::ids::{Ids, IdsLock, Location, Part};
 use self::lanes::{make_part, plain_refusal, Lanes};
@@ -588,8 +590,12 @@ impl EmbeddedJobs {
     /// made-up ids, which have no file, and for a write that died before
     /// its pointer).
     fn scan_for(&self, id: &str, except: Option<Location>) -> Result<Option<Location>> {
+        // The id read alone (no copy of the body); a record whose head
+        // does not decode is no job, as before.
         let wanted = |location: Location, bytes: &[u8]| {
-            Some(location) != except && Envelope::decode(bytes).is_ok_and(|e| e.job.id == id)
+            Some(location) != except
+                && Envelope::id_of(bytes) == Some(id)
+                && Envelope::decode_head(bytes).is_ok()
         };
         for (priority, lane) in self.lanes.all()? {
             for pending in lane.iter() {
@@ -703,11 +709,17 @@ impl EmbeddedJobs {
     /// `set_priority` of a jobs queue, with limited leases kept from
     /// looking past jobs.
     fn set_priority_now(&self, id: &str, priority: i32) -> Result<()> {
+        self.set_priority_in(id, priority, None)
+    }
+
+    /// [`set_priority_now`](Self::set_priority_now), a made-up id looked
+    /// up in `scanned` (a batch's one pass) if given.
+    fn set_priority_in(&self, id: &str, priority: i32, scanned: Option<&Scanned>) -> Result<()> {
         self.promote_due(self.now())?;
         // A job with a caller id is taken and moved under the ids' lock it
         // was found under: a reader of its records (`job_info`) never sees
         // it leased by its own move.
-        let (location, held) = self.locate_holding(id)?;
+        let (location, held) = self.locate_holding_in(id, scanned)?;
         if let Location::Lane(p, record) = location {
             if p == priority {
                 // No change; but a leased job is refused as for any change.
@@ -738,7 +750,7 @@ impl EmbeddedJobs {
     /// puts it at the end of its lane (as a due job falls).
     fn run_now_now(&self, id: &str) -> Result<bool> {
         self.promote_due(self.now())?;
-        let (location, held) = match self.locate_holding(id) {
+        let (location, held) = match self.locate_holding_in(id, None) {
             Ok(found) => found,
             Err(Error::NoSuchJob { .. }) => return Ok(false),
             Err(e) => return Err(e),
@@ -768,8 +780,14 @@ impl EmbeddedJobs {
 
     /// `cancel`, with limited leases kept from looking past jobs.
     fn cancel_now(&self, id: &str) -> Result<()> {
+        self.cancel_in(id, None)
+    }
+
+    /// [`cancel_now`](Self::cancel_now), a made-up id looked up in
+    /// `scanned` (a batch's one pass) if given.
+    fn cancel_in(&self, id: &str, scanned: Option<&Scanned>) -> Result<()> {
         self.promote_due(self.now())?;
-        let location = self.locate(id)?;
+        let location = self.locate_in(id, scanned)?;
         let queue = self.part(location)?.ok_or_else(|| no_such_job(id))?;
         match self.cancel_waiting(&queue, location) {
             Ok(()) => {}
@@ -857,6 +875,12 @@ impl EmbeddedJobs {
 
     /// Where waiting job `id` is.
     fn locate(&self, id: &str) -> Result<Location> {
+        self.locate_in(id, None)
+    }
+
+    /// [`locate`](Self::locate), a made-up id looked up in `scanned` (a
+    /// batch's one pass over the jobs) instead of looked for again.
+    fn locate_in(&self, id: &str, scanned: Option<&Scanned>) -> Result<Location> {
         if self.is_plain() {
             let record = id.parse().map_err(|_| no_such_job(id))?;
             return match self.is_live(Location::Lane(0, record))? {
@@ -870,23 +894,33 @@ impl EmbeddedJobs {
             }
         }
         // Not a caller id: a made-up id is in no index, so the jobs are
-        // looked through.
-        match looks_made_up(id) {
-            true => self.scan_for(id, None)?.ok_or_else(|| no_such_job(id)),
-            false => Err(no_such_job(id)),
+        // looked through (or were, by a batch's one pass).
+        if !looks_made_up(id) {
+            return Err(no_such_job(id));
+        }
+        match scanned.map(|scanned| scanned.get(id)) {
+            // The pass found no record of it.
+            Some(None) => Err(no_such_job(id)),
+            Some(Some(location)) if self.still_there(location)? => Ok(location),
+            // Moved since the pass (or no pass): looked for again.
+            _ => self.scan_for(id, None)?.ok_or_else(|| no_such_job(id)),
         }
     }
 
     /// [`locate`](Self::locate), and for a caller id the ids' lock it was
     /// found under, held: the job stays where it is until it is dropped
     /// (every move of a caller id's job takes it).
-    fn locate_holding(&self, id: &str) -> Result<(Location, Option<IdsLock<'_>>)> {
+    fn locate_holding_in(
+        &self,
+        id: &str,
+        scanned: Option<&Scanned>,
+    ) -> Result<(Location, Option<IdsLock<'_>>)> {
         if let Some(mut locked) = self.ids_lock_if(!self.is_plain())? {
             if let Some(location) = self.live_record(&mut locked, id, None)? {
                 return Ok((location, Some(locked)));
             }
         }
-        Ok((self.locate(id)?, None))
+        Ok((self.locate_in(id, scanned)?, None))
     }
 
     /// The queue holding `location`.
@@ -1367,6 +1401,18 @@ impl JobQueue for EmbeddedJobs {
     fn cancel(&self, id: &str) -> Result<()> {
         let _no_look_past = self.lock_limited_leases()?;
         self.cancel_now(id)
+    }
+
+    /// The made-up ids found in one pass over the jobs (each `cancel` of
+    /// one reads up to it), then each cancelled as `cancel` does.
+    fn cancel_many(&self, ids: &[String]) -> Vec<Result<()>> {
+        self.cancel_many_now(ids)
+    }
+
+    /// The made-up ids found in one pass over the jobs, then each moved as
+    /// `set_priority` does.
+    fn set_priority_many(&self, ids: &[String], priority: i32) -> Vec<Result<()>> {
+        self.set_priority_many_now(ids, priority)
     }
 
     fn run_now(&self, id: &str) -> Result<bool> {

@@ -1437,6 +1437,19 @@ impl JobQueue for PgJobs {
         self.missing_or_leased(&mut *client, id)
     }
 
+    fn cancel_many(&self, ids: &[String]) -> Vec<Result<()>> {
+        self.cancel_all(ids)
+            .unwrap_or_else(|_| ids.iter().map(|id| self.cancel(id)).collect())
+    }
+
+    fn set_priority_many(&self, ids: &[String], priority: i32) -> Vec<Result<()>> {
+        self.set_priority_all(ids, priority).unwrap_or_else(|_| {
+            ids.iter()
+                .map(|id| self.set_priority(id, priority))
+                .collect()
+        })
+    }
+
     fn run_now(&self, id: &str) -> Result<bool> {
         let now = ms(self.now());
         let mut client = self.client()?;
@@ -1685,5 +1698,106 @@ impl PgJobs {
         self.settled(&lease);
         self.merge_stats_if_due(&mut client);
         Ok(())
+    }
+}
+
+/// Batch calls on waiting jobs (issue 28's bulk actions): one statement
+/// changes every job asked; the ones it did not change are answered as
+/// the single call answers (`find_live` of each, in one read). A failed
+/// statement changed nothing (or its outcome is unknown): the caller then
+/// asks each job on its own.
+impl PgJobs {
+    fn cancel_all(&self, ids: &[String]) -> Result<Vec<Result<()>>> {
+        let t = &self.tables;
+        let cancel = format!(
+            "WITH gone AS (
+                 DELETE FROM {jobs} WHERE qno = $1 AND id = ANY($2::text[]) AND
+                     state = 0 AND (lease_until IS NULL OR lease_until <= $3)
+                 RETURNING id, wait_day, wait_ms),
+             freed AS (DELETE FROM {holds} WHERE qno = $1 AND id IN (SELECT id FROM gone)),
+             logged AS ({log})
+             SELECT id FROM gone",
+            jobs = t.jobs,
+            holds = t.unique,
+            log = stats_log::insert(
+                &t.log,
+                stats_log::WAIT,
+                ["$4", "d", "m", "NULL"],
+                "(SELECT wait_day AS d, wait_ms AS m, NULL::bigint AS wait_day, \
+                  NULL::bigint AS wait_ms FROM gone WHERE wait_ms IS NOT NULL) w"
+            ),
+        );
+        let mut client = self.client()?;
+        let params: [&(dyn ToSql + Sync); 4] = [&self.qno, &ids, &Self::real_now_ms(), &self.queue];
+        let gone = client.query(&cancel, &params).map_err(sent)?;
+        Ok(self.answer_all(&mut *client, ids, gone))
+    }
+
+    fn set_priority_all(&self, ids: &[String], priority: i32) -> Result<Vec<Result<()>>> {
+        // As `set_priority`, each ready job to the end of its new
+        // priority: the sequence numbers drawn in the order asked (a
+        // volatile CTE is computed once, in its subquery's order).
+        let update = format!(
+            "WITH asked AS (
+                 SELECT id, min(n) AS n FROM unnest($2::text[]) WITH ORDINALITY AS a(id, n)
+                 GROUP BY id),
+             numbered AS (
+                 SELECT id, nextval(pg_get_serial_sequence('{jobs}', 'seq')) AS seq FROM (
+                     SELECT a.id FROM asked a JOIN {jobs} j ON j.qno = $1 AND j.id = a.id
+                     WHERE j.state = 0 AND j.priority <> $3
+                       AND (j.lease_until IS NULL OR j.lease_until <= $5)
+                     ORDER BY a.n) o)
+             UPDATE {jobs} j SET priority = $3,
+                 ready_at = CASE WHEN j.ready_at <= $4 THEN $4 ELSE j.ready_at END,
+                 seq = numbered.seq
+             FROM numbered
+             WHERE j.qno = $1 AND j.id = numbered.id AND j.state = 0 AND j.priority <> $3
+               AND (j.lease_until IS NULL OR j.lease_until <= $5)
+             RETURNING j.id",
+            jobs = self.tables.jobs,
+        );
+        let now = ms(self.now());
+        let mut client = self.client()?;
+        let params: [&(dyn ToSql + Sync); 5] =
+            [&self.qno, &ids, &priority, &now, &Self::real_now_ms()];
+        let moved = client.query(&update, &params).map_err(sent)?;
+        Ok(self.answer_all(&mut *client, ids, moved))
+    }
+
+    /// Each id's outcome, the statement done: `Ok` for the first ask of
+    /// an id in `changed` (rows of its id); else as `missing_or_leased`
+    /// answers now (the error of that read if it fails: those jobs were
+    /// not changed, the others were).
+    fn answer_all(
+        &self,
+        client: &mut dyn Db,
+        ids: &[String],
+        changed: Vec<Row>,
+    ) -> Vec<Result<()>> {
+        let mut changed: std::collections::HashSet<String> =
+            changed.iter().map(|row| row.get(0)).collect();
+        let live = format!(
+            "SELECT id, lease_until FROM {jobs} WHERE qno = $1 AND id = ANY($2::text[]) AND state < 2",
+            jobs = self.tables.jobs
+        );
+        let live: std::result::Result<std::collections::HashMap<String, Row>, String> = client
+            .query(&live, &[&self.qno, &ids])
+            .map(|rows| {
+                rows.into_iter()
+                    .map(|row| (row.get::<_, String>(0), row))
+                    .collect()
+            })
+            .map_err(|e| e.to_string());
+        let real_now = Self::real_now_ms();
+        ids.iter()
+            .map(|id| match (changed.remove(id), &live) {
+                (true, _) => Ok(()),
+                (false, Ok(live)) => rows::missing_or_leased_at(live.get(id), 1, id, real_now),
+                (false, Err(reason)) => Err(Error::Backend {
+                    backend: "PostgreSQL",
+                    reason: reason.clone(),
+                }),
+            })
+            .collect()
     }
 }

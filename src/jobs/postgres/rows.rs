@@ -67,10 +67,15 @@ pub fn requeued(outcome: Result<u64, postgres::Error>, id: &str) -> Result<()> {
 /// `JobLeased` if a worker holds it, `NoSuchJob` if there is none, else
 /// `Ok` (waiting, and already as asked).
 pub fn missing_or_leased(found: Option<Row>, id: &str, real_now: i64) -> Result<()> {
+    missing_or_leased_at(found.as_ref(), 0, id, real_now)
+}
+
+/// As [`missing_or_leased`], the lease's end in column `at` of the row.
+pub fn missing_or_leased_at(found: Option<&Row>, at: usize, id: &str, real_now: i64) -> Result<()> {
     match found {
         Some(row)
             if row
-                .get::<_, Option<i64>>(0)
+                .get::<_, Option<i64>>(at)
                 .is_some_and(|until| until > real_now) =>
         {
             Err(Error::JobLeased { id: id.to_owned() })

@@ -31,9 +31,9 @@ use crate::web::{layout, App, SCAN_BOUND};
 
 /// Dead letters one retry of every match requeues at most (one pass).
 pub const BULK_BOUND: usize = 10_000;
-/// Jobs one cancel or priority change of every match changes at most:
-/// each is a lookup by id, which on the embedded queue reads the waiting
-/// jobs up to it when dque made the id up.
+/// Jobs one cancel or priority change of every match changes at most (as
+/// many as a selection names; one batch call, `cancel_many` or
+/// `set_priority_many`, which finds made-up ids in one pass).
 pub const BULK_LOOKUPS: usize = crate::web::MAX_SELECTION;
 
 /// Ids shown on the confirmation page.
@@ -95,11 +95,14 @@ impl Bulk {
         }
     }
 
-    fn apply(self, queue: &dyn JobQueue, id: &str) -> crate::Result<()> {
+    /// The action on every job of `ids`, as a batch call: one pass over
+    /// the jobs on the embedded queue (not one look per made-up id), one
+    /// statement on PostgreSQL.
+    fn apply(self, queue: &dyn JobQueue, ids: &[String]) -> Vec<crate::Result<()>> {
         match self {
-            Bulk::Retry => queue.requeue_dead(id), // (a batch: `requeue_dead_many`)
-            Bulk::Cancel => queue.cancel(id),
-            Bulk::Priority(p) => queue.set_priority(id, p),
+            Bulk::Retry => queue.requeue_dead_many(ids),
+            Bulk::Cancel => queue.cancel_many(ids),
+            Bulk::Priority(p) => queue.set_priority_many(ids, p),
         }
     }
 }
@@ -299,21 +302,8 @@ pub async fn apply(
         if fingerprint(&found.ids) != confirmed {
             return Ok(Applied::Changed(found));
         }
-        if bulk == Bulk::Retry {
-            // One pass over the dead letters, not one per job.
-            let outcomes = queue.requeue_dead_many(&found.ids);
-            return Ok(Applied::Done(found.ids.into_iter().zip(outcomes).collect()));
-        }
-        Ok(Applied::Done(
-            found
-                .ids
-                .into_iter()
-                .map(|id| {
-                    let result = bulk.apply(queue.as_ref(), &id);
-                    (id, result)
-                })
-                .collect(),
-        ))
+        let outcomes = bulk.apply(queue.as_ref(), &found.ids);
+        Ok(Applied::Done(found.ids.into_iter().zip(outcomes).collect()))
     })
     .await;
     let outcomes = match work {
