@@ -1460,11 +1460,27 @@ impl JobQueue for PgJobs {
     }
 
     fn set_priority_many(&self, ids: &[String], priority: i32) -> Vec<Result<()>> {
-        self.set_priority_all(ids, priority).unwrap_or_else(|_| {
-            ids.iter()
+        match self.set_priority_all(ids, priority) {
+            Ok(outcomes) => outcomes,
+            // The statement may have moved any job: one found at the
+            // priority asked answers `Ok`; an error (leased, done since)
+            // cannot say this call changed nothing.
+            Err(Error::OutcomeUnknown { backend, reason }) => ids
+                .iter()
+                .map(|id| {
+                    self.set_priority(id, priority)
+                        .map_err(|_| Error::OutcomeUnknown {
+                            backend,
+                            reason: reason.clone(),
+                        })
+                })
+                .collect(),
+            // Nothing done: each job on its own, as `set_priority`.
+            Err(_) => ids
+                .iter()
                 .map(|id| self.set_priority(id, priority))
-                .collect()
-        })
+                .collect(),
+        }
     }
 
     fn run_now(&self, id: &str) -> Result<bool> {
