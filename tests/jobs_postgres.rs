@@ -1224,3 +1224,251 @@ fn every_lease_path_records_its_worker_and_start() {
         assert!(sync.leases(100).unwrap().is_empty());
     });
 }
+
+/// A proxy in front of the server's Unix socket that, once, lets the
+/// statement whose text holds `needle` run to its end on the server and
+/// then drops the client's connection before the answer reaches it (a
+/// connection lost after the statement committed).
+struct CutProxy {
+    dir: tempfile::TempDir,
+    cut: Arc<AtomicUsize>,
+}
+
+/// Run once by a [`CutProxy`] after its cut, before it forwards the next
+/// thing a client sends (what happens between a batch and its next call).
+type AfterCut = Arc<std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>>;
+
+/// Where one connection of a [`CutProxy`] is: forwarding, the statement
+/// seen (its execution comes next), or its execution sent.
+const FORWARDING: usize = 0;
+const ARMED: usize = 1;
+const CUTTING: usize = 2;
+const DONE: usize = 3;
+
+impl CutProxy {
+    fn start(server: &PgServer, needle: &'static str) -> CutProxy {
+        Self::start_then(server, needle, Box::new(|| {}))
+    }
+
+    fn start_then(
+        server: &PgServer,
+        needle: &'static str,
+        after_cut: Box<dyn FnOnce() + Send>,
+    ) -> CutProxy {
+        let after_cut: AfterCut = Arc::new(std::sync::Mutex::new(Some(after_cut)));
+        use std::os::unix::net::{UnixListener, UnixStream};
+        let dir = tempfile::tempdir().unwrap();
+        let listener = UnixListener::bind(dir.path().join(".s.PGSQL.5432")).unwrap();
+        let upstream = server
+            .url()
+            .split_whitespace()
+            .find_map(|part| part.strip_prefix("host="))
+            .map(|host| std::path::Path::new(host).join(".s.PGSQL.5432"))
+            .unwrap();
+        let cut = Arc::new(AtomicUsize::new(FORWARDING));
+        let state = Arc::clone(&cut);
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let server = UnixStream::connect(&upstream).unwrap();
+                let (state_up, state_down) = (Arc::clone(&state), Arc::clone(&state));
+                let after_cut = Arc::clone(&after_cut);
+                let (mut c_in, mut s_out) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (mut s_in, mut c_out) = (server, client);
+                std::thread::spawn(move || {
+                    use std::io::{Read, Write};
+                    let mut buf = [0u8; 65536];
+                    while let Ok(n) = c_in.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                        let chunk = &buf[..n];
+                        if state_up.load(Ordering::SeqCst) == DONE {
+                            if let Some(then) = after_cut.lock().unwrap().take() {
+                                then();
+                            }
+                        }
+                        let seen = chunk.windows(needle.len()).any(|w| w == needle.as_bytes());
+                        let _ = state_up.compare_exchange(
+                            ARMED,
+                            CUTTING,
+                            Ordering::SeqCst,
+                            Ordering::SeqCst,
+                        );
+                        if seen {
+                            let _ = state_up.compare_exchange(
+                                FORWARDING,
+                                ARMED,
+                                Ordering::SeqCst,
+                                Ordering::SeqCst,
+                            );
+                        }
+                        if s_out.write_all(chunk).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = s_out.shutdown(std::net::Shutdown::Both);
+                });
+                std::thread::spawn(move || {
+                    use std::io::{Read, Write};
+                    let mut buf = [0u8; 65536];
+                    let mut held = Vec::new();
+                    while let Ok(n) = s_in.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                        if state_down.load(Ordering::SeqCst) != CUTTING {
+                            if c_out.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                            continue;
+                        }
+                        // The statement's answer, kept from the client up
+                        // to its end (ReadyForQuery: committed).
+                        held.extend_from_slice(&buf[..n]);
+                        let mut at = 0;
+                        let mut ended = false;
+                        while held.len() >= at + 5 {
+                            let len = u32::from_be_bytes(held[at + 1..at + 5].try_into().unwrap());
+                            let end = at + 1 + len as usize;
+                            if held.len() < end {
+                                break;
+                            }
+                            ended |= held[at] == b'Z';
+                            at = end;
+                        }
+                        if ended {
+                            state_down.store(DONE, Ordering::SeqCst);
+                            let _ = c_out.shutdown(std::net::Shutdown::Both);
+                            let _ = s_in.shutdown(std::net::Shutdown::Both);
+                            break;
+                        }
+                    }
+                    let _ = c_out.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        CutProxy { dir, cut }
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "host={} user=dque dbname=postgres",
+            self.dir.path().display()
+        )
+    }
+
+    fn has_cut(&self) -> bool {
+        self.cut.load(Ordering::SeqCst) == DONE
+    }
+}
+
+// Bug (issue 28 review): a `cancel_many` whose statement ran but whose
+// connection dropped before its answer came (outcome unknown) asked each
+// job again on its own: the jobs the statement had removed then answered
+// `NoSuchJob`, an error for a job this very call cancelled (a call that
+// returns an error had no effect), where a `cancel` cut off the same way
+// says `OutcomeUnknown`.
+#[test]
+fn a_batch_cancel_cut_off_after_it_ran_does_not_say_no_such_job() {
+    use dque::jobs::NewJob;
+    let _sharing = sharing();
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let schema = format!("batch_cut_{}", std::process::id());
+    let direct = PgOptions::new()
+        .schema(&schema)
+        .connect(&server.url(), "cut")
+        .unwrap();
+    direct.enqueue(NewJob::new("held")).unwrap();
+    let lease = direct.lease().unwrap().expect("a job");
+    let mut ids: Vec<String> = (0..3)
+        .map(|i| {
+            direct
+                .enqueue(NewJob::new(format!("job {i}")))
+                .unwrap()
+                .id()
+                .to_owned()
+        })
+        .collect();
+    ids.push(lease.job.id.clone());
+    ids.push("none such".into());
+    let proxy = CutProxy::start(server, "RETURNING id, wait_day");
+    let jobs = PgOptions::new()
+        .schema(&schema)
+        .connect(&proxy.url(), "cut")
+        .unwrap();
+    let outcomes = jobs.cancel_many(&ids);
+    assert!(
+        proxy.has_cut(),
+        "the batch's statement was cut off: {outcomes:?}"
+    );
+    let counts = direct.counts().unwrap();
+    assert_eq!((counts.ready, counts.leased), (0, 1), "the statement ran");
+    for (id, outcome) in ids.iter().zip(&outcomes) {
+        let honest = match id.as_str() {
+            "none such" => !matches!(outcome, Ok(())),
+            leased if *leased == lease.job.id => {
+                matches!(outcome, Err(dque::Error::JobLeased { .. }))
+            }
+            _ => matches!(outcome, Ok(()) | Err(dque::Error::OutcomeUnknown { .. })),
+        };
+        assert!(honest, "{id}: {outcome:?} (all: {outcomes:?})");
+    }
+}
+
+// Bug (issue 28 review): a `set_priority_many` whose statement ran but
+// whose connection dropped before its answer came asked each job again:
+// a job it had moved and a worker leased since answered `JobLeased`, an
+// error for a job whose priority this very call changed; such a job's
+// outcome is not known (`OutcomeUnknown`).
+#[test]
+fn a_batch_priority_change_cut_off_after_it_ran_says_no_error_it_cannot_know() {
+    use dque::jobs::NewJob;
+    let _sharing = sharing();
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let schema = format!("batch_cut_priority_{}", std::process::id());
+    let direct = Arc::new(
+        PgOptions::new()
+            .schema(&schema)
+            .connect(&server.url(), "cut")
+            .unwrap(),
+    );
+    let ids: Vec<String> = (0..3)
+        .map(|i| {
+            let job = NewJob::new(format!("job {i}"));
+            direct.enqueue(job).unwrap().id().to_owned()
+        })
+        .collect();
+    // After the cut, before the batch asks again: the first job moved is
+    // leased (the moved ones come first).
+    let leased = Arc::new(std::sync::Mutex::new(None));
+    let (worker, taken) = (Arc::clone(&direct), Arc::clone(&leased));
+    let lease_one = Box::new(move || {
+        *taken.lock().unwrap() = worker.lease().unwrap();
+    });
+    let proxy = CutProxy::start_then(server, "WITH ORDINALITY", lease_one);
+    let jobs = PgOptions::new()
+        .schema(&schema)
+        .connect(&proxy.url(), "cut")
+        .unwrap();
+    let outcomes = jobs.set_priority_many(&ids, -5);
+    assert!(
+        proxy.has_cut(),
+        "the batch's statement was cut off: {outcomes:?}"
+    );
+    let lease = leased
+        .lock()
+        .unwrap()
+        .take()
+        .expect("a job leased after the cut");
+    assert_eq!(lease.job.priority, -5, "the statement ran");
+    for (id, outcome) in ids.iter().zip(&outcomes) {
+        let honest = matches!(outcome, Ok(()) | Err(dque::Error::OutcomeUnknown { .. }));
+        assert!(honest, "{id}: {outcome:?} (all: {outcomes:?})");
+    }
+}

@@ -32,11 +32,14 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// (`counts`, `waiting`, `dead`, `stats`) are cancel-safe: they change
 /// nothing. The other calls (`enqueue`, `enqueue_batch`, the settling
 /// calls `ack`, `nack`, `release`, `fail`, and `set_priority`, `cancel`,
-/// `requeue_dead`) are not: dropped after their first poll, what they
-/// asked may or may not be done (with a server: it runs if the request
-/// was sent); dropped before their first poll they did nothing (a lease
-/// moved into one is then left to its lease time, as a dropped
-/// [`JobLease`] is).
+/// `requeue_dead`, `cancel_many`, `set_priority_many`) are not: dropped
+/// after their first poll, what they asked may or may not be done (with a
+/// server: it runs if the request was sent); dropped before their first
+/// poll they did nothing (a lease moved into one is then left to its
+/// lease time, as a dropped [`JobLease`] is). A batch dropped midway goes
+/// on to its end on the embedded queue (it runs on the blocking pool);
+/// on a server each job is asked in turn, and the jobs not yet asked
+/// stay as they were.
 ///
 /// ```
 /// use dque::jobs::{AsyncEmbeddedJobs, AsyncJobQueue, EmbeddedJobs, NewJob};

@@ -5,11 +5,13 @@
 //! mid-batch leaves each job done or not, never half-moved).
 
 use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 
 use super::envelope::Envelope;
 use super::ids::Location;
 use super::{looks_made_up, EmbeddedJobs};
 use crate::error::Result;
+use crate::queue::dque::RawQueue;
 
 /// Where one pass over the jobs found the waiting (or leased) records of
 /// a batch's made-up ids: the first record of each, in the order a
@@ -17,6 +19,12 @@ use crate::error::Result;
 /// schedule).
 pub(super) struct Scanned {
     found: HashMap<String, Location>,
+    /// The id the next record of each part (a lane's priority; `None`
+    /// the schedule) was to get when the pass began: a record never
+    /// becomes live again once settled, so a job the pass did not find
+    /// waits now only in a record written since (a dead letter requeued,
+    /// a job moved into a part the pass had read already).
+    ends: HashMap<Option<i32>, u64>,
 }
 
 impl Scanned {
@@ -84,8 +92,9 @@ impl EmbeddedJobs {
             .map(String::as_str)
             .filter(|id| looks_made_up(id))
             .collect();
+        let mut ends = HashMap::new();
         if self.is_plain() || wanted.is_empty() {
-            return Ok(Scanned { found });
+            return Ok(Scanned { found, ends });
         }
         self.promote_due(self.now())?;
         let mut parts: Vec<_> = self
@@ -97,10 +106,15 @@ impl EmbeddedJobs {
         if let Some(schedule) = &self.schedule {
             parts.push((None, std::sync::Arc::clone(&schedule.queue)));
         }
+        // Before any part is read: a job moving from a part not read yet
+        // into one read already is written past its end.
+        for (lane, queue) in &parts {
+            ends.insert(*lane, queue.end_id()?);
+        }
         for (lane, queue) in parts {
             for pending in queue.iter() {
                 if wanted.is_empty() {
-                    return Ok(Scanned { found });
+                    return Ok(Scanned { found, ends });
                 }
                 let pending = pending?;
                 let Some(id) = Envelope::id_of(&pending.item) else {
@@ -118,7 +132,27 @@ impl EmbeddedJobs {
                 }
             }
         }
-        Ok(Scanned { found })
+        Ok(Scanned { found, ends })
+    }
+
+    /// A made-up job the pass did not find, looked for among the records
+    /// written since the pass began (few: not a read of every job), in the
+    /// order a single call's look meets them.
+    pub(super) fn scan_since(&self, id: &str, scanned: &Scanned) -> Result<Option<Location>> {
+        for (priority, lane) in self.lanes.all()? {
+            // A lane made since the pass: all of it is new.
+            let from = scanned.ends.get(&Some(priority)).copied().unwrap_or(0);
+            if let Some(record) = first_record_of(&lane, id, from)? {
+                return Ok(Some(Location::Lane(priority, record)));
+            }
+        }
+        if let Some(schedule) = &self.schedule {
+            let from = scanned.ends.get(&None).copied().unwrap_or(0);
+            if let Some(record) = first_record_of(&schedule.queue, id, from)? {
+                return Ok(Some(Location::Scheduled(record)));
+            }
+        }
+        Ok(None)
     }
 
     /// Whether a record a batch's pass found is still where the job
@@ -131,5 +165,72 @@ impl EmbeddedJobs {
             }
         }
         self.is_live(location)
+    }
+}
+
+/// The first unsettled record of job `id` in `queue` from record `from`
+/// on (a record whose head does not decode is no job, as for a look).
+fn first_record_of(queue: &RawQueue, id: &str, from: u64) -> Result<Option<u64>> {
+    let mut found = None;
+    queue.visit_pending_from(from, |record, _, _, bytes| {
+        if Envelope::id_of(bytes) == Some(id) && Envelope::decode_head(bytes).is_ok() {
+            found = Some(record);
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    })?;
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::{JobQueue, NewJob};
+
+    // Bug (issue 28 review): a made-up id the batch's one pass did not
+    // find was answered `NoSuchJob` even when its job waited by the time
+    // the batch reached it, in a record written after the pass began (a
+    // dead letter requeued; a job moved into a lane the pass had read
+    // already, or into a lane made since): `cancel` or `set_priority` of
+    // that id then finds and changes the job, so the batch must too.
+    #[test]
+    fn a_job_waiting_in_a_record_written_after_the_pass_is_found() {
+        type Change = fn(&EmbeddedJobs, &str, &Scanned) -> Result<()>;
+        let changes: [(&str, Change); 2] = [
+            ("cancel", |q, id, scanned| q.cancel_one(id, Some(scanned))),
+            ("set_priority", |q, id, scanned| {
+                q.set_priority_one(id, 7, Some(scanned))
+            }),
+        ];
+        for (name, change) in changes {
+            let dir = tempfile::tempdir().unwrap();
+            let q = EmbeddedJobs::create(dir.path().join("q")).unwrap();
+            let dead = q.enqueue(NewJob::new("d")).unwrap().id().to_owned();
+            let lease = q.lease().unwrap().expect("a job");
+            q.fail(lease, "boom").unwrap();
+            // Lane -1 exists (and is read by the pass) before a job moves in.
+            q.enqueue(NewJob::new("stays").priority(-1)).unwrap();
+            let into_read_lane = q.enqueue(NewJob::new("m").priority(5)).unwrap();
+            let into_new_lane = q.enqueue(NewJob::new("n").priority(4)).unwrap();
+            let ids: Vec<String> = [dead.as_str(), into_read_lane.id(), into_new_lane.id()]
+                .map(str::to_owned)
+                .to_vec();
+            let mut scanned = q.scan_made_up(&ids).unwrap();
+            assert!(scanned.get(&dead).is_none(), "a dead letter is not waiting");
+            q.requeue_dead(&dead).unwrap();
+            // As a pass that read the lanes the jobs move into before
+            // their moves, and the lanes they leave after.
+            scanned.found.remove(into_read_lane.id());
+            scanned.found.remove(into_new_lane.id());
+            q.set_priority(into_read_lane.id(), -1).unwrap();
+            q.set_priority(into_new_lane.id(), -3).unwrap();
+            for id in &ids {
+                let outcome = change(&q, id, &scanned);
+                assert!(outcome.is_ok(), "{name} of waiting job {id}: {outcome:?}");
+            }
+            let counts = q.counts().unwrap();
+            let left = if name == "cancel" { 1 } else { 4 };
+            assert_eq!(counts.ready, left, "{name}");
+        }
     }
 }

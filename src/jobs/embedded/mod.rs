@@ -898,13 +898,17 @@ impl EmbeddedJobs {
         if !looks_made_up(id) {
             return Err(no_such_job(id));
         }
-        match scanned.map(|scanned| scanned.get(id)) {
-            // The pass found no record of it.
-            Some(None) => Err(no_such_job(id)),
-            Some(Some(location)) if self.still_there(location)? => Ok(location),
-            // Moved since the pass (or no pass): looked for again.
-            _ => self.scan_for(id, None)?.ok_or_else(|| no_such_job(id)),
+        if let Some(scanned) = scanned {
+            match scanned.get(id) {
+                Some(location) if self.still_there(location)? => return Ok(location),
+                // Moved since the pass: looked for again below.
+                Some(_) => {}
+                // The pass found no record of it: if it waits now, in a
+                // record written since.
+                None => return self.scan_since(id, scanned)?.ok_or_else(|| no_such_job(id)),
+            }
         }
+        self.scan_for(id, None)?.ok_or_else(|| no_such_job(id))
     }
 
     /// [`locate`](Self::locate), and for a caller id the ids' lock it was

@@ -1438,16 +1438,49 @@ impl JobQueue for PgJobs {
     }
 
     fn cancel_many(&self, ids: &[String]) -> Vec<Result<()>> {
-        self.cancel_all(ids)
-            .unwrap_or_else(|_| ids.iter().map(|id| self.cancel(id)).collect())
+        match self.cancel_all(ids) {
+            Ok(outcomes) => outcomes,
+            // The statement may have run: a job it removed is gone when
+            // asked again, and `NoSuchJob` would deny this call's own
+            // cancel. Whatever is asked again and found still there
+            // answers for itself.
+            Err(Error::OutcomeUnknown { backend, reason }) => ids
+                .iter()
+                .map(|id| match self.cancel(id) {
+                    Err(Error::NoSuchJob { .. }) => Err(Error::OutcomeUnknown {
+                        backend,
+                        reason: reason.clone(),
+                    }),
+                    outcome => outcome,
+                })
+                .collect(),
+            // Nothing done: each job on its own, as `cancel`.
+            Err(_) => ids.iter().map(|id| self.cancel(id)).collect(),
+        }
     }
 
     fn set_priority_many(&self, ids: &[String], priority: i32) -> Vec<Result<()>> {
-        self.set_priority_all(ids, priority).unwrap_or_else(|_| {
-            ids.iter()
+        match self.set_priority_all(ids, priority) {
+            Ok(outcomes) => outcomes,
+            // The statement may have moved any job: one found at the
+            // priority asked answers `Ok`; an error (leased, done since)
+            // cannot say this call changed nothing.
+            Err(Error::OutcomeUnknown { backend, reason }) => ids
+                .iter()
+                .map(|id| {
+                    self.set_priority(id, priority)
+                        .map_err(|_| Error::OutcomeUnknown {
+                            backend,
+                            reason: reason.clone(),
+                        })
+                })
+                .collect(),
+            // Nothing done: each job on its own, as `set_priority`.
+            Err(_) => ids
+                .iter()
                 .map(|id| self.set_priority(id, priority))
-                .collect()
-        })
+                .collect(),
+        }
     }
 
     fn run_now(&self, id: &str) -> Result<bool> {
