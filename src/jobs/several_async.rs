@@ -36,8 +36,13 @@ use crate::error::{Error, Result};
 ///   `requeue_dead`, `job_info`) go to the first queue that holds the job;
 /// - the reads add up the queues (`counts`, `stats`), or list them in
 ///   the set's order (`waiting`, `dead`, `schedules`, `limits`);
-/// - `pause`, `resume`, `set_limit`, `remove_limit`, `fire_schedules` and
-///   `close` go to every queue; the set is paused when all are.
+/// - `pause`, `resume`, `set_limit`, `remove_limit`, `unschedule`,
+///   `fire_schedules` and `close` go to every queue; the set is paused
+///   when all are. They are not atomic across the queues (separate
+///   stores or servers): on an error (the first queue's to fail), what
+///   the other queues did stands; `pause`, `resume`, `set_limit` and
+///   `close` still call every queue, the others stop at the error. Each
+///   can be repeated to finish it.
 ///
 /// [`lease_indexed`](Self::lease_indexed) leases without the note, and
 /// tells the queue to settle with instead (as `QueueSet::lease` does).

@@ -204,7 +204,9 @@ impl AsyncWorker {
     /// A worker leasing from several queues, in the set's order (as
     /// [`Worker::from_set`](super::Worker::from_set)): each job is settled
     /// in the queue it came from, and its handler sees that queue
-    /// ([`AsyncContext::queue`]).
+    /// ([`AsyncContext::queue`]). A queue whose server is in trouble (an
+    /// error the worker retries on) is passed over: the other queues'
+    /// jobs run meanwhile.
     ///
     /// ```
     /// use std::sync::Arc;

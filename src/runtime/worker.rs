@@ -320,7 +320,9 @@ impl Worker {
         Ok(worker)
     }
 
-    /// A worker leasing from several queues, in the set's order.
+    /// A worker leasing from several queues, in the set's order. A queue
+    /// whose server is in trouble (an error it retries on) is passed
+    /// over: the other queues' jobs run meanwhile.
     pub fn from_set(set: QueueSet) -> Self {
         Worker {
             set: Arc::new(set),
