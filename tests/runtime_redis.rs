@@ -96,3 +96,63 @@ fn sigterm_mid_job_finishes_or_gives_back() {
         );
     }
 }
+
+// Bug pinned: the thread worker leased through `QueueSet::lease`, whose
+// first error ends the look, so with the first queue's server in trouble
+// (in order) no other queue's job ever ran. (A server turned read-only, a
+// replica of none: it answers at once, where a server gone costs each
+// look the backend's reconnect tries; the same error class.)
+#[test]
+fn a_worker_over_a_set_runs_the_other_queues_jobs_while_one_server_is_in_trouble() {
+    use dque::jobs::{EmbeddedJobs, NewJob, Order, QueueSet};
+    use dque::runtime::{EnqueueJob, Worker};
+    use runtime_api::{Echo, Log};
+    use std::time::{Duration, Instant};
+
+    let Some(server) = redis_server::OwnServer::start(&[]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let troubled: Arc<dyn JobQueue> = Arc::new(
+        RedisOptions::new()
+            .connect(&server.url(1, ""), "troubled")
+            .expect("connect"),
+    );
+    let up: Arc<dyn JobQueue> = Arc::new(EmbeddedJobs::create(dir.path().join("up")).unwrap());
+    troubled.enqueue(NewJob::new("kept")).unwrap();
+    for n in 1..=2 {
+        up.enqueue_job(&Echo { n }).unwrap();
+    }
+    let said = std::process::Command::new("redis-cli")
+        .arg("-s")
+        .arg(server.socket())
+        .args(["replicaof", "127.0.0.1", "1"])
+        .output()
+        .expect("redis-cli");
+    assert!(said.status.success(), "{said:?}");
+    let refused = troubled.lease();
+    assert!(refused.is_err(), "read-only: {refused:?}");
+    let set = QueueSet::new(vec![Arc::clone(&troubled), Arc::clone(&up)], Order::InOrder).unwrap();
+    let log = Arc::new(Log::default());
+    let worker = Worker::from_set(set)
+        .handle_signals(false)
+        .state(Arc::clone(&log))
+        .register::<Echo>();
+    let stop = worker.stop_handle();
+    let stopper = {
+        let log = Arc::clone(&log);
+        std::thread::spawn(move || {
+            let until = Instant::now() + Duration::from_secs(10);
+            while log.lines().len() < 2 && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            stop.stop();
+        })
+    };
+    let summary = worker.run().expect("run");
+    stopper.join().unwrap();
+    assert_eq!(summary.succeeded, 2, "{summary:?} {:?}", log.lines());
+    assert_eq!(up.counts().unwrap(), Default::default());
+    // The troubled queue's job is kept for when its server is well.
+    assert_eq!(troubled.counts().unwrap().ready, 1);
+}

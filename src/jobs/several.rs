@@ -76,12 +76,25 @@ impl QueueSet {
     ///
     /// The first error of a queue's lease (the queues after it are not tried).
     pub fn lease(&self) -> Result<Option<(usize, JobLease)>> {
+        self.lease_past(|_| false)
+    }
+
+    /// As [`lease`](Self::lease), but a queue whose lease fails with an
+    /// error `passing` accepts (a server's passing trouble) is passed
+    /// over: its error is returned only if no other queue has a job.
+    pub(crate) fn lease_past(
+        &self,
+        passing: fn(&Error) -> bool,
+    ) -> Result<Option<(usize, JobLease)>> {
+        let mut passed = Passed::default();
         for index in self.turns.next_turn() {
-            if let Some(lease) = self.queues[index].lease()? {
-                return Ok(Some((index, lease)));
+            match self.queues[index].lease() {
+                Ok(Some(lease)) => return Ok(Some((index, lease))),
+                Ok(None) => {}
+                Err(e) => passed.note(e, passing)?,
             }
         }
-        Ok(None)
+        passed.answer()
     }
 
     /// As [`lease`](Self::lease), waiting up to `wait` for a job. One queue
@@ -92,12 +105,23 @@ impl QueueSet {
     ///
     /// As [`lease`](Self::lease).
     pub fn lease_timeout(&self, wait: Duration) -> Result<Option<(usize, JobLease)>> {
+        self.lease_timeout_past(wait, |_| false)
+    }
+
+    /// As [`lease_timeout`](Self::lease_timeout), passing over a queue in
+    /// trouble as [`lease_past`](Self::lease_past) does (a look that
+    /// finds no job but such an error ends the wait with it).
+    pub(crate) fn lease_timeout_past(
+        &self,
+        wait: Duration,
+        passing: fn(&Error) -> bool,
+    ) -> Result<Option<(usize, JobLease)>> {
         if let [only] = self.queues.as_slice() {
             return Ok(only.lease_timeout(wait)?.map(|lease| (0, lease)));
         }
         let mut looks = Looks::new(wait);
         loop {
-            if let Some(found) = self.lease()? {
+            if let Some(found) = self.lease_past(passing)? {
                 return Ok(Some(found));
             }
             match looks.pause() {
@@ -177,6 +201,30 @@ impl Looks {
         let pause = self.pause.min(left);
         self.pause = (self.pause * 2).min(SET_POLL);
         Some(pause)
+    }
+}
+
+/// The errors a set's lease passed over (a queue in trouble must not
+/// keep the others' jobs from running): the first is the answer when no
+/// queue had a job.
+#[derive(Debug, Default)]
+pub(crate) struct Passed(Option<Error>);
+
+impl Passed {
+    /// Keeps `error` if `passing` accepts it; else it is the answer now.
+    pub(crate) fn note(&mut self, error: Error, passing: fn(&Error) -> bool) -> Result<()> {
+        match passing(&error) {
+            true => {
+                self.0.get_or_insert(error);
+                Ok(())
+            }
+            false => Err(error),
+        }
+    }
+
+    /// The answer of a look that found no job: the first error passed over.
+    pub(crate) fn answer<T>(self) -> Result<Option<T>> {
+        self.0.map_or(Ok(None), Err)
     }
 }
 

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use super::async_contract::{AsyncJobQueue, BoxFuture};
 use super::job::{DeadJob, Enqueued, JobLease, Nacked, NewJob, Retry, Waiting};
 use super::recurring::{Schedule, ScheduleInfo};
-use super::several::{queue_for_kind, Looks, Order, Turns};
+use super::several::{queue_for_kind, Looks, Order, Passed, Turns};
 use super::stats::{Counts, QueueStats};
 use crate::error::{Error, Result};
 
@@ -36,8 +36,13 @@ use crate::error::{Error, Result};
 ///   `requeue_dead`, `job_info`) go to the first queue that holds the job;
 /// - the reads add up the queues (`counts`, `stats`), or list them in
 ///   the set's order (`waiting`, `dead`, `schedules`, `limits`);
-/// - `pause`, `resume`, `set_limit`, `remove_limit`, `fire_schedules` and
-///   `close` go to every queue; the set is paused when all are.
+/// - `pause`, `resume`, `set_limit`, `remove_limit`, `unschedule`,
+///   `fire_schedules` and `close` go to every queue; the set is paused
+///   when all are. They are not atomic across the queues (separate
+///   stores or servers): on an error (the first queue's to fail), what
+///   the other queues did stands; `pause`, `resume`, `set_limit` and
+///   `close` still call every queue, the others stop at the error. Each
+///   can be repeated to finish it.
 ///
 /// [`lease_indexed`](Self::lease_indexed) leases without the note, and
 /// tells the queue to settle with instead (as `QueueSet::lease` does).
@@ -158,12 +163,26 @@ impl AsyncQueueSet {
     ///
     /// The first error of a queue's lease (the queues after it are not tried).
     pub async fn lease_indexed(&self) -> Result<Option<(usize, JobLease)>> {
+        self.lease_past(|_| false).await
+    }
+
+    /// As [`lease_indexed`](Self::lease_indexed), but a queue whose lease
+    /// fails with an error `passing` accepts (a server's passing trouble)
+    /// is passed over: its error is returned only if no other queue has
+    /// a job. Cancel-safe.
+    pub(crate) async fn lease_past(
+        &self,
+        passing: fn(&Error) -> bool,
+    ) -> Result<Option<(usize, JobLease)>> {
+        let mut passed = Passed::default();
         for index in self.turns.next_turn() {
-            if let Some(lease) = self.queues[index].lease().await? {
-                return Ok(Some((index, lease)));
+            match self.queues[index].lease().await {
+                Ok(Some(lease)) => return Ok(Some((index, lease))),
+                Ok(None) => {}
+                Err(e) => passed.note(e, passing)?,
             }
         }
-        Ok(None)
+        passed.answer()
     }
 
     /// As [`lease_indexed`](Self::lease_indexed), waiting up to `wait`
@@ -174,12 +193,22 @@ impl AsyncQueueSet {
     ///
     /// As [`lease_indexed`](Self::lease_indexed).
     pub async fn lease_timeout_indexed(&self, wait: Duration) -> Result<Option<(usize, JobLease)>> {
+        self.lease_timeout_past(wait, |_| false).await
+    }
+
+    /// As [`lease_timeout_indexed`](Self::lease_timeout_indexed), passing
+    /// over a queue in trouble as [`lease_past`](Self::lease_past) does.
+    pub(crate) async fn lease_timeout_past(
+        &self,
+        wait: Duration,
+        passing: fn(&Error) -> bool,
+    ) -> Result<Option<(usize, JobLease)>> {
         if let [only] = self.queues.as_slice() {
             return Ok(only.lease_timeout(wait).await?.map(|lease| (0, lease)));
         }
         let mut looks = Looks::new(wait);
         loop {
-            if let Some(found) = self.lease_indexed().await? {
+            if let Some(found) = self.lease_past(passing).await? {
                 return Ok(Some(found));
             }
             match looks.pause() {

@@ -204,7 +204,9 @@ impl AsyncWorker {
     /// A worker leasing from several queues, in the set's order (as
     /// [`Worker::from_set`](super::Worker::from_set)): each job is settled
     /// in the queue it came from, and its handler sees that queue
-    /// ([`AsyncContext::queue`]).
+    /// ([`AsyncContext::queue`]). A queue whose server is in trouble (an
+    /// error the worker retries on) is passed over: the other queues'
+    /// jobs run meanwhile.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -532,8 +534,13 @@ impl Shared {
         let mut idle = false;
         while !self.stop.is_stopping() {
             // A ready job without the waiting's bookkeeping; then a wait.
-            let leased = match self.set.lease_indexed().await {
-                Ok(None) => self.set.lease_timeout_indexed(LOOK_EVERY).await,
+            // A queue whose server is in trouble keeps no other's job waiting.
+            let leased = match self.set.lease_past(is_server_trouble).await {
+                Ok(None) => {
+                    self.set
+                        .lease_timeout_past(LOOK_EVERY, is_server_trouble)
+                        .await
+                }
                 other => other,
             };
             let (index, lease) = match leased {

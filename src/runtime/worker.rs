@@ -320,7 +320,9 @@ impl Worker {
         Ok(worker)
     }
 
-    /// A worker leasing from several queues, in the set's order.
+    /// A worker leasing from several queues, in the set's order. A queue
+    /// whose server is in trouble (an error it retries on) is passed
+    /// over: the other queues' jobs run meanwhile.
     pub fn from_set(set: QueueSet) -> Self {
         Worker {
             set: Arc::new(set),
@@ -706,8 +708,9 @@ impl Shared {
         let mut scratch = Scratch::default();
         while !self.stop.is_stopping() {
             // A ready job without the waiting's bookkeeping; then a wait.
-            let leased = match self.set.lease() {
-                Ok(None) => self.set.lease_timeout(LOOK_EVERY),
+            // A queue whose server is in trouble keeps no other's job waiting.
+            let leased = match self.set.lease_past(is_server_trouble) {
+                Ok(None) => self.set.lease_timeout_past(LOOK_EVERY, is_server_trouble),
                 other => other,
             };
             let (queue, lease) = match leased {
