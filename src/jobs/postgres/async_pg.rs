@@ -2,7 +2,7 @@
 //! tokio-postgres, running the blocking backend's statements
 //! ([`Hot`](super::Hot), [`Statements`]) with the same parameters.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,22 +17,20 @@ use tokio_postgres::types::ToSql;
 mod recurring;
 
 use super::async_link::{self, Link, Pool};
+use super::calls::{rules_of, Rules};
 use super::errors::{db, sent};
 use super::history;
 use super::statements::{self, Statements};
 use super::{
-    added_ids, answers, check_new, day_of, duration_ms, ms, not_added, rows, schema, stats_log,
-    sums, taken_in_order, Hot, InsertArgs, NewArgs, PgJobs, PgOptions, Tables, CHANNEL, HANDLES,
-    LEASE_POLL, STATS_EVERY,
+    check_new, day_of, duration_ms, ms, rows, schema, Hot, PgJobs, PgOptions, Tables, CHANNEL,
+    HANDLES, LEASE_POLL,
 };
 use crate::error::{Error, Result};
 use crate::jobs::async_contract::{AsyncJobQueue, BoxFuture};
 use crate::jobs::clock::unix_ms;
-use crate::jobs::job::{
-    new_job_id, DeadJob, Enqueued, JobLease, LeaseToken, Nacked, NewJob, Retry, Waiting,
-};
+use crate::jobs::job::{DeadJob, Enqueued, JobLease, Nacked, NewJob, Retry, Waiting};
 use crate::jobs::recurring::{DueCache, Schedule, ScheduleInfo};
-use crate::jobs::stats::{Counts, DayStats, QueueStats};
+use crate::jobs::stats::{Counts, QueueStats};
 use crate::jobs::Backoff;
 
 /// A job queue in a PostgreSQL database for async workers (features
@@ -372,122 +370,15 @@ impl Inner {
         self.pool.listener().await
     }
 
-    /// The row and token of `lease`, checking it is this handle's.
-    fn token_of(&self, lease: &JobLease) -> Result<(i64, i64)> {
-        if lease.token.queue != self.handle {
-            return Err(Error::InvalidJob {
-                reason: format!(
-                    "the lease of job {:?} was taken from another queue handle; settle it there",
-                    lease.job.id
-                ),
-            });
-        }
-        Ok((lease.token.part, lease.token.record as i64))
+    /// The queue as the calls written once for both handles need it.
+    fn rules(&self) -> Rules<'_> {
+        rules_of!(self)
     }
 
-    fn settled(&self, lease: &JobLease) {
-        self.held.lock().remove(&lease.token.part);
-    }
-
+    /// Inserts `jobs` (see [`Rules::insert`]) on the notifying connection.
     async fn insert(&self, jobs: Vec<NewJob>, now: SystemTime) -> Result<Vec<Enqueued>> {
         let link = self.notifying_link().await?;
-        if jobs.iter().all(|job| job.id.is_none()) {
-            return self.insert_new(&link, jobs, now).await;
-        }
-        let InsertArgs {
-            ids,
-            caller,
-            priorities,
-            bodies,
-            names,
-            values,
-            ready,
-            until,
-            states,
-        } = InsertArgs::new(jobs, now);
-        let now_ms = ms(now);
-        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
-            &self.qno,
-            &now_ms,
-            &ids,
-            &caller,
-            &priorities,
-            &bodies,
-            &names,
-            &values,
-            &ready,
-            &CHANNEL,
-            &self.queue,
-        ];
-        let statement = match until.iter().any(|&u| u > 0) {
-            true => {
-                params.push(&until);
-                params.push(&states);
-                &self.hot.insert_holding
-            }
-            false => &self.hot.insert,
-        };
-        let rows = link.query(statement, &params).await.map_err(sent)?;
-        let added = added_ids(&rows);
-        let missing = not_added(&ids, &caller, &added);
-        let held = match missing.is_empty() {
-            true => Vec::new(),
-            false => link
-                .query(&self.hot.held, &[&self.qno, &now_ms, &missing])
-                .await
-                .map_err(sent)?,
-        };
-        Ok(answers(ids, added, &held))
-    }
-
-    /// As [`PgJobs`]' `insert_new`: jobs without caller ids, their ids made
-    /// here, a new set on the rare collision with a caller's id.
-    async fn insert_new(
-        &self,
-        link: &Link,
-        jobs: Vec<NewJob>,
-        now: SystemTime,
-    ) -> Result<Vec<Enqueued>> {
-        let count = jobs.len();
-        let NewArgs {
-            with_headers,
-            priorities,
-            bodies,
-            names,
-            values,
-            ready,
-        } = NewArgs::new(jobs, now);
-        let now_ms = ms(now);
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let ids: Vec<String> = (0..count).map(|_| new_job_id()).collect();
-            let mut params: Vec<&(dyn ToSql + Sync)> = vec![
-                &CHANNEL,
-                &self.queue,
-                &self.qno,
-                &now_ms,
-                &ids,
-                &priorities,
-                &bodies,
-                &ready,
-            ];
-            let sql = if with_headers {
-                params.push(&names);
-                params.push(&values);
-                &self.hot.insert_new_headers
-            } else {
-                &self.hot.insert_new
-            };
-            match link.execute(sql, &params).await {
-                Ok(_) => return Ok(ids.into_iter().map(Enqueued::Added).collect()),
-                Err(e)
-                    if tries < 3
-                        && e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
-                }
-                Err(e) => return Err(sent(e)),
-            }
-        }
+        self.rules().insert(&mut &*link, jobs, now, true).await
     }
 
     /// Leases up to `max` of the first ready jobs, as [`PgJobs`] does.
@@ -498,91 +389,7 @@ impl Inner {
             self.fire_due_quietly(now).await;
         }
         let link = self.link().await?;
-        let mut leases = Vec::new();
-        while leases.len() < max {
-            let real_now = PgJobs::real_now_ms();
-            let want = i64::try_from(max - leases.len()).unwrap_or(i64::MAX);
-            let sql = if want == 1 {
-                &self.hot.lease_one
-            } else {
-                &self.hot.lease_many
-            };
-            let rows = link
-                .query(
-                    sql,
-                    &[
-                        &self.qno,
-                        &ms(now),
-                        &real_now,
-                        &duration_ms(self.lease_time),
-                        &want,
-                        &day_of(now),
-                        &self.worker,
-                    ],
-                )
-                .await
-                .map_err(sent)?;
-            // Nothing: the queue may be paused or limited (see PgJobs).
-            let (rows, limited) = match rows.is_empty() {
-                false => (rows, false),
-                true => (
-                    link.query(
-                        &super::limits::lease(&self.tables),
-                        &[
-                            &self.qno,
-                            &ms(now),
-                            &real_now,
-                            &duration_ms(self.lease_time),
-                            &day_of(now),
-                        ],
-                    )
-                    .await
-                    .map_err(sent)?,
-                    true,
-                ),
-            };
-            if rows.is_empty() {
-                break;
-            }
-            let taken = taken_in_order(rows);
-            if limited {
-                // Shown, not relied on: the leases stand if this fails.
-                let seqs: Vec<i64> = taken.iter().map(|(seq, _, _)| *seq).collect();
-                let _ = link
-                    .execute(&self.hot.mark_leased, &[&seqs, &ms(now), &self.worker])
-                    .await;
-            }
-            let mut buried = false;
-            for (seq, token, job) in taken {
-                if job.attempt > self.max_attempts {
-                    // Leased that often by workers that never came back.
-                    let reason = format!(
-                        "attempts used up: {} attempts, the last ones never ended",
-                        job.attempt - 1
-                    );
-                    self.bury(&link, seq, token, (&reason, &reason), now)
-                        .await?;
-                    buried = true;
-                    continue;
-                }
-                self.held.lock().insert(seq, token);
-                leases.push(JobLease {
-                    job,
-                    token: LeaseToken {
-                        part: seq,
-                        record: token as u64,
-                        attempt: 0,
-                        queue: self.handle,
-                        leased_ms: unix_ms(now),
-                        hold: None,
-                    },
-                });
-            }
-            if !buried && !limited {
-                break;
-            }
-        }
-        Ok(leases)
+        self.rules().lease_up_to(&mut &*link, max, now).await
     }
 
     /// Hands back `leases` taken for a future that was dropped: uncounted.
@@ -597,7 +404,7 @@ impl Inner {
         let link = self.notifying_link().await?;
         self.on_lease(&link, &lease, &self.sql.release, &[], None)
             .await?;
-        self.settled(&lease);
+        self.rules().settled(&lease);
         let _ = self.notify(&link).await;
         Ok(())
     }
@@ -612,7 +419,7 @@ impl Inner {
         let link = self.notifying_link().await?;
         self.on_lease(&link, &lease, &self.sql.snooze, &[&ms(at)], None)
             .await?;
-        self.settled(&lease);
+        self.rules().settled(&lease);
         let _ = self.notify(&link).await;
         Ok(at)
     }
@@ -626,7 +433,7 @@ impl Inner {
         params: &[&(dyn ToSql + Sync)],
         retry_on: Option<SystemTime>,
     ) -> Result<()> {
-        let (seq, token) = self.token_of(lease)?;
+        let (seq, token) = self.rules().token_of(lease)?;
         let real_now = PgJobs::real_now_ms();
         let mut all: Vec<&(dyn ToSql + Sync)> = vec![&seq, &token, &real_now];
         all.extend_from_slice(params);
@@ -646,32 +453,13 @@ impl Inner {
         }
     }
 
-    async fn bury(
-        &self,
-        link: &Link,
-        seq: i64,
-        token: i64,
-        (reason, message): (&str, &str),
-        now: SystemTime,
-    ) -> Result<bool> {
-        let group = crate::jobs::stats::failure_group(reason);
-        let row = link
-            .query_one(
-                &self.sql.bury,
-                &[&seq, &token, &message, &self.queue, &day_of(now), &group],
-            )
-            .await
-            .map_err(sent)?;
-        Ok(row.get::<_, i64>(0) > 0)
-    }
-
     async fn fail_with(
         self: &Arc<Self>,
         lease: JobLease,
         reason: &str,
         message: &str,
     ) -> Result<()> {
-        let (seq, token) = self.token_of(&lease)?;
+        let (seq, token) = self.rules().token_of(&lease)?;
         let now = self.now();
         let link = self.link().await?;
         let held = link
@@ -679,10 +467,15 @@ impl Inner {
             .await
             .map_err(db)?
             .is_some();
-        if !held || !self.bury(&link, seq, token, (reason, message), now).await? {
+        if !held
+            || !self
+                .rules()
+                .bury(&mut &*link, seq, token, (reason, message), now)
+                .await?
+        {
             return Err(PgJobs::lease_lost(&lease));
         }
-        self.settled(&lease);
+        self.rules().settled(&lease);
         self.merge_stats_if_due();
         Ok(())
     }
@@ -706,15 +499,7 @@ impl Inner {
     /// for a second: in a task of its own (a transaction no caller's drop
     /// may cut), whose errors are no caller's (the log keeps its rows).
     fn merge_stats_if_due(self: &Arc<Self>) {
-        let due = {
-            let mut merged_at = self.merged_at.lock();
-            let due = merged_at.elapsed() >= STATS_EVERY;
-            if due {
-                *merged_at = Instant::now();
-            }
-            due
-        };
-        if due {
+        if self.rules().merge_due() {
             let inner = Arc::clone(self);
             tokio::spawn(async move {
                 let _ = inner.merge_stats().await;
@@ -747,57 +532,7 @@ impl Inner {
 
     async fn merge_once(&self, client: &mut tokio_postgres::Client) -> Result<()> {
         let tx = client.transaction().await.map_err(db)?;
-        let sole: bool = tx
-            .query_one(statements::MERGE_LOCK, &[&self.tables.log, &self.queue])
-            .await
-            .map_err(db)?
-            .get(0);
-        if !sole {
-            return Ok(());
-        }
-        let rows = tx
-            .query(&self.sql.merge_take, &[&self.queue])
-            .await
-            .map_err(db)?;
-        if rows.is_empty() {
-            return Ok(());
-        }
-        let mut days: BTreeMap<u64, DayStats> = BTreeMap::new();
-        for row in &rows {
-            stats_log::add(&mut days, row);
-        }
-        // Days in order, so two mergers lock the daily rows in one order.
-        for (&day, stats) in &days {
-            let day = day as i64;
-            let (wait, run) = (sums(&stats.wait), sums(&stats.run));
-            let retries = stats.retries as i64;
-            tx.execute(
-                &self.sql.merge_day,
-                &[
-                    &self.queue,
-                    &day,
-                    &wait.0,
-                    &wait.1,
-                    &wait.2,
-                    &wait.3,
-                    &run.0,
-                    &run.1,
-                    &run.2,
-                    &run.3,
-                    &retries,
-                ],
-            )
-            .await
-            .map_err(db)?;
-            for (group, count) in &stats.failures {
-                tx.execute(
-                    &self.sql.merge_failure,
-                    &[&self.queue, &day, group, &(*count as i64)],
-                )
-                .await
-                .map_err(db)?;
-            }
-        }
+        self.rules().merge_stats(&mut &tx).await?;
         tx.commit().await.map_err(db)
     }
 
@@ -864,57 +599,12 @@ impl AsyncJobQueue for AsyncPgJobs {
     fn ack(&self, lease: JobLease) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let (seq, token) = inner.token_of(&lease)?;
             let now = inner.now();
-            let ran = ms(now).saturating_sub(lease.token.leased_ms as i64).max(0);
             let link = inner.link().await?;
-            let (real_now, day) = (PgJobs::real_now_ms(), day_of(now));
-            let (finished, started) = (ms(now), lease.token.leased_ms as i64);
-            let row = match inner.pruning.keep.is_none() {
-                true => {
-                    link.query_one(
-                        &inner.hot.ack,
-                        &[&seq, &token, &real_now, &inner.queue, &day, &ran],
-                    )
-                    .await
-                }
-                false => {
-                    link.query_one(
-                        &inner.kept.ack_keep,
-                        &[
-                            &seq,
-                            &token,
-                            &real_now,
-                            &inner.queue,
-                            &day,
-                            &ran,
-                            &finished,
-                            &started,
-                            &inner.worker,
-                        ],
-                    )
-                    .await
-                }
-            }
-            .map_err(sent);
-            if !matches!(row, Err(Error::OutcomeUnknown { .. })) {
-                inner.settled(&lease);
-            }
-            if row?.get::<_, i64>(0) == 0 {
-                return Err(PgJobs::lease_lost(&lease));
-            }
+            inner.rules().ack(&mut &*link, &lease, now).await?;
             inner.merge_stats_if_due();
-            if !inner.pruning.keep.is_none() && inner.pruning.due() {
-                // The job is acked: a prune that fails is tried again later.
-                let cutoff = inner.pruning.cutoff(finished);
-                let _ = link
-                    .execute(&inner.kept.prune_old, &[&inner.qno, &cutoff])
-                    .await;
-                let count = inner.pruning.count();
-                let _ = link
-                    .execute(&inner.kept.prune_over, &[&inner.qno, &count])
-                    .await;
-            }
+            // The job is acked: a prune that fails is tried again later.
+            let _ = inner.rules().prune_if_due(&mut &*link, now).await;
             Ok(())
         })
     }
@@ -949,7 +639,7 @@ impl AsyncJobQueue for AsyncPgJobs {
             inner
                 .on_lease(&link, &lease, sql, &params, Some(now))
                 .await?;
-            inner.settled(&lease);
+            inner.rules().settled(&lease);
             let _ = inner.notify(&link).await;
             inner.merge_stats_if_due();
             Ok(Nacked::Retrying { at })

@@ -8,6 +8,7 @@
 mod async_link;
 #[cfg(feature = "tokio")]
 mod async_pg;
+mod calls;
 mod connection;
 mod errors;
 mod held;
@@ -21,7 +22,6 @@ mod statements;
 mod stats_log;
 mod unique;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -31,6 +31,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
 use postgres::{Client, GenericClient, NoTls, Row};
 
+use calls::{ready, rules_of, Blocking, Rules};
 use connection::Conn;
 use errors::{db, sent};
 use statements::Statements;
@@ -40,11 +41,9 @@ pub use async_pg::AsyncPgJobs;
 pub use schema::SCHEMA_VERSION;
 
 use super::clock::{from_unix_ms, unix_ms, Clock, SystemClock};
-use super::job::{
-    new_job_id, DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, Waiting,
-};
+use super::job::{new_job_id, DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, Waiting};
 use super::recurring::{DueCache, Schedule, ScheduleInfo};
-use super::stats::{Counts, DayStats, QueueStats, Timing};
+use super::stats::{Counts, QueueStats, Timing};
 use super::{Backoff, JobQueue};
 use crate::error::{Error, Result};
 
@@ -637,10 +636,12 @@ fn check_new(job: &NewJob) -> Result<()> {
 }
 
 impl PgJobs {
-    /// Inserts `jobs` with one statement; the answer for each, in order.
-    /// `own`: on this handle's connection (not in a caller's transaction,
-    /// which an error would abort), where jobs without caller ids take
-    /// [`insert_new`](Self::insert_new).
+    /// The queue as the calls written once for both handles need it.
+    fn rules(&self) -> Rules<'_> {
+        rules_of!(self)
+    }
+
+    /// Inserts `jobs` (see [`Rules::insert`]).
     fn insert(
         &self,
         client: &mut dyn Db,
@@ -648,109 +649,7 @@ impl PgJobs {
         now: SystemTime,
         own: bool,
     ) -> Result<Vec<Enqueued>> {
-        if own && jobs.iter().all(|job| job.id.is_none()) {
-            return self.insert_new(client, jobs, now);
-        }
-        let InsertArgs {
-            ids,
-            caller,
-            priorities,
-            bodies,
-            names,
-            values,
-            ready,
-            until,
-            states,
-        } = InsertArgs::new(jobs, now);
-        let now_ms = ms(now);
-        let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = vec![
-            &self.qno,
-            &now_ms,
-            &ids,
-            &caller,
-            &priorities,
-            &bodies,
-            &names,
-            &values,
-            &ready,
-            &CHANNEL,
-            &self.queue,
-        ];
-        let statement = match until.iter().any(|&u| u > 0) {
-            true => {
-                params.push(&until);
-                params.push(&states);
-                &self.hot.insert_holding
-            }
-            false => &self.hot.insert,
-        };
-        let rows = client.query(statement, &params).map_err(sent)?;
-        let added = added_ids(&rows);
-        let missing = not_added(&ids, &caller, &added);
-        let held = match missing.is_empty() {
-            true => Vec::new(),
-            false => client
-                .query(&self.hot.held, &[&self.qno, &now_ms, &missing])
-                .map_err(sent)?,
-        };
-        Ok(answers(ids, added, &held))
-    }
-
-    /// Inserts jobs that have no caller id, with one statement. Their ids
-    /// are made here (a random prefix per process and a counter), so no
-    /// row can be queued under them already: a plain `INSERT` without `ON
-    /// CONFLICT` (whose speculative insertion and returned ids cost about
-    /// as much per row as the insert itself). The unique index still
-    /// checks: should a made-up id equal a caller's id, the statement
-    /// fails, having added nothing, and is made again with new ids. A
-    /// batch without headers sends no header arrays.
-    fn insert_new(
-        &self,
-        client: &mut dyn Db,
-        jobs: Vec<NewJob>,
-        now: SystemTime,
-    ) -> Result<Vec<Enqueued>> {
-        let count = jobs.len();
-        let NewArgs {
-            with_headers,
-            priorities,
-            bodies,
-            names,
-            values,
-            ready,
-        } = NewArgs::new(jobs, now);
-        // Another collision with the new ids would not be chance: the
-        // third try reports it.
-        let now_ms = ms(now);
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let ids: Vec<String> = (0..count).map(|_| new_job_id()).collect();
-            let mut params: Vec<&(dyn ToSql + Sync)> = vec![
-                &CHANNEL,
-                &self.queue,
-                &self.qno,
-                &now_ms,
-                &ids,
-                &priorities,
-                &bodies,
-                &ready,
-            ];
-            let sql = if with_headers {
-                params.push(&names);
-                params.push(&values);
-                &self.hot.insert_new_headers
-            } else {
-                &self.hot.insert_new
-            };
-            match client.execute(sql, &params) {
-                Ok(_) => return Ok(ids.into_iter().map(Enqueued::Added).collect()),
-                Err(e)
-                    if tries < 3
-                        && e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => {}
-                Err(e) => return Err(sent(e)),
-            }
-        }
+        ready(self.rules().insert(&mut Blocking(client), jobs, now, own))
     }
 
     /// Leases up to `max` of the first ready jobs (or ones whose lease
@@ -763,94 +662,10 @@ impl PgJobs {
             self.fire_due_quietly(now);
         }
         let mut client = self.client()?;
-        let mut leases = Vec::new();
-        while leases.len() < max {
-            let real_now = Self::real_now_ms();
-            let want = i64::try_from(max - leases.len()).unwrap_or(i64::MAX);
-            let sql = if want == 1 {
-                &self.hot.lease_one
-            } else {
-                &self.hot.lease_many
-            };
-            let rows = client
-                .query(
-                    sql,
-                    &[
-                        &self.qno,
-                        &ms(now),
-                        &real_now,
-                        &duration_ms(self.lease_time),
-                        &want,
-                        &day_of(now),
-                        &self.worker,
-                    ],
-                )
-                .map_err(sent)?;
-            // Nothing: the queue may be paused or limited, whose leases
-            // the lease statement leaves to `lease_limited` (one a call).
-            let (rows, limited) = match rows.is_empty() {
-                false => (rows, false),
-                true => (
-                    client
-                        .query(
-                            &limits::lease(&self.tables),
-                            &[
-                                &self.qno,
-                                &ms(now),
-                                &real_now,
-                                &duration_ms(self.lease_time),
-                                &day_of(now),
-                            ],
-                        )
-                        .map_err(sent)?,
-                    true,
-                ),
-            };
-            if rows.is_empty() {
-                break;
-            }
-            let taken = taken_in_order(rows);
-            if limited {
-                // Who holds them is shown, not relied on: the leases stand
-                // (and the call answers them) if this fails.
-                let seqs: Vec<i64> = taken.iter().map(|(seq, _, _)| *seq).collect();
-                let _ = client.execute(&self.hot.mark_leased, &[&seqs, &ms(now), &self.worker]);
-            }
-            let mut buried = false;
-            for (seq, token, job) in taken {
-                if job.attempt > self.max_attempts {
-                    // Leased that often by workers that never came back.
-                    let reason = format!(
-                        "attempts used up: {} attempts, the last ones never ended",
-                        job.attempt - 1
-                    );
-                    self.bury(&mut *client, seq, token, (&reason, &reason), now)?;
-                    buried = true;
-                    continue;
-                }
-                self.held.lock().insert(seq, token);
-                leases.push(JobLease {
-                    job,
-                    token: LeaseToken {
-                        part: seq,
-                        record: token as u64,
-                        attempt: 0,
-                        queue: self.handle,
-                        leased_ms: unix_ms(now),
-                        hold: None,
-                    },
-                });
-            }
-            if !buried && !limited {
-                break;
-            }
-        }
-        Ok(leases)
-    }
-
-    /// Forgets `lease` (settled, or lost).
-    fn settled(&self, lease: &JobLease) {
-        self.held.lock().remove(&lease.token.part);
+        ready(
+            self.rules()
+                .lease_up_to(&mut Blocking(&mut *client), max, now),
+        )
     }
 
     /// Hands back every lease this handle holds, their attempts counted.
@@ -866,19 +681,6 @@ impl PgJobs {
             .execute(&self.sql.hand_back, &[&seqs, &tokens])
             .map_err(sent)?;
         self.notify(&mut *client)
-    }
-
-    /// The row and token of `lease`, checking it is this handle's.
-    fn token_of(&self, lease: &JobLease) -> Result<(i64, i64)> {
-        if lease.token.queue != self.handle {
-            return Err(Error::InvalidJob {
-                reason: format!(
-                    "the lease of job {:?} was taken from another queue handle; settle it there",
-                    lease.job.id
-                ),
-            });
-        }
-        Ok((lease.token.part, lease.token.record as i64))
     }
 
     fn lease_lost(lease: &JobLease) -> Error {
@@ -901,7 +703,7 @@ impl PgJobs {
         params: &[&(dyn ToSql + Sync)],
         retry_on: Option<SystemTime>,
     ) -> Result<()> {
-        let (seq, token) = self.token_of(lease)?;
+        let (seq, token) = self.rules().token_of(lease)?;
         let real_now = Self::real_now_ms();
         let mut all: Vec<&(dyn ToSql + Sync)> = vec![&seq, &token, &real_now];
         all.extend_from_slice(params);
@@ -921,37 +723,6 @@ impl PgJobs {
         }
     }
 
-    /// Makes a leased row a dead letter with `reason`.
-    fn bury(
-        &self,
-        client: &mut dyn Db,
-        seq: i64,
-        token: i64,
-        (reason, message): (&str, &str),
-        now: SystemTime,
-    ) -> Result<bool> {
-        let group = super::stats::failure_group(reason);
-        let row = client
-            .query_one(
-                &self.sql.bury,
-                &[&seq, &token, &message, &self.queue, &day_of(now), &group],
-            )
-            .map_err(sent)?;
-        Ok(row.get::<_, i64>(0) > 0)
-    }
-
-    /// Deletes completed rows past what is kept (a batch of each kind).
-    fn prune(&self, client: &mut Conn, now: SystemTime) -> Result<()> {
-        let cutoff = self.pruning.cutoff(ms(now));
-        client
-            .execute(&self.kept.prune_old, &[&self.qno, &cutoff])
-            .map_err(db)?;
-        client
-            .execute(&self.kept.prune_over, &[&self.qno, &self.pruning.count()])
-            .map_err(db)?;
-        Ok(())
-    }
-
     fn notify(&self, client: &mut dyn Db) -> Result<()> {
         client
             .execute(statements::NOTIFY, &[&CHANNEL, &self.queue])
@@ -963,15 +734,7 @@ impl PgJobs {
     /// not for [`STATS_EVERY`]. Its errors are not the caller's (whose call
     /// took effect): the log keeps its rows for the next merge.
     fn merge_stats_if_due(&self, client: &mut Conn) {
-        let due = {
-            let mut merged_at = self.merged_at.lock();
-            let due = merged_at.elapsed() >= STATS_EVERY;
-            if due {
-                *merged_at = Instant::now();
-            }
-            due
-        };
-        if due {
+        if self.rules().merge_due() {
             let _ = self.merge_stats(client);
         }
     }
@@ -991,61 +754,11 @@ impl PgJobs {
 
     fn merge_stats_once(&self, client: &mut Conn) -> Result<()> {
         let mut tx = client.client()?.transaction().map_err(db)?;
-        // One merger of a queue at a time; the others go on at once (their
-        // rows are merged by this one or the next).
-        let sole: bool = tx
-            .query_one(statements::MERGE_LOCK, &[&self.tables.log, &self.queue])
-            .map_err(db)?
-            .get(0);
-        if !sole {
-            return Ok(());
-        }
-        let rows = tx.query(&self.sql.merge_take, &[&self.queue]).map_err(db)?;
-        if rows.is_empty() {
-            return Ok(());
-        }
-        let mut days = BTreeMap::new();
-        for row in &rows {
-            stats_log::add(&mut days, row);
-        }
-        self.merge_days(&mut Theirs(&mut tx), &days)?;
+        ready(
+            self.rules()
+                .merge_stats(&mut Blocking(&mut Theirs(&mut tx))),
+        )?;
         tx.commit().map_err(db)
-    }
-
-    fn merge_days(&self, client: &mut dyn Db, days: &BTreeMap<u64, DayStats>) -> Result<()> {
-        // Days in order, so two mergers lock the daily rows in one order.
-        for (&day, stats) in days {
-            let day = day as i64;
-            let (wait, run) = (sums(&stats.wait), sums(&stats.run));
-            let retries = stats.retries as i64;
-            client
-                .execute(
-                    &self.sql.merge_day,
-                    &[
-                        &self.queue,
-                        &day,
-                        &wait.0,
-                        &wait.1,
-                        &wait.2,
-                        &wait.3,
-                        &run.0,
-                        &run.1,
-                        &run.2,
-                        &run.3,
-                        &retries,
-                    ],
-                )
-                .map_err(db)?;
-            for (group, count) in &stats.failures {
-                client
-                    .execute(
-                        &self.sql.merge_failure,
-                        &[&self.queue, &day, group, &(*count as i64)],
-                    )
-                    .map_err(db)?;
-            }
-        }
-        Ok(())
     }
 
     /// Waits up to `wait` for a notification of this queue (or any other
@@ -1315,43 +1028,12 @@ impl JobQueue for PgJobs {
     }
 
     fn ack(&self, lease: JobLease) -> Result<()> {
-        let (seq, token) = self.token_of(&lease)?;
         let now = self.now();
-        let ran = ms(now).saturating_sub(lease.token.leased_ms as i64).max(0);
         let mut client = self.client()?;
-        let (real_now, day) = (Self::real_now_ms(), day_of(now));
-        let row = match self.pruning.keep.is_none() {
-            true => client.query_one(
-                &self.hot.ack,
-                &[&seq, &token, &real_now, &self.queue, &day, &ran],
-            ),
-            false => client.query_one(
-                &self.kept.ack_keep,
-                &[
-                    &seq,
-                    &token,
-                    &real_now,
-                    &self.queue,
-                    &day,
-                    &ran,
-                    &ms(now),
-                    &(lease.token.leased_ms as i64),
-                    &self.worker,
-                ],
-            ),
-        }
-        .map_err(sent);
-        if !matches!(row, Err(Error::OutcomeUnknown { .. })) {
-            self.settled(&lease);
-        }
-        if row?.get::<_, i64>(0) == 0 {
-            return Err(Self::lease_lost(&lease));
-        }
+        ready(self.rules().ack(&mut Blocking(&mut *client), &lease, now))?;
         self.merge_stats_if_due(&mut client);
-        if !self.pruning.keep.is_none() && self.pruning.due() {
-            // The job is acked: a prune that fails is tried again later.
-            let _ = self.prune(&mut client, now);
-        }
+        // The job is acked: a prune that fails is tried again later.
+        let _ = ready(self.rules().prune_if_due(&mut Blocking(&mut *client), now));
         Ok(())
     }
 
@@ -1381,7 +1063,7 @@ impl JobQueue for PgJobs {
             vec![&at_ms]
         };
         self.on_lease(&mut *client, &lease, sql, &params, Some(now))?;
-        self.settled(&lease);
+        self.rules().settled(&lease);
         // The retry is done: a lost notification only delays a worker by
         // its poll, and is no reason to report a failure.
         let _ = self.notify(&mut *client);
@@ -1392,7 +1074,7 @@ impl JobQueue for PgJobs {
     fn release(&self, lease: JobLease) -> Result<()> {
         let mut client = self.client()?;
         self.on_lease(&mut *client, &lease, &self.sql.release, &[], None)?;
-        self.settled(&lease);
+        self.rules().settled(&lease);
         let _ = self.notify(&mut *client);
         Ok(())
     }
@@ -1406,7 +1088,7 @@ impl JobQueue for PgJobs {
         let at = super::job::due_after(now, delay);
         let mut client = self.client()?;
         self.on_lease(&mut *client, &lease, &self.sql.snooze, &[&ms(at)], None)?;
-        self.settled(&lease);
+        self.rules().settled(&lease);
         let _ = self.notify(&mut *client);
         Ok(at)
     }
@@ -1672,17 +1354,25 @@ impl PgJobs {
     /// Dead-letters a leased job with `message`, counted in the
     /// statistics under `reason`'s failure group.
     fn fail_with(&self, lease: JobLease, reason: &str, message: &str) -> Result<()> {
-        let (seq, token) = self.token_of(&lease)?;
+        let (seq, token) = self.rules().token_of(&lease)?;
         let now = self.now();
         let mut client = self.client()?;
         let held = client
             .query_opt(&self.sql.held, &[&seq, &token, &Self::real_now_ms()])
             .map_err(db)?
             .is_some();
-        if !held || !self.bury(&mut *client, seq, token, (reason, message), now)? {
+        if !held
+            || !ready(self.rules().bury(
+                &mut Blocking(&mut *client),
+                seq,
+                token,
+                (reason, message),
+                now,
+            ))?
+        {
             return Err(Self::lease_lost(&lease));
         }
-        self.settled(&lease);
+        self.rules().settled(&lease);
         self.merge_stats_if_due(&mut client);
         Ok(())
     }
