@@ -12,7 +12,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
-use tokio_postgres::types::ToSql;
 
 mod recurring;
 
@@ -22,8 +21,7 @@ use super::errors::{db, sent};
 use super::history;
 use super::statements::{self, Statements};
 use super::{
-    check_new, day_of, duration_ms, ms, rows, schema, Hot, PgJobs, PgOptions, Tables, CHANNEL,
-    HANDLES, LEASE_POLL,
+    check_new, ms, rows, schema, Hot, PgJobs, PgOptions, Tables, CHANNEL, HANDLES, LEASE_POLL,
 };
 use crate::error::{Error, Result};
 use crate::jobs::async_contract::{AsyncJobQueue, BoxFuture};
@@ -402,9 +400,7 @@ impl Inner {
 
     async fn release(&self, lease: JobLease) -> Result<()> {
         let link = self.notifying_link().await?;
-        self.on_lease(&link, &lease, &self.sql.release, &[], None)
-            .await?;
-        self.rules().settled(&lease);
+        self.rules().release(&mut &*link, &lease, None).await?;
         let _ = self.notify(&link).await;
         Ok(())
     }
@@ -417,40 +413,9 @@ impl Inner {
         }
         let at = crate::jobs::job::due_after(now, delay);
         let link = self.notifying_link().await?;
-        self.on_lease(&link, &lease, &self.sql.snooze, &[&ms(at)], None)
-            .await?;
-        self.rules().settled(&lease);
+        self.rules().release(&mut &*link, &lease, Some(at)).await?;
         let _ = self.notify(&link).await;
         Ok(at)
-    }
-
-    /// As [`PgJobs`]' `on_lease`.
-    async fn on_lease(
-        &self,
-        link: &Link,
-        lease: &JobLease,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-        retry_on: Option<SystemTime>,
-    ) -> Result<()> {
-        let (seq, token) = self.rules().token_of(lease)?;
-        let real_now = PgJobs::real_now_ms();
-        let mut all: Vec<&(dyn ToSql + Sync)> = vec![&seq, &token, &real_now];
-        all.extend_from_slice(params);
-        let day = retry_on.map(day_of);
-        let changed = match &day {
-            None => link.execute(sql, &all).await.map_err(sent)?,
-            Some(day) => {
-                all.push(&self.queue);
-                all.push(day);
-                let row = link.query_one(sql, &all).await.map_err(sent)?;
-                row.get::<_, i64>(0) as u64
-            }
-        };
-        match changed {
-            0 => Err(PgJobs::lease_lost(lease)),
-            _ => Ok(()),
-        }
     }
 
     async fn fail_with(
@@ -459,32 +424,17 @@ impl Inner {
         reason: &str,
         message: &str,
     ) -> Result<()> {
-        let (seq, token) = self.rules().token_of(&lease)?;
         let now = self.now();
         let link = self.link().await?;
-        let held = link
-            .query_opt(&self.sql.held, &[&seq, &token, &PgJobs::real_now_ms()])
-            .await
-            .map_err(db)?
-            .is_some();
-        if !held
-            || !self
-                .rules()
-                .bury(&mut &*link, seq, token, (reason, message), now)
-                .await?
-        {
-            return Err(PgJobs::lease_lost(&lease));
-        }
-        self.rules().settled(&lease);
+        self.rules()
+            .fail(&mut &*link, &lease, (reason, message), now)
+            .await?;
         self.merge_stats_if_due();
         Ok(())
     }
 
     async fn notify(&self, link: &Link) -> Result<()> {
-        link.execute(statements::NOTIFY, &[&CHANNEL, &self.queue])
-            .await
-            .map(drop)
-            .map_err(sent)
+        self.rules().notify(&mut &*link).await
     }
 
     async fn missing_or_leased(&self, link: &Link, id: &str) -> Result<()> {
@@ -542,15 +492,11 @@ impl Inner {
         if held.is_empty() {
             return Ok(());
         }
-        let (seqs, tokens): (Vec<i64>, Vec<i64>) = held.into_iter().unzip();
         let Some(link) = self.pool.current() else {
             // Lost with the connection: they end with their lease time.
             return Ok(());
         };
-        link.execute(&self.sql.hand_back, &[&seqs, &tokens])
-            .await
-            .map_err(sent)?;
-        self.notify(&link).await
+        self.rules().hand_back(&mut &*link, held).await
     }
 }
 
@@ -630,16 +576,11 @@ impl AsyncJobQueue for AsyncPgJobs {
             let now = inner.now();
             let at = crate::jobs::job::due_after(now, delay);
             let link = inner.notifying_link().await?;
-            let at_ms = ms(at);
-            let (sql, params): (&str, Vec<&(dyn ToSql + Sync)>) = if delay.is_zero() {
-                (&inner.sql.nack_now, vec![])
-            } else {
-                (&inner.sql.nack_later, vec![&at_ms])
-            };
+            let retry_at = (!delay.is_zero()).then_some(at);
             inner
-                .on_lease(&link, &lease, sql, &params, Some(now))
+                .rules()
+                .retry(&mut &*link, &lease, retry_at, now)
                 .await?;
-            inner.rules().settled(&lease);
             let _ = inner.notify(&link).await;
             inner.merge_stats_if_due();
             Ok(Nacked::Retrying { at })
@@ -656,12 +597,8 @@ impl AsyncJobQueue for AsyncPgJobs {
 
     fn touch<'a>(&'a self, lease: &'a JobLease) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let inner = &self.inner;
-            let link = inner.link().await?;
-            let until = PgJobs::real_now_ms().saturating_add(duration_ms(inner.lease_time));
-            inner
-                .on_lease(&link, lease, &inner.sql.touch, &[&until], None)
-                .await
+            let link = self.inner.link().await?;
+            self.inner.rules().touch(&mut &*link, lease).await
         })
     }
 

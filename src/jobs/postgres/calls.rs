@@ -497,6 +497,127 @@ impl Rules<'_> {
         Ok(one(rows).get::<_, i64>(0) > 0)
     }
 
+    /// Runs `sql` (one of [`Statements`]' updates of a leased row: `$1`
+    /// seq, `$2` token, `$3` the real time, then `params`) if the lease
+    /// still holds; `LeaseLost` if not. With `retry_on`, the statement
+    /// logs a retry for that day (its last two parameters, the queue's
+    /// name and the day, are added here) and returns the count changed.
+    async fn on_lease(
+        &self,
+        conn: &mut impl Sql,
+        lease: &JobLease,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        retry_on: Option<SystemTime>,
+    ) -> Result<()> {
+        let (seq, token) = self.token_of(lease)?;
+        let real_now = PgJobs::real_now_ms();
+        let mut all: Vec<&(dyn ToSql + Sync)> = vec![&seq, &token, &real_now];
+        all.extend_from_slice(params);
+        let day = retry_on.map(day_of);
+        let changed = match &day {
+            None => conn.execute(sql, &all).await.map_err(sent)?,
+            Some(day) => {
+                all.push(&self.queue);
+                all.push(day);
+                let rows = conn.query(sql, &all).await.map_err(sent)?;
+                one(rows).get::<_, i64>(0) as u64
+            }
+        };
+        match changed {
+            0 => Err(PgJobs::lease_lost(lease)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Gives `lease` back uncounted: ready now, or at `at` after the jobs
+    /// already due then (a snooze). Forgets it.
+    pub(super) async fn release(
+        &self,
+        conn: &mut impl Sql,
+        lease: &JobLease,
+        at: Option<SystemTime>,
+    ) -> Result<()> {
+        match at {
+            None => {
+                self.on_lease(conn, lease, &self.sql.release, &[], None)
+                    .await?
+            }
+            Some(at) => {
+                self.on_lease(conn, lease, &self.sql.snooze, &[&ms(at)], None)
+                    .await?
+            }
+        }
+        self.settled(lease);
+        Ok(())
+    }
+
+    /// Retries `lease` at `at` (none: now, in place), counting the
+    /// attempt and a retry for `now`'s day, and forgets it.
+    pub(super) async fn retry(
+        &self,
+        conn: &mut impl Sql,
+        lease: &JobLease,
+        at: Option<SystemTime>,
+        now: SystemTime,
+    ) -> Result<()> {
+        let at_ms = at.map(ms);
+        let (sql, params): (&str, Vec<&(dyn ToSql + Sync)>) = match &at_ms {
+            None => (&self.sql.nack_now, vec![]),
+            Some(at_ms) => (&self.sql.nack_later, vec![at_ms]),
+        };
+        self.on_lease(conn, lease, sql, &params, Some(now)).await?;
+        self.settled(lease);
+        Ok(())
+    }
+
+    /// Extends `lease` by the handle's lease time from now.
+    pub(super) async fn touch(&self, conn: &mut impl Sql, lease: &JobLease) -> Result<()> {
+        let until = PgJobs::real_now_ms().saturating_add(duration_ms(self.lease_time));
+        self.on_lease(conn, lease, &self.sql.touch, &[&until], None)
+            .await
+    }
+
+    /// Dead-letters `lease` with `message` (counted under `reason`'s
+    /// failure group) if it still holds; `LeaseLost` if not. Forgets it.
+    pub(super) async fn fail(
+        &self,
+        conn: &mut impl Sql,
+        lease: &JobLease,
+        (reason, message): (&str, &str),
+        now: SystemTime,
+    ) -> Result<()> {
+        let (seq, token) = self.token_of(lease)?;
+        let held = !conn
+            .query(&self.sql.held, &[&seq, &token, &PgJobs::real_now_ms()])
+            .await
+            .map_err(db)?
+            .is_empty();
+        if !held || !self.bury(conn, seq, token, (reason, message), now).await? {
+            return Err(PgJobs::lease_lost(lease));
+        }
+        self.settled(lease);
+        Ok(())
+    }
+
+    /// Hands back `held` leases (row, token), their attempts counted, and
+    /// tells the listeners.
+    pub(super) async fn hand_back(&self, conn: &mut impl Sql, held: Vec<(i64, i64)>) -> Result<()> {
+        let (seqs, tokens): (Vec<i64>, Vec<i64>) = held.into_iter().unzip();
+        conn.execute(&self.sql.hand_back, &[&seqs, &tokens])
+            .await
+            .map_err(sent)?;
+        self.notify(conn).await
+    }
+
+    /// Tells the listeners of this queue to look.
+    pub(super) async fn notify(&self, conn: &mut impl Sql) -> Result<()> {
+        conn.execute(statements::NOTIFY, &[&CHANNEL, &self.queue])
+            .await
+            .map(drop)
+            .map_err(sent)
+    }
+
     /// Merges the statistics' log into the daily rows, in the transaction
     /// `conn` runs in (the caller commits it): each row is counted once,
     /// by one merger (a second one at the same time leaves the work to the

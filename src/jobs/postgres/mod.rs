@@ -674,13 +674,9 @@ impl PgJobs {
         if held.is_empty() {
             return Ok(());
         }
-        let (seqs, tokens): (Vec<i64>, Vec<i64>) = held.into_iter().unzip();
         let mut client = self.link.lock();
         client.ready()?;
-        client
-            .execute(&self.sql.hand_back, &[&seqs, &tokens])
-            .map_err(sent)?;
-        self.notify(&mut *client)
+        ready(self.rules().hand_back(&mut Blocking(&mut *client), held))
     }
 
     fn lease_lost(lease: &JobLease) -> Error {
@@ -690,44 +686,8 @@ impl PgJobs {
         }
     }
 
-    /// Runs `sql` (one of [`Statements`]' updates of a leased row: `$1`
-    /// seq, `$2` token, `$3` the real time, then `params`) if the lease
-    /// still holds; `LeaseLost` if not. With `retry_on`, the statement
-    /// logs a retry for that day (its last two parameters, the queue's
-    /// name and the day, are added here) and returns the count changed.
-    fn on_lease(
-        &self,
-        client: &mut dyn Db,
-        lease: &JobLease,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-        retry_on: Option<SystemTime>,
-    ) -> Result<()> {
-        let (seq, token) = self.rules().token_of(lease)?;
-        let real_now = Self::real_now_ms();
-        let mut all: Vec<&(dyn ToSql + Sync)> = vec![&seq, &token, &real_now];
-        all.extend_from_slice(params);
-        let day = retry_on.map(day_of);
-        let changed = match &day {
-            None => client.execute(sql, &all).map_err(sent)?,
-            Some(day) => {
-                all.push(&self.queue);
-                all.push(day);
-                let row = client.query_one(sql, &all).map_err(sent)?;
-                row.get::<_, i64>(0) as u64
-            }
-        };
-        match changed {
-            0 => Err(Self::lease_lost(lease)),
-            _ => Ok(()),
-        }
-    }
-
     fn notify(&self, client: &mut dyn Db) -> Result<()> {
-        client
-            .execute(statements::NOTIFY, &[&CHANNEL, &self.queue])
-            .map(drop)
-            .map_err(sent)
+        ready(self.rules().notify(&mut Blocking(client)))
     }
 
     /// Merges the statistics' log into the daily rows if this handle has
@@ -1051,19 +1011,11 @@ impl JobQueue for PgJobs {
         let now = self.now();
         let at = super::job::due_after(now, delay);
         let mut client = self.client()?;
-        let sql = if delay.is_zero() {
-            &self.sql.nack_now
-        } else {
-            &self.sql.nack_later
-        };
-        let at_ms = ms(at);
-        let params: Vec<&(dyn ToSql + Sync)> = if delay.is_zero() {
-            vec![]
-        } else {
-            vec![&at_ms]
-        };
-        self.on_lease(&mut *client, &lease, sql, &params, Some(now))?;
-        self.rules().settled(&lease);
+        let retry_at = (!delay.is_zero()).then_some(at);
+        ready(
+            self.rules()
+                .retry(&mut Blocking(&mut *client), &lease, retry_at, now),
+        )?;
         // The retry is done: a lost notification only delays a worker by
         // its poll, and is no reason to report a failure.
         let _ = self.notify(&mut *client);
@@ -1073,8 +1025,10 @@ impl JobQueue for PgJobs {
 
     fn release(&self, lease: JobLease) -> Result<()> {
         let mut client = self.client()?;
-        self.on_lease(&mut *client, &lease, &self.sql.release, &[], None)?;
-        self.rules().settled(&lease);
+        ready(
+            self.rules()
+                .release(&mut Blocking(&mut *client), &lease, None),
+        )?;
         let _ = self.notify(&mut *client);
         Ok(())
     }
@@ -1087,16 +1041,17 @@ impl JobQueue for PgJobs {
         }
         let at = super::job::due_after(now, delay);
         let mut client = self.client()?;
-        self.on_lease(&mut *client, &lease, &self.sql.snooze, &[&ms(at)], None)?;
-        self.rules().settled(&lease);
+        ready(
+            self.rules()
+                .release(&mut Blocking(&mut *client), &lease, Some(at)),
+        )?;
         let _ = self.notify(&mut *client);
         Ok(at)
     }
 
     fn touch(&self, lease: &JobLease) -> Result<()> {
         let mut client = self.client()?;
-        let until = Self::real_now_ms().saturating_add(duration_ms(self.lease_time));
-        self.on_lease(&mut *client, lease, &self.sql.touch, &[&until], None)
+        ready(self.rules().touch(&mut Blocking(&mut *client), lease))
     }
 
     fn fail(&self, lease: JobLease, reason: &str) -> Result<()> {
@@ -1354,25 +1309,12 @@ impl PgJobs {
     /// Dead-letters a leased job with `message`, counted in the
     /// statistics under `reason`'s failure group.
     fn fail_with(&self, lease: JobLease, reason: &str, message: &str) -> Result<()> {
-        let (seq, token) = self.rules().token_of(&lease)?;
         let now = self.now();
         let mut client = self.client()?;
-        let held = client
-            .query_opt(&self.sql.held, &[&seq, &token, &Self::real_now_ms()])
-            .map_err(db)?
-            .is_some();
-        if !held
-            || !ready(self.rules().bury(
-                &mut Blocking(&mut *client),
-                seq,
-                token,
-                (reason, message),
-                now,
-            ))?
-        {
-            return Err(Self::lease_lost(&lease));
-        }
-        self.rules().settled(&lease);
+        ready(
+            self.rules()
+                .fail(&mut Blocking(&mut *client), &lease, (reason, message), now),
+        )?;
         self.merge_stats_if_due(&mut client);
         Ok(())
     }
