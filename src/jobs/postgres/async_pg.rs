@@ -17,7 +17,7 @@ mod recurring;
 
 use super::async_link::{self, Link, Pool};
 use super::calls::{rules_of, Rules};
-use super::errors::{db, sent};
+use super::errors::db;
 use super::history;
 use super::statements::{self, Statements};
 use super::{
@@ -437,14 +437,6 @@ impl Inner {
         self.rules().notify(&mut &*link).await
     }
 
-    async fn missing_or_leased(&self, link: &Link, id: &str) -> Result<()> {
-        let found = link
-            .query_opt(&self.sql.find_live, &[&self.qno, &id])
-            .await
-            .map_err(db)?;
-        rows::missing_or_leased(found, id, PgJobs::real_now_ms())
-    }
-
     /// Starts a merge of the statistics' log if this handle has not merged
     /// for a second: in a task of its own (a transaction no caller's drop
     /// may cut), whose errors are no caller's (the log keeps its rows).
@@ -609,54 +601,28 @@ impl AsyncJobQueue for AsyncPgJobs {
     fn set_priority<'a>(&'a self, id: &'a str, priority: i32) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let now = ms(inner.now());
+            let now = inner.now();
             let link = inner.link().await?;
-            let changed = link
-                .execute(
-                    &inner.sql.set_priority,
-                    &[&inner.qno, &id, &priority, &now, &PgJobs::real_now_ms()],
-                )
+            inner
+                .rules()
+                .set_priority(&mut &*link, id, priority, now)
                 .await
-                .map_err(sent)?;
-            if changed > 0 {
-                return Ok(());
-            }
-            inner.missing_or_leased(&link, id).await
         })
     }
 
     fn run_now<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let now = ms(inner.now());
+            let now = inner.now();
             let link = inner.link().await?;
-            let waiting = link
-                .execute(
-                    &inner.sql.run_now,
-                    &[&inner.qno, &id, &now, &PgJobs::real_now_ms()],
-                )
-                .await
-                .map_err(sent)?;
-            Ok(waiting > 0)
+            inner.rules().run_now(&mut &*link, id, now).await
         })
     }
 
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let inner = &self.inner;
-            let link = inner.link().await?;
-            let gone: i64 = link
-                .query_one(
-                    &inner.sql.cancel,
-                    &[&inner.qno, &id, &PgJobs::real_now_ms(), &inner.queue],
-                )
-                .await
-                .map_err(sent)?
-                .get(0);
-            if gone > 0 {
-                return Ok(());
-            }
-            inner.missing_or_leased(&link, id).await
+            let link = self.inner.link().await?;
+            self.inner.rules().cancel(&mut &*link, id).await
         })
     }
 
@@ -680,26 +646,17 @@ impl AsyncJobQueue for AsyncPgJobs {
 
     fn dead(&self, max: usize) -> BoxFuture<'_, Result<Vec<DeadJob>>> {
         Box::pin(async move {
-            let inner = &self.inner;
-            let link = inner.link().await?;
-            let limit = i64::try_from(max).unwrap_or(i64::MAX);
-            let found = link
-                .query(&inner.sql.dead, &[&inner.qno, &limit])
-                .await
-                .map_err(db)?;
-            Ok(found.iter().map(rows::dead_of).collect())
+            let link = self.inner.link().await?;
+            self.inner.rules().dead(&mut &*link, max).await
         })
     }
 
     fn requeue_dead<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let now = ms(inner.now());
+            let now = inner.now();
             let link = inner.notifying_link().await?;
-            let requeued = link
-                .execute(&inner.sql.requeue_dead, &[&inner.qno, &id, &now])
-                .await;
-            rows::requeued(requeued, id)?;
+            inner.rules().requeue_dead(&mut &*link, id, now).await?;
             let _ = inner.notify(&link).await;
             Ok(())
         })
@@ -778,45 +735,22 @@ impl AsyncJobQueue for AsyncPgJobs {
 
     fn set_limit<'a>(&'a self, name: &'a str, max: u32) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let inner = &self.inner;
-            let max = super::limits::set_args(name, max)?;
-            let link = inner.notifying_link().await?;
-            link.execute(
-                &super::limits::set(&inner.tables),
-                &[&inner.qno, &name, &max],
-            )
-            .await
-            .map_err(sent)?;
-            inner.notify(&link).await
+            let link = self.inner.notifying_link().await?;
+            self.inner.rules().set_limit(&mut &*link, name, max).await
         })
     }
 
     fn remove_limit<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let inner = &self.inner;
-            crate::jobs::check_limit_name(name)?;
-            let link = inner.notifying_link().await?;
-            let row = link
-                .query_one(&super::limits::remove(&inner.tables), &[&inner.qno, &name])
-                .await
-                .map_err(sent)?;
-            inner.notify(&link).await?;
-            Ok(row.get(0))
+            let link = self.inner.notifying_link().await?;
+            self.inner.rules().remove_limit(&mut &*link, name).await
         })
     }
 
     fn limits(&self) -> BoxFuture<'_, Result<Vec<crate::jobs::Limit>>> {
         Box::pin(async move {
-            let inner = &self.inner;
-            let link = inner.link().await?;
-            let rows = link
-                .query(
-                    &super::limits::list(&inner.tables),
-                    &[&inner.qno, &PgJobs::real_now_ms()],
-                )
-                .await
-                .map_err(sent)?;
-            Ok(rows.iter().map(super::limits::limit_of).collect())
+            let link = self.inner.link().await?;
+            self.inner.rules().limits(&mut &*link).await
         })
     }
 
@@ -843,24 +777,9 @@ impl AsyncJobQueue for AsyncPgJobs {
     fn job_info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<crate::jobs::JobInfo>>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let now = ms(inner.now());
+            let now = inner.now();
             let link = inner.link().await?;
-            let row = link
-                .query_opt(
-                    &inner.kept.job_info,
-                    &[&inner.qno, &id, &inner.pruning.count()],
-                )
-                .await
-                .map_err(db)?;
-            Ok(row.and_then(|row| {
-                history::info_of(
-                    &row,
-                    &inner.queue,
-                    &inner.pruning,
-                    now,
-                    PgJobs::real_now_ms(),
-                )
-            }))
+            inner.rules().job_info(&mut &*link, id, now).await
         })
     }
 }
@@ -905,19 +824,12 @@ impl Drop for Inner {
 impl Inner {
     async fn is_paused(&self) -> Result<bool> {
         let link = self.link().await?;
-        let row = link
-            .query_one(&super::limits::paused(&self.tables), &[&self.qno])
-            .await
-            .map_err(sent)?;
-        Ok(row.get(0))
+        self.rules().is_paused(&mut &*link).await
     }
 
     async fn set_paused(&self, paused: bool) -> Result<()> {
         let link = self.notifying_link().await?;
-        link.execute(&super::limits::pause(&self.tables), &[&self.qno, &paused])
-            .await
-            .map_err(sent)?;
-        self.notify(&link).await
+        self.rules().set_paused(&mut &*link, paused).await
     }
 }
 

@@ -15,16 +15,17 @@ use postgres::types::ToSql;
 use postgres::Row;
 
 use super::errors::{db, sent};
-use super::history::{HistorySql, Pruning};
+use super::history::{self, HistorySql, Pruning};
 use super::statements::{self, Statements};
 use super::{
-    added_ids, answers, day_of, duration_ms, limits, ms, not_added, stats_log, sums,
+    added_ids, answers, day_of, duration_ms, limits, ms, not_added, rows, stats_log, sums,
     taken_in_order, Db, Hot, InsertArgs, NewArgs, PgJobs, Tables, CHANNEL, STATS_EVERY,
 };
 use crate::error::{Error, Result};
 use crate::jobs::clock::unix_ms;
-use crate::jobs::job::{new_job_id, Enqueued, JobLease, LeaseToken, NewJob};
+use crate::jobs::job::{new_job_id, DeadJob, Enqueued, JobLease, LeaseToken, NewJob};
 use crate::jobs::stats::DayStats;
+use crate::jobs::{JobInfo, Limit};
 
 /// What the calls run statements on.
 pub(super) trait Sql {
@@ -616,6 +617,169 @@ impl Rules<'_> {
             .await
             .map(drop)
             .map_err(sent)
+    }
+
+    /// The answer for a job `id` that no row matched: `JobLeased` if a
+    /// worker holds it, `NoSuchJob` if there is none, else `Ok` (waiting,
+    /// and already as asked).
+    pub(super) async fn missing_or_leased(&self, conn: &mut impl Sql, id: &str) -> Result<()> {
+        let found = conn
+            .query(&self.sql.find_live, &[&self.qno, &id])
+            .await
+            .map_err(db)?;
+        rows::missing_or_leased(found.into_iter().next(), id, PgJobs::real_now_ms())
+    }
+
+    /// Sets the priority of waiting job `id` at `now`.
+    pub(super) async fn set_priority(
+        &self,
+        conn: &mut impl Sql,
+        id: &str,
+        priority: i32,
+        now: SystemTime,
+    ) -> Result<()> {
+        let changed = conn
+            .execute(
+                &self.sql.set_priority,
+                &[&self.qno, &id, &priority, &ms(now), &PgJobs::real_now_ms()],
+            )
+            .await
+            .map_err(sent)?;
+        if changed > 0 {
+            return Ok(());
+        }
+        self.missing_or_leased(conn, id).await
+    }
+
+    /// Makes scheduled job `id` ready at `now`; whether it is waiting.
+    pub(super) async fn run_now(
+        &self,
+        conn: &mut impl Sql,
+        id: &str,
+        now: SystemTime,
+    ) -> Result<bool> {
+        let waiting = conn
+            .execute(
+                &self.sql.run_now,
+                &[&self.qno, &id, &ms(now), &PgJobs::real_now_ms()],
+            )
+            .await
+            .map_err(sent)?;
+        Ok(waiting > 0)
+    }
+
+    /// Removes waiting job `id`.
+    pub(super) async fn cancel(&self, conn: &mut impl Sql, id: &str) -> Result<()> {
+        let rows = conn
+            .query(
+                &self.sql.cancel,
+                &[&self.qno, &id, &PgJobs::real_now_ms(), &self.queue],
+            )
+            .await
+            .map_err(sent)?;
+        if one(rows).get::<_, i64>(0) > 0 {
+            return Ok(());
+        }
+        self.missing_or_leased(conn, id).await
+    }
+
+    /// Up to `max` dead letters.
+    pub(super) async fn dead(&self, conn: &mut impl Sql, max: usize) -> Result<Vec<DeadJob>> {
+        let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        let found = conn
+            .query(&self.sql.dead, &[&self.qno, &limit])
+            .await
+            .map_err(db)?;
+        Ok(found.iter().map(rows::dead_of).collect())
+    }
+
+    /// Queues dead letter `id` again at `now`, its attempts reset.
+    pub(super) async fn requeue_dead(
+        &self,
+        conn: &mut impl Sql,
+        id: &str,
+        now: SystemTime,
+    ) -> Result<()> {
+        let requeued = conn
+            .execute(&self.sql.requeue_dead, &[&self.qno, &id, &ms(now)])
+            .await;
+        rows::requeued(requeued, id)
+    }
+
+    /// What [`JobQueue::job_info`](crate::jobs::JobQueue::job_info)
+    /// answers for `id` at `now`: a live row, or a completed one kept.
+    pub(super) async fn job_info(
+        &self,
+        conn: &mut impl Sql,
+        id: &str,
+        now: SystemTime,
+    ) -> Result<Option<JobInfo>> {
+        let found = conn
+            .query(
+                &self.kept.job_info,
+                &[&self.qno, &id, &self.pruning.count()],
+            )
+            .await
+            .map_err(db)?;
+        Ok(found.into_iter().next().and_then(|row| {
+            history::info_of(
+                &row,
+                self.queue,
+                self.pruning,
+                ms(now),
+                PgJobs::real_now_ms(),
+            )
+        }))
+    }
+
+    /// Whether the queue is paused.
+    pub(super) async fn is_paused(&self, conn: &mut impl Sql) -> Result<bool> {
+        let rows = conn
+            .query(&limits::paused(self.tables), &[&self.qno])
+            .await
+            .map_err(sent)?;
+        Ok(one(rows).get(0))
+    }
+
+    /// Pauses or resumes the queue, and tells the listeners.
+    pub(super) async fn set_paused(&self, conn: &mut impl Sql, paused: bool) -> Result<()> {
+        conn.execute(&limits::pause(self.tables), &[&self.qno, &paused])
+            .await
+            .map_err(sent)?;
+        self.notify(conn).await
+    }
+
+    /// Sets limit `name` to `max` leases at once.
+    pub(super) async fn set_limit(&self, conn: &mut impl Sql, name: &str, max: u32) -> Result<()> {
+        let max = limits::set_args(name, max)?;
+        conn.execute(&limits::set(self.tables), &[&self.qno, &name, &max])
+            .await
+            .map_err(sent)?;
+        // A higher maximum may let blocked workers take jobs now.
+        self.notify(conn).await
+    }
+
+    /// Removes limit `name`; whether there was one.
+    pub(super) async fn remove_limit(&self, conn: &mut impl Sql, name: &str) -> Result<bool> {
+        crate::jobs::check_limit_name(name)?;
+        let rows = conn
+            .query(&limits::remove(self.tables), &[&self.qno, &name])
+            .await
+            .map_err(sent)?;
+        self.notify(conn).await?;
+        Ok(one(rows).get(0))
+    }
+
+    /// The queue's limits, each with the leases it holds now.
+    pub(super) async fn limits(&self, conn: &mut impl Sql) -> Result<Vec<Limit>> {
+        let rows = conn
+            .query(
+                &limits::list(self.tables),
+                &[&self.qno, &PgJobs::real_now_ms()],
+            )
+            .await
+            .map_err(sent)?;
+        Ok(rows.iter().map(limits::limit_of).collect())
     }
 
     /// Merges the statistics' log into the daily rows, in the transaction

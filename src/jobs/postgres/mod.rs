@@ -33,7 +33,7 @@ use postgres::{Client, GenericClient, NoTls, Row};
 
 use calls::{ready, rules_of, Blocking, Rules};
 use connection::Conn;
-use errors::{db, sent};
+use errors::db;
 use statements::Statements;
 
 #[cfg(feature = "tokio")]
@@ -263,14 +263,6 @@ pub(crate) trait Db {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, postgres::Error>;
-
-    fn query_opt(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<Row>, postgres::Error> {
-        Ok(self.query(sql, params)?.into_iter().next())
-    }
 
     fn query_one(
         &mut self,
@@ -1059,47 +1051,23 @@ impl JobQueue for PgJobs {
     }
 
     fn set_priority(&self, id: &str, priority: i32) -> Result<()> {
-        let now = ms(self.now());
+        let now = self.now();
         let mut client = self.client()?;
-        if client
-            .execute(
-                &self.sql.set_priority,
-                &[&self.qno, &id, &priority, &now, &Self::real_now_ms()],
-            )
-            .map_err(sent)?
-            > 0
-        {
-            return Ok(());
-        }
-        self.missing_or_leased(&mut *client, id)
+        ready(
+            self.rules()
+                .set_priority(&mut Blocking(&mut *client), id, priority, now),
+        )
     }
 
     fn run_now(&self, id: &str) -> Result<bool> {
-        let now = ms(self.now());
+        let now = self.now();
         let mut client = self.client()?;
-        let waiting = client
-            .execute(
-                &self.sql.run_now,
-                &[&self.qno, &id, &now, &Self::real_now_ms()],
-            )
-            .map_err(sent)?;
-        Ok(waiting > 0)
+        ready(self.rules().run_now(&mut Blocking(&mut *client), id, now))
     }
 
     fn cancel(&self, id: &str) -> Result<()> {
         let mut client = self.client()?;
-        if client
-            .query_one(
-                &self.sql.cancel,
-                &[&self.qno, &id, &Self::real_now_ms(), &self.queue],
-            )
-            .map_err(sent)?
-            .get::<_, i64>(0)
-            > 0
-        {
-            return Ok(());
-        }
-        self.missing_or_leased(&mut *client, id)
+        ready(self.rules().cancel(&mut Blocking(&mut *client), id))
     }
 
     fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
@@ -1130,18 +1098,16 @@ impl JobQueue for PgJobs {
 
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {
         let mut client = self.client()?;
-        let limit = i64::try_from(max).unwrap_or(i64::MAX);
-        let rows = client
-            .query(&self.sql.dead, &[&self.qno, &limit])
-            .map_err(db)?;
-        Ok(rows.iter().map(rows::dead_of).collect())
+        ready(self.rules().dead(&mut Blocking(&mut *client), max))
     }
 
     fn requeue_dead(&self, id: &str) -> Result<()> {
-        let now = ms(self.now());
+        let now = self.now();
         let mut client = self.client()?;
-        let requeued = client.execute(&self.sql.requeue_dead, &[&self.qno, &id, &now]);
-        rows::requeued(requeued, id)?;
+        ready(
+            self.rules()
+                .requeue_dead(&mut Blocking(&mut *client), id, now),
+        )?;
         let _ = self.notify(&mut *client);
         Ok(())
     }
@@ -1200,41 +1166,25 @@ impl JobQueue for PgJobs {
 
     fn is_paused(&self) -> Result<bool> {
         let mut client = self.client()?;
-        let row = client
-            .query_one(&limits::paused(&self.tables), &[&self.qno])
-            .map_err(sent)?;
-        Ok(row.get(0))
+        ready(self.rules().is_paused(&mut Blocking(&mut *client)))
     }
 
     fn set_limit(&self, name: &str, max: u32) -> Result<()> {
-        let max = limits::set_args(name, max)?;
         let mut client = self.client()?;
-        client
-            .execute(&limits::set(&self.tables), &[&self.qno, &name, &max])
-            .map_err(sent)?;
-        // A higher maximum may let blocked workers take jobs now.
-        self.notify(&mut *client)
+        ready(
+            self.rules()
+                .set_limit(&mut Blocking(&mut *client), name, max),
+        )
     }
 
     fn remove_limit(&self, name: &str) -> Result<bool> {
-        crate::jobs::check_limit_name(name)?;
         let mut client = self.client()?;
-        let row = client
-            .query_one(&limits::remove(&self.tables), &[&self.qno, &name])
-            .map_err(sent)?;
-        self.notify(&mut *client)?;
-        Ok(row.get(0))
+        ready(self.rules().remove_limit(&mut Blocking(&mut *client), name))
     }
 
     fn limits(&self) -> Result<Vec<crate::jobs::Limit>> {
         let mut client = self.client()?;
-        let rows = client
-            .query(
-                &limits::list(&self.tables),
-                &[&self.qno, &Self::real_now_ms()],
-            )
-            .map_err(sent)?;
-        Ok(rows.iter().map(limits::limit_of).collect())
+        ready(self.rules().limits(&mut Blocking(&mut *client)))
     }
 
     // --- recurring (issue 27) ---
@@ -1263,45 +1213,22 @@ impl JobQueue for PgJobs {
     }
 
     fn job_info(&self, id: &str) -> Result<Option<super::JobInfo>> {
-        let now = ms(self.now());
+        let now = self.now();
         let mut client = self.client()?;
-        let row = client
-            .query_opt(
-                &self.kept.job_info,
-                &[&self.qno, &id, &self.pruning.count()],
-            )
-            .map_err(db)?;
-        Ok(row.and_then(|row| {
-            history::info_of(&row, &self.queue, &self.pruning, now, Self::real_now_ms())
-        }))
+        ready(self.rules().job_info(&mut Blocking(&mut *client), id, now))
     }
 }
 
 impl PgJobs {
     fn set_paused(&self, paused: bool) -> Result<()> {
         let mut client = self.client()?;
-        client
-            .execute(&limits::pause(&self.tables), &[&self.qno, &paused])
-            .map_err(sent)?;
-        self.notify(&mut *client)
+        ready(self.rules().set_paused(&mut Blocking(&mut *client), paused))
     }
 }
 
 impl Drop for PgJobs {
     fn drop(&mut self) {
         let _ = self.close();
-    }
-}
-
-impl PgJobs {
-    /// The answer for a job `id` that no row matched: `JobLeased` if a
-    /// worker holds it, `NoSuchJob` if there is none, else `Ok` (waiting,
-    /// and already as asked).
-    fn missing_or_leased(&self, client: &mut dyn Db, id: &str) -> Result<()> {
-        let found = client
-            .query_opt(&self.sql.find_live, &[&self.qno, &id])
-            .map_err(db)?;
-        rows::missing_or_leased(found, id, Self::real_now_ms())
     }
 }
 
