@@ -20,9 +20,7 @@ use super::calls::{rules_of, Rules};
 use super::errors::db;
 use super::history;
 use super::statements::{self, Statements};
-use super::{
-    check_new, ms, rows, schema, Hot, PgJobs, PgOptions, Tables, CHANNEL, HANDLES, LEASE_POLL,
-};
+use super::{check_new, schema, Hot, PgOptions, Tables, CHANNEL, HANDLES, LEASE_POLL};
 use crate::error::{Error, Result};
 use crate::jobs::async_contract::{AsyncJobQueue, BoxFuture};
 use crate::jobs::clock::unix_ms;
@@ -33,7 +31,7 @@ use crate::jobs::Backoff;
 
 /// A job queue in a PostgreSQL database for async workers (features
 /// `postgres` and `tokio`): the [`AsyncJobQueue`] contract over the same
-/// tables, statements and rules as [`PgJobs`], natively on tokio-postgres
+/// tables, statements and rules as [`PgJobs`](super::PgJobs), natively on tokio-postgres
 /// (no call holds a thread while it waits). Clones share the handle.
 ///
 /// **A small pool of connections per handle**, shared by every task using
@@ -125,7 +123,7 @@ struct Inner {
     closed: AtomicBool,
     merged_at: Mutex<Instant>,
     /// The leases given out and not settled (row, token): handed back at
-    /// close, as [`PgJobs`] does.
+    /// close, as [`PgJobs`](super::PgJobs) does.
     held: Mutex<HashMap<i64, i64>>,
     /// When the schedules (recurring jobs) may next be due.
     due_schedules: DueCache,
@@ -146,7 +144,7 @@ impl PgOptions {
     /// (default 4; at least 1, which pipelines every
     /// task's statements on one connection). Beyond the first, a handle
     /// opens one only when all it has are busy with calls; the statistics'
-    /// merge uses one more. The blocking [`PgJobs`] ignores it (one
+    /// merge uses one more. The blocking [`PgJobs`](super::PgJobs) ignores it (one
     /// connection per handle).
     ///
     /// ```no_run
@@ -379,7 +377,7 @@ impl Inner {
         self.rules().insert(&mut &*link, jobs, now, true).await
     }
 
-    /// Leases up to `max` of the first ready jobs, as [`PgJobs`] does.
+    /// Leases up to `max` of the first ready jobs, as [`PgJobs`](super::PgJobs) does.
     async fn lease_up_to(&self, max: usize) -> Result<Vec<JobLease>> {
         let now = self.now();
         // A paused queue's leases fire nothing, as in `PgJobs`.
@@ -449,7 +447,7 @@ impl Inner {
         }
     }
 
-    /// As [`PgJobs`]' `merge_stats`, on the merger's connection.
+    /// As [`PgJobs`](super::PgJobs)' `merge_stats`, on the merger's connection.
     async fn merge_stats(&self) -> Result<()> {
         let mut merger = self.merger.lock().await;
         if merger
@@ -629,18 +627,9 @@ impl AsyncJobQueue for AsyncPgJobs {
     fn waiting(&self, max: usize) -> BoxFuture<'_, Result<Vec<Waiting>>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let now = ms(inner.now());
+            let now = inner.now();
             let link = inner.link().await?;
-            let limit = i64::try_from(max).unwrap_or(i64::MAX);
-            let real_now = PgJobs::real_now_ms();
-            let found = link
-                .query(&inner.sql.waiting, &[&inner.qno, &now, &limit])
-                .await
-                .map_err(db)?;
-            Ok(found
-                .iter()
-                .map(|row| rows::waiting_of(row, now, real_now))
-                .collect())
+            inner.rules().waiting(&mut &*link, max, now).await
         })
     }
 
@@ -664,42 +653,18 @@ impl AsyncJobQueue for AsyncPgJobs {
 
     fn stats(&self) -> BoxFuture<'_, Result<QueueStats>> {
         Box::pin(async move {
-            let inner = &self.inner;
             let counts = self.counts().await?;
-            let link = inner.link().await?;
-            let days = link
-                .query(&inner.sql.stats_days, &[&inner.queue])
-                .await
-                .map_err(db)?;
-            let failures = link
-                .query(&inner.sql.stats_failures, &[&inner.queue])
-                .await
-                .map_err(db)?;
-            let unmerged = link
-                .query(&inner.sql.stats_unmerged, &[&inner.queue, &inner.qno])
-                .await
-                .map_err(db)?;
-            Ok(QueueStats {
-                queue: inner.queue.clone(),
-                counts,
-                days: rows::days_of(&days, &failures, &unmerged),
-            })
+            let link = self.inner.link().await?;
+            self.inner.rules().stats(&mut &*link, counts).await
         })
     }
 
     fn counts(&self) -> BoxFuture<'_, Result<Counts>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let now = ms(inner.now());
+            let now = inner.now();
             let link = inner.link().await?;
-            let row = link
-                .query_one(
-                    &inner.sql.counts,
-                    &[&inner.qno, &now, &PgJobs::real_now_ms()],
-                )
-                .await
-                .map_err(db)?;
-            Ok(rows::counts_of(&row))
+            inner.rules().counts(&mut &*link, now).await
         })
     }
 

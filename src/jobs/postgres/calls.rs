@@ -23,8 +23,8 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::jobs::clock::unix_ms;
-use crate::jobs::job::{new_job_id, DeadJob, Enqueued, JobLease, LeaseToken, NewJob};
-use crate::jobs::stats::DayStats;
+use crate::jobs::job::{new_job_id, DeadJob, Enqueued, JobLease, LeaseToken, NewJob, Waiting};
+use crate::jobs::stats::{Counts, DayStats, QueueStats};
 use crate::jobs::{JobInfo, Limit};
 
 /// What the calls run statements on.
@@ -780,6 +780,60 @@ impl Rules<'_> {
             .await
             .map_err(sent)?;
         Ok(rows.iter().map(limits::limit_of).collect())
+    }
+
+    /// Up to `max` waiting jobs at `now`, ready ones first.
+    pub(super) async fn waiting(
+        &self,
+        conn: &mut impl Sql,
+        max: usize,
+        now: SystemTime,
+    ) -> Result<Vec<Waiting>> {
+        let now = ms(now);
+        let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        let real_now = PgJobs::real_now_ms();
+        let found = conn
+            .query(&self.sql.waiting, &[&self.qno, &now, &limit])
+            .await
+            .map_err(db)?;
+        Ok(found
+            .iter()
+            .map(|row| rows::waiting_of(row, now, real_now))
+            .collect())
+    }
+
+    /// The queue's counts at `now`.
+    pub(super) async fn counts(&self, conn: &mut impl Sql, now: SystemTime) -> Result<Counts> {
+        let rows = conn
+            .query(
+                &self.sql.counts,
+                &[&self.qno, &ms(now), &PgJobs::real_now_ms()],
+            )
+            .await
+            .map_err(db)?;
+        Ok(rows::counts_of(&one(rows)))
+    }
+
+    /// The queue's statistics with `counts`: the daily rows, their
+    /// failure groups, and the log not merged yet.
+    pub(super) async fn stats(&self, conn: &mut impl Sql, counts: Counts) -> Result<QueueStats> {
+        let days = conn
+            .query(&self.sql.stats_days, &[&self.queue])
+            .await
+            .map_err(db)?;
+        let failures = conn
+            .query(&self.sql.stats_failures, &[&self.queue])
+            .await
+            .map_err(db)?;
+        let unmerged = conn
+            .query(&self.sql.stats_unmerged, &[&self.queue, &self.qno])
+            .await
+            .map_err(db)?;
+        Ok(QueueStats {
+            queue: self.queue.to_owned(),
+            counts,
+            days: rows::days_of(&days, &failures, &unmerged),
+        })
     }
 
     /// Merges the statistics' log into the daily rows, in the transaction

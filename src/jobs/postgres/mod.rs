@@ -1071,17 +1071,9 @@ impl JobQueue for PgJobs {
     }
 
     fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
-        let now = ms(self.now());
+        let now = self.now();
         let mut client = self.client()?;
-        let limit = i64::try_from(max).unwrap_or(i64::MAX);
-        let real_now = Self::real_now_ms();
-        let rows = client
-            .query(&self.sql.waiting, &[&self.qno, &now, &limit])
-            .map_err(db)?;
-        Ok(rows
-            .iter()
-            .map(|row| rows::waiting_of(row, now, real_now))
-            .collect())
+        ready(self.rules().waiting(&mut Blocking(&mut *client), max, now))
     }
 
     fn leases(&self, max: usize) -> Result<Vec<super::LeaseInfo>> {
@@ -1113,31 +1105,15 @@ impl JobQueue for PgJobs {
     }
 
     fn counts(&self) -> Result<Counts> {
-        let now = ms(self.now());
+        let now = self.now();
         let mut client = self.client()?;
-        let row = client
-            .query_one(&self.sql.counts, &[&self.qno, &now, &Self::real_now_ms()])
-            .map_err(db)?;
-        Ok(rows::counts_of(&row))
+        ready(self.rules().counts(&mut Blocking(&mut *client), now))
     }
 
     fn stats(&self) -> Result<QueueStats> {
         let counts = self.counts()?;
         let mut client = self.client()?;
-        let days = client
-            .query(&self.sql.stats_days, &[&self.queue])
-            .map_err(db)?;
-        let failures = client
-            .query(&self.sql.stats_failures, &[&self.queue])
-            .map_err(db)?;
-        let unmerged = client
-            .query(&self.sql.stats_unmerged, &[&self.queue, &self.qno])
-            .map_err(db)?;
-        Ok(QueueStats {
-            queue: self.queue.clone(),
-            counts,
-            days: rows::days_of(&days, &failures, &unmerged),
-        })
+        ready(self.rules().stats(&mut Blocking(&mut *client), counts))
     }
 
     fn close(&self) -> Result<()> {
