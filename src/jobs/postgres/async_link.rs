@@ -75,16 +75,6 @@ impl Link {
         let statement = self.statement(sql).await?;
         self.client.query_one(&statement, params).await
     }
-
-    /// Runs `sql`; its first row, if any.
-    pub async fn query_opt(
-        &self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<Row>, tokio_postgres::Error> {
-        let statement = self.statement(sql).await?;
-        self.client.query_opt(&statement, params).await
-    }
 }
 
 /// Connects to `url`, its session set up, and if `listen`, listening on

@@ -2,7 +2,7 @@
 //! tokio-postgres, running the blocking backend's statements
 //! ([`Hot`](super::Hot), [`Statements`]) with the same parameters.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,32 +12,26 @@ use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
-use tokio_postgres::types::ToSql;
 
 mod recurring;
 
 use super::async_link::{self, Link, Pool};
-use super::errors::{db, sent};
+use super::calls::{rules_of, Rules};
+use super::errors::db;
 use super::history;
 use super::statements::{self, Statements};
-use super::{
-    added_ids, answers, check_new, day_of, duration_ms, ms, not_added, rows, schema, stats_log,
-    sums, taken_in_order, Hot, InsertArgs, NewArgs, PgJobs, PgOptions, Tables, CHANNEL, HANDLES,
-    LEASE_POLL, STATS_EVERY,
-};
+use super::{check_new, schema, Hot, PgOptions, Tables, CHANNEL, HANDLES, LEASE_POLL};
 use crate::error::{Error, Result};
 use crate::jobs::async_contract::{AsyncJobQueue, BoxFuture};
 use crate::jobs::clock::unix_ms;
-use crate::jobs::job::{
-    new_job_id, DeadJob, Enqueued, JobLease, LeaseToken, Nacked, NewJob, Retry, Waiting,
-};
+use crate::jobs::job::{DeadJob, Enqueued, JobLease, Nacked, NewJob, Retry, Waiting};
 use crate::jobs::recurring::{DueCache, Schedule, ScheduleInfo};
-use crate::jobs::stats::{Counts, DayStats, QueueStats};
+use crate::jobs::stats::{Counts, QueueStats};
 use crate::jobs::Backoff;
 
 /// A job queue in a PostgreSQL database for async workers (features
 /// `postgres` and `tokio`): the [`AsyncJobQueue`] contract over the same
-/// tables, statements and rules as [`PgJobs`], natively on tokio-postgres
+/// tables, statements and rules as [`PgJobs`](super::PgJobs), natively on tokio-postgres
 /// (no call holds a thread while it waits). Clones share the handle.
 ///
 /// **A small pool of connections per handle**, shared by every task using
@@ -129,7 +123,7 @@ struct Inner {
     closed: AtomicBool,
     merged_at: Mutex<Instant>,
     /// The leases given out and not settled (row, token): handed back at
-    /// close, as [`PgJobs`] does.
+    /// close, as [`PgJobs`](super::PgJobs) does.
     held: Mutex<HashMap<i64, i64>>,
     /// When the schedules (recurring jobs) may next be due.
     due_schedules: DueCache,
@@ -150,7 +144,7 @@ impl PgOptions {
     /// (default 4; at least 1, which pipelines every
     /// task's statements on one connection). Beyond the first, a handle
     /// opens one only when all it has are busy with calls; the statistics'
-    /// merge uses one more. The blocking [`PgJobs`] ignores it (one
+    /// merge uses one more. The blocking [`PgJobs`](super::PgJobs) ignores it (one
     /// connection per handle).
     ///
     /// ```no_run
@@ -372,125 +366,18 @@ impl Inner {
         self.pool.listener().await
     }
 
-    /// The row and token of `lease`, checking it is this handle's.
-    fn token_of(&self, lease: &JobLease) -> Result<(i64, i64)> {
-        if lease.token.queue != self.handle {
-            return Err(Error::InvalidJob {
-                reason: format!(
-                    "the lease of job {:?} was taken from another queue handle; settle it there",
-                    lease.job.id
-                ),
-            });
-        }
-        Ok((lease.token.part, lease.token.record as i64))
+    /// The queue as the calls written once for both handles need it.
+    fn rules(&self) -> Rules<'_> {
+        rules_of!(self)
     }
 
-    fn settled(&self, lease: &JobLease) {
-        self.held.lock().remove(&lease.token.part);
-    }
-
+    /// Inserts `jobs` (see [`Rules::insert`]) on the notifying connection.
     async fn insert(&self, jobs: Vec<NewJob>, now: SystemTime) -> Result<Vec<Enqueued>> {
         let link = self.notifying_link().await?;
-        if jobs.iter().all(|job| job.id.is_none()) {
-            return self.insert_new(&link, jobs, now).await;
-        }
-        let InsertArgs {
-            ids,
-            caller,
-            priorities,
-            bodies,
-            names,
-            values,
-            ready,
-            until,
-            states,
-        } = InsertArgs::new(jobs, now);
-        let now_ms = ms(now);
-        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
-            &self.qno,
-            &now_ms,
-            &ids,
-            &caller,
-            &priorities,
-            &bodies,
-            &names,
-            &values,
-            &ready,
-            &CHANNEL,
-            &self.queue,
-        ];
-        let statement = match until.iter().any(|&u| u > 0) {
-            true => {
-                params.push(&until);
-                params.push(&states);
-                &self.hot.insert_holding
-            }
-            false => &self.hot.insert,
-        };
-        let rows = link.query(statement, &params).await.map_err(sent)?;
-        let added = added_ids(&rows);
-        let missing = not_added(&ids, &caller, &added);
-        let held = match missing.is_empty() {
-            true => Vec::new(),
-            false => link
-                .query(&self.hot.held, &[&self.qno, &now_ms, &missing])
-                .await
-                .map_err(sent)?,
-        };
-        Ok(answers(ids, added, &held))
+        self.rules().insert(&mut &*link, jobs, now, true).await
     }
 
-    /// As [`PgJobs`]' `insert_new`: jobs without caller ids, their ids made
-    /// here, a new set on the rare collision with a caller's id.
-    async fn insert_new(
-        &self,
-        link: &Link,
-        jobs: Vec<NewJob>,
-        now: SystemTime,
-    ) -> Result<Vec<Enqueued>> {
-        let count = jobs.len();
-        let NewArgs {
-            with_headers,
-            priorities,
-            bodies,
-            names,
-            values,
-            ready,
-        } = NewArgs::new(jobs, now);
-        let now_ms = ms(now);
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let ids: Vec<String> = (0..count).map(|_| new_job_id()).collect();
-            let mut params: Vec<&(dyn ToSql + Sync)> = vec![
-                &CHANNEL,
-                &self.queue,
-                &self.qno,
-                &now_ms,
-                &ids,
-                &priorities,
-                &bodies,
-                &ready,
-            ];
-            let sql = if with_headers {
-                params.push(&names);
-                params.push(&values);
-                &self.hot.insert_new_headers
-            } else {
-                &self.hot.insert_new
-            };
-            match link.execute(sql, &params).await {
-                Ok(_) => return Ok(ids.into_iter().map(Enqueued::Added).collect()),
-                Err(e)
-                    if tries < 3
-                        && e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
-                }
-                Err(e) => return Err(sent(e)),
-            }
-        }
-    }
-
-    /// Leases up to `max` of the first ready jobs, as [`PgJobs`] does.
+    /// Leases up to `max` of the first ready jobs, as [`PgJobs`](super::PgJobs) does.
     async fn lease_up_to(&self, max: usize) -> Result<Vec<JobLease>> {
         let now = self.now();
         // A paused queue's leases fire nothing, as in `PgJobs`.
@@ -498,91 +385,7 @@ impl Inner {
             self.fire_due_quietly(now).await;
         }
         let link = self.link().await?;
-        let mut leases = Vec::new();
-        while leases.len() < max {
-            let real_now = PgJobs::real_now_ms();
-            let want = i64::try_from(max - leases.len()).unwrap_or(i64::MAX);
-            let sql = if want == 1 {
-                &self.hot.lease_one
-            } else {
-                &self.hot.lease_many
-            };
-            let rows = link
-                .query(
-                    sql,
-                    &[
-                        &self.qno,
-                        &ms(now),
-                        &real_now,
-                        &duration_ms(self.lease_time),
-                        &want,
-                        &day_of(now),
-                        &self.worker,
-                    ],
-                )
-                .await
-                .map_err(sent)?;
-            // Nothing: the queue may be paused or limited (see PgJobs).
-            let (rows, limited) = match rows.is_empty() {
-                false => (rows, false),
-                true => (
-                    link.query(
-                        &super::limits::lease(&self.tables),
-                        &[
-                            &self.qno,
-                            &ms(now),
-                            &real_now,
-                            &duration_ms(self.lease_time),
-                            &day_of(now),
-                        ],
-                    )
-                    .await
-                    .map_err(sent)?,
-                    true,
-                ),
-            };
-            if rows.is_empty() {
-                break;
-            }
-            let taken = taken_in_order(rows);
-            if limited {
-                // Shown, not relied on: the leases stand if this fails.
-                let seqs: Vec<i64> = taken.iter().map(|(seq, _, _)| *seq).collect();
-                let _ = link
-                    .execute(&self.hot.mark_leased, &[&seqs, &ms(now), &self.worker])
-                    .await;
-            }
-            let mut buried = false;
-            for (seq, token, job) in taken {
-                if job.attempt > self.max_attempts {
-                    // Leased that often by workers that never came back.
-                    let reason = format!(
-                        "attempts used up: {} attempts, the last ones never ended",
-                        job.attempt - 1
-                    );
-                    self.bury(&link, seq, token, (&reason, &reason), now)
-                        .await?;
-                    buried = true;
-                    continue;
-                }
-                self.held.lock().insert(seq, token);
-                leases.push(JobLease {
-                    job,
-                    token: LeaseToken {
-                        part: seq,
-                        record: token as u64,
-                        attempt: 0,
-                        queue: self.handle,
-                        leased_ms: unix_ms(now),
-                        hold: None,
-                    },
-                });
-            }
-            if !buried && !limited {
-                break;
-            }
-        }
-        Ok(leases)
+        self.rules().lease_up_to(&mut &*link, max, now).await
     }
 
     /// Hands back `leases` taken for a future that was dropped: uncounted.
@@ -595,9 +398,7 @@ impl Inner {
 
     async fn release(&self, lease: JobLease) -> Result<()> {
         let link = self.notifying_link().await?;
-        self.on_lease(&link, &lease, &self.sql.release, &[], None)
-            .await?;
-        self.settled(&lease);
+        self.rules().release(&mut &*link, &lease, None).await?;
         let _ = self.notify(&link).await;
         Ok(())
     }
@@ -610,59 +411,9 @@ impl Inner {
         }
         let at = crate::jobs::job::due_after(now, delay);
         let link = self.notifying_link().await?;
-        self.on_lease(&link, &lease, &self.sql.snooze, &[&ms(at)], None)
-            .await?;
-        self.settled(&lease);
+        self.rules().release(&mut &*link, &lease, Some(at)).await?;
         let _ = self.notify(&link).await;
         Ok(at)
-    }
-
-    /// As [`PgJobs`]' `on_lease`.
-    async fn on_lease(
-        &self,
-        link: &Link,
-        lease: &JobLease,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-        retry_on: Option<SystemTime>,
-    ) -> Result<()> {
-        let (seq, token) = self.token_of(lease)?;
-        let real_now = PgJobs::real_now_ms();
-        let mut all: Vec<&(dyn ToSql + Sync)> = vec![&seq, &token, &real_now];
-        all.extend_from_slice(params);
-        let day = retry_on.map(day_of);
-        let changed = match &day {
-            None => link.execute(sql, &all).await.map_err(sent)?,
-            Some(day) => {
-                all.push(&self.queue);
-                all.push(day);
-                let row = link.query_one(sql, &all).await.map_err(sent)?;
-                row.get::<_, i64>(0) as u64
-            }
-        };
-        match changed {
-            0 => Err(PgJobs::lease_lost(lease)),
-            _ => Ok(()),
-        }
-    }
-
-    async fn bury(
-        &self,
-        link: &Link,
-        seq: i64,
-        token: i64,
-        (reason, message): (&str, &str),
-        now: SystemTime,
-    ) -> Result<bool> {
-        let group = crate::jobs::stats::failure_group(reason);
-        let row = link
-            .query_one(
-                &self.sql.bury,
-                &[&seq, &token, &message, &self.queue, &day_of(now), &group],
-            )
-            .await
-            .map_err(sent)?;
-        Ok(row.get::<_, i64>(0) > 0)
     }
 
     async fn fail_with(
@@ -671,50 +422,24 @@ impl Inner {
         reason: &str,
         message: &str,
     ) -> Result<()> {
-        let (seq, token) = self.token_of(&lease)?;
         let now = self.now();
         let link = self.link().await?;
-        let held = link
-            .query_opt(&self.sql.held, &[&seq, &token, &PgJobs::real_now_ms()])
-            .await
-            .map_err(db)?
-            .is_some();
-        if !held || !self.bury(&link, seq, token, (reason, message), now).await? {
-            return Err(PgJobs::lease_lost(&lease));
-        }
-        self.settled(&lease);
+        self.rules()
+            .fail(&mut &*link, &lease, (reason, message), now)
+            .await?;
         self.merge_stats_if_due();
         Ok(())
     }
 
     async fn notify(&self, link: &Link) -> Result<()> {
-        link.execute(statements::NOTIFY, &[&CHANNEL, &self.queue])
-            .await
-            .map(drop)
-            .map_err(sent)
-    }
-
-    async fn missing_or_leased(&self, link: &Link, id: &str) -> Result<()> {
-        let found = link
-            .query_opt(&self.sql.find_live, &[&self.qno, &id])
-            .await
-            .map_err(db)?;
-        rows::missing_or_leased(found, id, PgJobs::real_now_ms())
+        self.rules().notify(&mut &*link).await
     }
 
     /// Starts a merge of the statistics' log if this handle has not merged
     /// for a second: in a task of its own (a transaction no caller's drop
     /// may cut), whose errors are no caller's (the log keeps its rows).
     fn merge_stats_if_due(self: &Arc<Self>) {
-        let due = {
-            let mut merged_at = self.merged_at.lock();
-            let due = merged_at.elapsed() >= STATS_EVERY;
-            if due {
-                *merged_at = Instant::now();
-            }
-            due
-        };
-        if due {
+        if self.rules().merge_due() {
             let inner = Arc::clone(self);
             tokio::spawn(async move {
                 let _ = inner.merge_stats().await;
@@ -722,7 +447,7 @@ impl Inner {
         }
     }
 
-    /// As [`PgJobs`]' `merge_stats`, on the merger's connection.
+    /// As [`PgJobs`](super::PgJobs)' `merge_stats`, on the merger's connection.
     async fn merge_stats(&self) -> Result<()> {
         let mut merger = self.merger.lock().await;
         if merger
@@ -747,57 +472,7 @@ impl Inner {
 
     async fn merge_once(&self, client: &mut tokio_postgres::Client) -> Result<()> {
         let tx = client.transaction().await.map_err(db)?;
-        let sole: bool = tx
-            .query_one(statements::MERGE_LOCK, &[&self.tables.log, &self.queue])
-            .await
-            .map_err(db)?
-            .get(0);
-        if !sole {
-            return Ok(());
-        }
-        let rows = tx
-            .query(&self.sql.merge_take, &[&self.queue])
-            .await
-            .map_err(db)?;
-        if rows.is_empty() {
-            return Ok(());
-        }
-        let mut days: BTreeMap<u64, DayStats> = BTreeMap::new();
-        for row in &rows {
-            stats_log::add(&mut days, row);
-        }
-        // Days in order, so two mergers lock the daily rows in one order.
-        for (&day, stats) in &days {
-            let day = day as i64;
-            let (wait, run) = (sums(&stats.wait), sums(&stats.run));
-            let retries = stats.retries as i64;
-            tx.execute(
-                &self.sql.merge_day,
-                &[
-                    &self.queue,
-                    &day,
-                    &wait.0,
-                    &wait.1,
-                    &wait.2,
-                    &wait.3,
-                    &run.0,
-                    &run.1,
-                    &run.2,
-                    &run.3,
-                    &retries,
-                ],
-            )
-            .await
-            .map_err(db)?;
-            for (group, count) in &stats.failures {
-                tx.execute(
-                    &self.sql.merge_failure,
-                    &[&self.queue, &day, group, &(*count as i64)],
-                )
-                .await
-                .map_err(db)?;
-            }
-        }
+        self.rules().merge_stats(&mut &tx).await?;
         tx.commit().await.map_err(db)
     }
 
@@ -807,15 +482,11 @@ impl Inner {
         if held.is_empty() {
             return Ok(());
         }
-        let (seqs, tokens): (Vec<i64>, Vec<i64>) = held.into_iter().unzip();
         let Some(link) = self.pool.current() else {
             // Lost with the connection: they end with their lease time.
             return Ok(());
         };
-        link.execute(&self.sql.hand_back, &[&seqs, &tokens])
-            .await
-            .map_err(sent)?;
-        self.notify(&link).await
+        self.rules().hand_back(&mut &*link, held).await
     }
 }
 
@@ -864,57 +535,12 @@ impl AsyncJobQueue for AsyncPgJobs {
     fn ack(&self, lease: JobLease) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let (seq, token) = inner.token_of(&lease)?;
             let now = inner.now();
-            let ran = ms(now).saturating_sub(lease.token.leased_ms as i64).max(0);
             let link = inner.link().await?;
-            let (real_now, day) = (PgJobs::real_now_ms(), day_of(now));
-            let (finished, started) = (ms(now), lease.token.leased_ms as i64);
-            let row = match inner.pruning.keep.is_none() {
-                true => {
-                    link.query_one(
-                        &inner.hot.ack,
-                        &[&seq, &token, &real_now, &inner.queue, &day, &ran],
-                    )
-                    .await
-                }
-                false => {
-                    link.query_one(
-                        &inner.kept.ack_keep,
-                        &[
-                            &seq,
-                            &token,
-                            &real_now,
-                            &inner.queue,
-                            &day,
-                            &ran,
-                            &finished,
-                            &started,
-                            &inner.worker,
-                        ],
-                    )
-                    .await
-                }
-            }
-            .map_err(sent);
-            if !matches!(row, Err(Error::OutcomeUnknown { .. })) {
-                inner.settled(&lease);
-            }
-            if row?.get::<_, i64>(0) == 0 {
-                return Err(PgJobs::lease_lost(&lease));
-            }
+            inner.rules().ack(&mut &*link, &lease, now).await?;
             inner.merge_stats_if_due();
-            if !inner.pruning.keep.is_none() && inner.pruning.due() {
-                // The job is acked: a prune that fails is tried again later.
-                let cutoff = inner.pruning.cutoff(finished);
-                let _ = link
-                    .execute(&inner.kept.prune_old, &[&inner.qno, &cutoff])
-                    .await;
-                let count = inner.pruning.count();
-                let _ = link
-                    .execute(&inner.kept.prune_over, &[&inner.qno, &count])
-                    .await;
-            }
+            // The job is acked: a prune that fails is tried again later.
+            let _ = inner.rules().prune_if_due(&mut &*link, now).await;
             Ok(())
         })
     }
@@ -940,16 +566,11 @@ impl AsyncJobQueue for AsyncPgJobs {
             let now = inner.now();
             let at = crate::jobs::job::due_after(now, delay);
             let link = inner.notifying_link().await?;
-            let at_ms = ms(at);
-            let (sql, params): (&str, Vec<&(dyn ToSql + Sync)>) = if delay.is_zero() {
-                (&inner.sql.nack_now, vec![])
-            } else {
-                (&inner.sql.nack_later, vec![&at_ms])
-            };
+            let retry_at = (!delay.is_zero()).then_some(at);
             inner
-                .on_lease(&link, &lease, sql, &params, Some(now))
+                .rules()
+                .retry(&mut &*link, &lease, retry_at, now)
                 .await?;
-            inner.settled(&lease);
             let _ = inner.notify(&link).await;
             inner.merge_stats_if_due();
             Ok(Nacked::Retrying { at })
@@ -966,12 +587,8 @@ impl AsyncJobQueue for AsyncPgJobs {
 
     fn touch<'a>(&'a self, lease: &'a JobLease) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let inner = &self.inner;
-            let link = inner.link().await?;
-            let until = PgJobs::real_now_ms().saturating_add(duration_ms(inner.lease_time));
-            inner
-                .on_lease(&link, lease, &inner.sql.touch, &[&until], None)
-                .await
+            let link = self.inner.link().await?;
+            self.inner.rules().touch(&mut &*link, lease).await
         })
     }
 
@@ -982,97 +599,53 @@ impl AsyncJobQueue for AsyncPgJobs {
     fn set_priority<'a>(&'a self, id: &'a str, priority: i32) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let now = ms(inner.now());
+            let now = inner.now();
             let link = inner.link().await?;
-            let changed = link
-                .execute(
-                    &inner.sql.set_priority,
-                    &[&inner.qno, &id, &priority, &now, &PgJobs::real_now_ms()],
-                )
+            inner
+                .rules()
+                .set_priority(&mut &*link, id, priority, now)
                 .await
-                .map_err(sent)?;
-            if changed > 0 {
-                return Ok(());
-            }
-            inner.missing_or_leased(&link, id).await
         })
     }
 
     fn run_now<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let now = ms(inner.now());
+            let now = inner.now();
             let link = inner.link().await?;
-            let waiting = link
-                .execute(
-                    &inner.sql.run_now,
-                    &[&inner.qno, &id, &now, &PgJobs::real_now_ms()],
-                )
-                .await
-                .map_err(sent)?;
-            Ok(waiting > 0)
+            inner.rules().run_now(&mut &*link, id, now).await
         })
     }
 
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let inner = &self.inner;
-            let link = inner.link().await?;
-            let gone: i64 = link
-                .query_one(
-                    &inner.sql.cancel,
-                    &[&inner.qno, &id, &PgJobs::real_now_ms(), &inner.queue],
-                )
-                .await
-                .map_err(sent)?
-                .get(0);
-            if gone > 0 {
-                return Ok(());
-            }
-            inner.missing_or_leased(&link, id).await
+            let link = self.inner.link().await?;
+            self.inner.rules().cancel(&mut &*link, id).await
         })
     }
 
     fn waiting(&self, max: usize) -> BoxFuture<'_, Result<Vec<Waiting>>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let now = ms(inner.now());
+            let now = inner.now();
             let link = inner.link().await?;
-            let limit = i64::try_from(max).unwrap_or(i64::MAX);
-            let real_now = PgJobs::real_now_ms();
-            let found = link
-                .query(&inner.sql.waiting, &[&inner.qno, &now, &limit])
-                .await
-                .map_err(db)?;
-            Ok(found
-                .iter()
-                .map(|row| rows::waiting_of(row, now, real_now))
-                .collect())
+            inner.rules().waiting(&mut &*link, max, now).await
         })
     }
 
     fn dead(&self, max: usize) -> BoxFuture<'_, Result<Vec<DeadJob>>> {
         Box::pin(async move {
-            let inner = &self.inner;
-            let link = inner.link().await?;
-            let limit = i64::try_from(max).unwrap_or(i64::MAX);
-            let found = link
-                .query(&inner.sql.dead, &[&inner.qno, &limit])
-                .await
-                .map_err(db)?;
-            Ok(found.iter().map(rows::dead_of).collect())
+            let link = self.inner.link().await?;
+            self.inner.rules().dead(&mut &*link, max).await
         })
     }
 
     fn requeue_dead<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let now = ms(inner.now());
+            let now = inner.now();
             let link = inner.notifying_link().await?;
-            let requeued = link
-                .execute(&inner.sql.requeue_dead, &[&inner.qno, &id, &now])
-                .await;
-            rows::requeued(requeued, id)?;
+            inner.rules().requeue_dead(&mut &*link, id, now).await?;
             let _ = inner.notify(&link).await;
             Ok(())
         })
@@ -1080,42 +653,18 @@ impl AsyncJobQueue for AsyncPgJobs {
 
     fn stats(&self) -> BoxFuture<'_, Result<QueueStats>> {
         Box::pin(async move {
-            let inner = &self.inner;
             let counts = self.counts().await?;
-            let link = inner.link().await?;
-            let days = link
-                .query(&inner.sql.stats_days, &[&inner.queue])
-                .await
-                .map_err(db)?;
-            let failures = link
-                .query(&inner.sql.stats_failures, &[&inner.queue])
-                .await
-                .map_err(db)?;
-            let unmerged = link
-                .query(&inner.sql.stats_unmerged, &[&inner.queue, &inner.qno])
-                .await
-                .map_err(db)?;
-            Ok(QueueStats {
-                queue: inner.queue.clone(),
-                counts,
-                days: rows::days_of(&days, &failures, &unmerged),
-            })
+            let link = self.inner.link().await?;
+            self.inner.rules().stats(&mut &*link, counts).await
         })
     }
 
     fn counts(&self) -> BoxFuture<'_, Result<Counts>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let now = ms(inner.now());
+            let now = inner.now();
             let link = inner.link().await?;
-            let row = link
-                .query_one(
-                    &inner.sql.counts,
-                    &[&inner.qno, &now, &PgJobs::real_now_ms()],
-                )
-                .await
-                .map_err(db)?;
-            Ok(rows::counts_of(&row))
+            inner.rules().counts(&mut &*link, now).await
         })
     }
 
@@ -1151,45 +700,22 @@ impl AsyncJobQueue for AsyncPgJobs {
 
     fn set_limit<'a>(&'a self, name: &'a str, max: u32) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let inner = &self.inner;
-            let max = super::limits::set_args(name, max)?;
-            let link = inner.notifying_link().await?;
-            link.execute(
-                &super::limits::set(&inner.tables),
-                &[&inner.qno, &name, &max],
-            )
-            .await
-            .map_err(sent)?;
-            inner.notify(&link).await
+            let link = self.inner.notifying_link().await?;
+            self.inner.rules().set_limit(&mut &*link, name, max).await
         })
     }
 
     fn remove_limit<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let inner = &self.inner;
-            crate::jobs::check_limit_name(name)?;
-            let link = inner.notifying_link().await?;
-            let row = link
-                .query_one(&super::limits::remove(&inner.tables), &[&inner.qno, &name])
-                .await
-                .map_err(sent)?;
-            inner.notify(&link).await?;
-            Ok(row.get(0))
+            let link = self.inner.notifying_link().await?;
+            self.inner.rules().remove_limit(&mut &*link, name).await
         })
     }
 
     fn limits(&self) -> BoxFuture<'_, Result<Vec<crate::jobs::Limit>>> {
         Box::pin(async move {
-            let inner = &self.inner;
-            let link = inner.link().await?;
-            let rows = link
-                .query(
-                    &super::limits::list(&inner.tables),
-                    &[&inner.qno, &PgJobs::real_now_ms()],
-                )
-                .await
-                .map_err(sent)?;
-            Ok(rows.iter().map(super::limits::limit_of).collect())
+            let link = self.inner.link().await?;
+            self.inner.rules().limits(&mut &*link).await
         })
     }
 
@@ -1216,24 +742,9 @@ impl AsyncJobQueue for AsyncPgJobs {
     fn job_info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<crate::jobs::JobInfo>>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let now = ms(inner.now());
+            let now = inner.now();
             let link = inner.link().await?;
-            let row = link
-                .query_opt(
-                    &inner.kept.job_info,
-                    &[&inner.qno, &id, &inner.pruning.count()],
-                )
-                .await
-                .map_err(db)?;
-            Ok(row.and_then(|row| {
-                history::info_of(
-                    &row,
-                    &inner.queue,
-                    &inner.pruning,
-                    now,
-                    PgJobs::real_now_ms(),
-                )
-            }))
+            inner.rules().job_info(&mut &*link, id, now).await
         })
     }
 }
@@ -1278,19 +789,12 @@ impl Drop for Inner {
 impl Inner {
     async fn is_paused(&self) -> Result<bool> {
         let link = self.link().await?;
-        let row = link
-            .query_one(&super::limits::paused(&self.tables), &[&self.qno])
-            .await
-            .map_err(sent)?;
-        Ok(row.get(0))
+        self.rules().is_paused(&mut &*link).await
     }
 
     async fn set_paused(&self, paused: bool) -> Result<()> {
         let link = self.notifying_link().await?;
-        link.execute(&super::limits::pause(&self.tables), &[&self.qno, &paused])
-            .await
-            .map_err(sent)?;
-        self.notify(&link).await
+        self.rules().set_paused(&mut &*link, paused).await
     }
 }
 

@@ -8,6 +8,7 @@
 mod async_link;
 #[cfg(feature = "tokio")]
 mod async_pg;
+mod calls;
 mod connection;
 mod errors;
 mod held;
@@ -21,7 +22,6 @@ mod statements;
 mod stats_log;
 mod unique;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -31,8 +31,9 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
 use postgres::{Client, GenericClient, NoTls, Row};
 
+use calls::{ready, rules_of, Blocking, Rules};
 use connection::Conn;
-use errors::{db, sent};
+use errors::db;
 use statements::Statements;
 
 #[cfg(feature = "tokio")]
@@ -40,11 +41,9 @@ pub use async_pg::AsyncPgJobs;
 pub use schema::SCHEMA_VERSION;
 
 use super::clock::{from_unix_ms, unix_ms, Clock, SystemClock};
-use super::job::{
-    new_job_id, DeadJob, Enqueued, Job, JobLease, LeaseToken, Nacked, NewJob, Retry, Waiting,
-};
+use super::job::{new_job_id, DeadJob, Enqueued, Job, JobLease, Nacked, NewJob, Retry, Waiting};
 use super::recurring::{DueCache, Schedule, ScheduleInfo};
-use super::stats::{Counts, DayStats, QueueStats, Timing};
+use super::stats::{Counts, QueueStats, Timing};
 use super::{Backoff, JobQueue};
 use crate::error::{Error, Result};
 
@@ -264,14 +263,6 @@ pub(crate) trait Db {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, postgres::Error>;
-
-    fn query_opt(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<Row>, postgres::Error> {
-        Ok(self.query(sql, params)?.into_iter().next())
-    }
 
     fn query_one(
         &mut self,
@@ -637,10 +628,12 @@ fn check_new(job: &NewJob) -> Result<()> {
 }
 
 impl PgJobs {
-    /// Inserts `jobs` with one statement; the answer for each, in order.
-    /// `own`: on this handle's connection (not in a caller's transaction,
-    /// which an error would abort), where jobs without caller ids take
-    /// [`insert_new`](Self::insert_new).
+    /// The queue as the calls written once for both handles need it.
+    fn rules(&self) -> Rules<'_> {
+        rules_of!(self)
+    }
+
+    /// Inserts `jobs` (see [`Rules::insert`]).
     fn insert(
         &self,
         client: &mut dyn Db,
@@ -648,109 +641,7 @@ impl PgJobs {
         now: SystemTime,
         own: bool,
     ) -> Result<Vec<Enqueued>> {
-        if own && jobs.iter().all(|job| job.id.is_none()) {
-            return self.insert_new(client, jobs, now);
-        }
-        let InsertArgs {
-            ids,
-            caller,
-            priorities,
-            bodies,
-            names,
-            values,
-            ready,
-            until,
-            states,
-        } = InsertArgs::new(jobs, now);
-        let now_ms = ms(now);
-        let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = vec![
-            &self.qno,
-            &now_ms,
-            &ids,
-            &caller,
-            &priorities,
-            &bodies,
-            &names,
-            &values,
-            &ready,
-            &CHANNEL,
-            &self.queue,
-        ];
-        let statement = match until.iter().any(|&u| u > 0) {
-            true => {
-                params.push(&until);
-                params.push(&states);
-                &self.hot.insert_holding
-            }
-            false => &self.hot.insert,
-        };
-        let rows = client.query(statement, &params).map_err(sent)?;
-        let added = added_ids(&rows);
-        let missing = not_added(&ids, &caller, &added);
-        let held = match missing.is_empty() {
-            true => Vec::new(),
-            false => client
-                .query(&self.hot.held, &[&self.qno, &now_ms, &missing])
-                .map_err(sent)?,
-        };
-        Ok(answers(ids, added, &held))
-    }
-
-    /// Inserts jobs that have no caller id, with one statement. Their ids
-    /// are made here (a random prefix per process and a counter), so no
-    /// row can be queued under them already: a plain `INSERT` without `ON
-    /// CONFLICT` (whose speculative insertion and returned ids cost about
-    /// as much per row as the insert itself). The unique index still
-    /// checks: should a made-up id equal a caller's id, the statement
-    /// fails, having added nothing, and is made again with new ids. A
-    /// batch without headers sends no header arrays.
-    fn insert_new(
-        &self,
-        client: &mut dyn Db,
-        jobs: Vec<NewJob>,
-        now: SystemTime,
-    ) -> Result<Vec<Enqueued>> {
-        let count = jobs.len();
-        let NewArgs {
-            with_headers,
-            priorities,
-            bodies,
-            names,
-            values,
-            ready,
-        } = NewArgs::new(jobs, now);
-        // Another collision with the new ids would not be chance: the
-        // third try reports it.
-        let now_ms = ms(now);
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let ids: Vec<String> = (0..count).map(|_| new_job_id()).collect();
-            let mut params: Vec<&(dyn ToSql + Sync)> = vec![
-                &CHANNEL,
-                &self.queue,
-                &self.qno,
-                &now_ms,
-                &ids,
-                &priorities,
-                &bodies,
-                &ready,
-            ];
-            let sql = if with_headers {
-                params.push(&names);
-                params.push(&values);
-                &self.hot.insert_new_headers
-            } else {
-                &self.hot.insert_new
-            };
-            match client.execute(sql, &params) {
-                Ok(_) => return Ok(ids.into_iter().map(Enqueued::Added).collect()),
-                Err(e)
-                    if tries < 3
-                        && e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => {}
-                Err(e) => return Err(sent(e)),
-            }
-        }
+        ready(self.rules().insert(&mut Blocking(client), jobs, now, own))
     }
 
     /// Leases up to `max` of the first ready jobs (or ones whose lease
@@ -763,94 +654,10 @@ impl PgJobs {
             self.fire_due_quietly(now);
         }
         let mut client = self.client()?;
-        let mut leases = Vec::new();
-        while leases.len() < max {
-            let real_now = Self::real_now_ms();
-            let want = i64::try_from(max - leases.len()).unwrap_or(i64::MAX);
-            let sql = if want == 1 {
-                &self.hot.lease_one
-            } else {
-                &self.hot.lease_many
-            };
-            let rows = client
-                .query(
-                    sql,
-                    &[
-                        &self.qno,
-                        &ms(now),
-                        &real_now,
-                        &duration_ms(self.lease_time),
-                        &want,
-                        &day_of(now),
-                        &self.worker,
-                    ],
-                )
-                .map_err(sent)?;
-            // Nothing: the queue may be paused or limited, whose leases
-            // the lease statement leaves to `lease_limited` (one a call).
-            let (rows, limited) = match rows.is_empty() {
-                false => (rows, false),
-                true => (
-                    client
-                        .query(
-                            &limits::lease(&self.tables),
-                            &[
-                                &self.qno,
-                                &ms(now),
-                                &real_now,
-                                &duration_ms(self.lease_time),
-                                &day_of(now),
-                            ],
-                        )
-                        .map_err(sent)?,
-                    true,
-                ),
-            };
-            if rows.is_empty() {
-                break;
-            }
-            let taken = taken_in_order(rows);
-            if limited {
-                // Who holds them is shown, not relied on: the leases stand
-                // (and the call answers them) if this fails.
-                let seqs: Vec<i64> = taken.iter().map(|(seq, _, _)| *seq).collect();
-                let _ = client.execute(&self.hot.mark_leased, &[&seqs, &ms(now), &self.worker]);
-            }
-            let mut buried = false;
-            for (seq, token, job) in taken {
-                if job.attempt > self.max_attempts {
-                    // Leased that often by workers that never came back.
-                    let reason = format!(
-                        "attempts used up: {} attempts, the last ones never ended",
-                        job.attempt - 1
-                    );
-                    self.bury(&mut *client, seq, token, (&reason, &reason), now)?;
-                    buried = true;
-                    continue;
-                }
-                self.held.lock().insert(seq, token);
-                leases.push(JobLease {
-                    job,
-                    token: LeaseToken {
-                        part: seq,
-                        record: token as u64,
-                        attempt: 0,
-                        queue: self.handle,
-                        leased_ms: unix_ms(now),
-                        hold: None,
-                    },
-                });
-            }
-            if !buried && !limited {
-                break;
-            }
-        }
-        Ok(leases)
-    }
-
-    /// Forgets `lease` (settled, or lost).
-    fn settled(&self, lease: &JobLease) {
-        self.held.lock().remove(&lease.token.part);
+        ready(
+            self.rules()
+                .lease_up_to(&mut Blocking(&mut *client), max, now),
+        )
     }
 
     /// Hands back every lease this handle holds, their attempts counted.
@@ -859,26 +666,9 @@ impl PgJobs {
         if held.is_empty() {
             return Ok(());
         }
-        let (seqs, tokens): (Vec<i64>, Vec<i64>) = held.into_iter().unzip();
         let mut client = self.link.lock();
         client.ready()?;
-        client
-            .execute(&self.sql.hand_back, &[&seqs, &tokens])
-            .map_err(sent)?;
-        self.notify(&mut *client)
-    }
-
-    /// The row and token of `lease`, checking it is this handle's.
-    fn token_of(&self, lease: &JobLease) -> Result<(i64, i64)> {
-        if lease.token.queue != self.handle {
-            return Err(Error::InvalidJob {
-                reason: format!(
-                    "the lease of job {:?} was taken from another queue handle; settle it there",
-                    lease.job.id
-                ),
-            });
-        }
-        Ok((lease.token.part, lease.token.record as i64))
+        ready(self.rules().hand_back(&mut Blocking(&mut *client), held))
     }
 
     fn lease_lost(lease: &JobLease) -> Error {
@@ -888,90 +678,15 @@ impl PgJobs {
         }
     }
 
-    /// Runs `sql` (one of [`Statements`]' updates of a leased row: `$1`
-    /// seq, `$2` token, `$3` the real time, then `params`) if the lease
-    /// still holds; `LeaseLost` if not. With `retry_on`, the statement
-    /// logs a retry for that day (its last two parameters, the queue's
-    /// name and the day, are added here) and returns the count changed.
-    fn on_lease(
-        &self,
-        client: &mut dyn Db,
-        lease: &JobLease,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-        retry_on: Option<SystemTime>,
-    ) -> Result<()> {
-        let (seq, token) = self.token_of(lease)?;
-        let real_now = Self::real_now_ms();
-        let mut all: Vec<&(dyn ToSql + Sync)> = vec![&seq, &token, &real_now];
-        all.extend_from_slice(params);
-        let day = retry_on.map(day_of);
-        let changed = match &day {
-            None => client.execute(sql, &all).map_err(sent)?,
-            Some(day) => {
-                all.push(&self.queue);
-                all.push(day);
-                let row = client.query_one(sql, &all).map_err(sent)?;
-                row.get::<_, i64>(0) as u64
-            }
-        };
-        match changed {
-            0 => Err(Self::lease_lost(lease)),
-            _ => Ok(()),
-        }
-    }
-
-    /// Makes a leased row a dead letter with `reason`.
-    fn bury(
-        &self,
-        client: &mut dyn Db,
-        seq: i64,
-        token: i64,
-        (reason, message): (&str, &str),
-        now: SystemTime,
-    ) -> Result<bool> {
-        let group = super::stats::failure_group(reason);
-        let row = client
-            .query_one(
-                &self.sql.bury,
-                &[&seq, &token, &message, &self.queue, &day_of(now), &group],
-            )
-            .map_err(sent)?;
-        Ok(row.get::<_, i64>(0) > 0)
-    }
-
-    /// Deletes completed rows past what is kept (a batch of each kind).
-    fn prune(&self, client: &mut Conn, now: SystemTime) -> Result<()> {
-        let cutoff = self.pruning.cutoff(ms(now));
-        client
-            .execute(&self.kept.prune_old, &[&self.qno, &cutoff])
-            .map_err(db)?;
-        client
-            .execute(&self.kept.prune_over, &[&self.qno, &self.pruning.count()])
-            .map_err(db)?;
-        Ok(())
-    }
-
     fn notify(&self, client: &mut dyn Db) -> Result<()> {
-        client
-            .execute(statements::NOTIFY, &[&CHANNEL, &self.queue])
-            .map(drop)
-            .map_err(sent)
+        ready(self.rules().notify(&mut Blocking(client)))
     }
 
     /// Merges the statistics' log into the daily rows if this handle has
     /// not for [`STATS_EVERY`]. Its errors are not the caller's (whose call
     /// took effect): the log keeps its rows for the next merge.
     fn merge_stats_if_due(&self, client: &mut Conn) {
-        let due = {
-            let mut merged_at = self.merged_at.lock();
-            let due = merged_at.elapsed() >= STATS_EVERY;
-            if due {
-                *merged_at = Instant::now();
-            }
-            due
-        };
-        if due {
+        if self.rules().merge_due() {
             let _ = self.merge_stats(client);
         }
     }
@@ -991,61 +706,11 @@ impl PgJobs {
 
     fn merge_stats_once(&self, client: &mut Conn) -> Result<()> {
         let mut tx = client.client()?.transaction().map_err(db)?;
-        // One merger of a queue at a time; the others go on at once (their
-        // rows are merged by this one or the next).
-        let sole: bool = tx
-            .query_one(statements::MERGE_LOCK, &[&self.tables.log, &self.queue])
-            .map_err(db)?
-            .get(0);
-        if !sole {
-            return Ok(());
-        }
-        let rows = tx.query(&self.sql.merge_take, &[&self.queue]).map_err(db)?;
-        if rows.is_empty() {
-            return Ok(());
-        }
-        let mut days = BTreeMap::new();
-        for row in &rows {
-            stats_log::add(&mut days, row);
-        }
-        self.merge_days(&mut Theirs(&mut tx), &days)?;
+        ready(
+            self.rules()
+                .merge_stats(&mut Blocking(&mut Theirs(&mut tx))),
+        )?;
         tx.commit().map_err(db)
-    }
-
-    fn merge_days(&self, client: &mut dyn Db, days: &BTreeMap<u64, DayStats>) -> Result<()> {
-        // Days in order, so two mergers lock the daily rows in one order.
-        for (&day, stats) in days {
-            let day = day as i64;
-            let (wait, run) = (sums(&stats.wait), sums(&stats.run));
-            let retries = stats.retries as i64;
-            client
-                .execute(
-                    &self.sql.merge_day,
-                    &[
-                        &self.queue,
-                        &day,
-                        &wait.0,
-                        &wait.1,
-                        &wait.2,
-                        &wait.3,
-                        &run.0,
-                        &run.1,
-                        &run.2,
-                        &run.3,
-                        &retries,
-                    ],
-                )
-                .map_err(db)?;
-            for (group, count) in &stats.failures {
-                client
-                    .execute(
-                        &self.sql.merge_failure,
-                        &[&self.queue, &day, group, &(*count as i64)],
-                    )
-                    .map_err(db)?;
-            }
-        }
-        Ok(())
     }
 
     /// Waits up to `wait` for a notification of this queue (or any other
@@ -1315,43 +980,12 @@ impl JobQueue for PgJobs {
     }
 
     fn ack(&self, lease: JobLease) -> Result<()> {
-        let (seq, token) = self.token_of(&lease)?;
         let now = self.now();
-        let ran = ms(now).saturating_sub(lease.token.leased_ms as i64).max(0);
         let mut client = self.client()?;
-        let (real_now, day) = (Self::real_now_ms(), day_of(now));
-        let row = match self.pruning.keep.is_none() {
-            true => client.query_one(
-                &self.hot.ack,
-                &[&seq, &token, &real_now, &self.queue, &day, &ran],
-            ),
-            false => client.query_one(
-                &self.kept.ack_keep,
-                &[
-                    &seq,
-                    &token,
-                    &real_now,
-                    &self.queue,
-                    &day,
-                    &ran,
-                    &ms(now),
-                    &(lease.token.leased_ms as i64),
-                    &self.worker,
-                ],
-            ),
-        }
-        .map_err(sent);
-        if !matches!(row, Err(Error::OutcomeUnknown { .. })) {
-            self.settled(&lease);
-        }
-        if row?.get::<_, i64>(0) == 0 {
-            return Err(Self::lease_lost(&lease));
-        }
+        ready(self.rules().ack(&mut Blocking(&mut *client), &lease, now))?;
         self.merge_stats_if_due(&mut client);
-        if !self.pruning.keep.is_none() && self.pruning.due() {
-            // The job is acked: a prune that fails is tried again later.
-            let _ = self.prune(&mut client, now);
-        }
+        // The job is acked: a prune that fails is tried again later.
+        let _ = ready(self.rules().prune_if_due(&mut Blocking(&mut *client), now));
         Ok(())
     }
 
@@ -1369,19 +1003,11 @@ impl JobQueue for PgJobs {
         let now = self.now();
         let at = super::job::due_after(now, delay);
         let mut client = self.client()?;
-        let sql = if delay.is_zero() {
-            &self.sql.nack_now
-        } else {
-            &self.sql.nack_later
-        };
-        let at_ms = ms(at);
-        let params: Vec<&(dyn ToSql + Sync)> = if delay.is_zero() {
-            vec![]
-        } else {
-            vec![&at_ms]
-        };
-        self.on_lease(&mut *client, &lease, sql, &params, Some(now))?;
-        self.settled(&lease);
+        let retry_at = (!delay.is_zero()).then_some(at);
+        ready(
+            self.rules()
+                .retry(&mut Blocking(&mut *client), &lease, retry_at, now),
+        )?;
         // The retry is done: a lost notification only delays a worker by
         // its poll, and is no reason to report a failure.
         let _ = self.notify(&mut *client);
@@ -1391,8 +1017,10 @@ impl JobQueue for PgJobs {
 
     fn release(&self, lease: JobLease) -> Result<()> {
         let mut client = self.client()?;
-        self.on_lease(&mut *client, &lease, &self.sql.release, &[], None)?;
-        self.settled(&lease);
+        ready(
+            self.rules()
+                .release(&mut Blocking(&mut *client), &lease, None),
+        )?;
         let _ = self.notify(&mut *client);
         Ok(())
     }
@@ -1405,16 +1033,17 @@ impl JobQueue for PgJobs {
         }
         let at = super::job::due_after(now, delay);
         let mut client = self.client()?;
-        self.on_lease(&mut *client, &lease, &self.sql.snooze, &[&ms(at)], None)?;
-        self.settled(&lease);
+        ready(
+            self.rules()
+                .release(&mut Blocking(&mut *client), &lease, Some(at)),
+        )?;
         let _ = self.notify(&mut *client);
         Ok(at)
     }
 
     fn touch(&self, lease: &JobLease) -> Result<()> {
         let mut client = self.client()?;
-        let until = Self::real_now_ms().saturating_add(duration_ms(self.lease_time));
-        self.on_lease(&mut *client, lease, &self.sql.touch, &[&until], None)
+        ready(self.rules().touch(&mut Blocking(&mut *client), lease))
     }
 
     fn fail(&self, lease: JobLease, reason: &str) -> Result<()> {
@@ -1422,19 +1051,12 @@ impl JobQueue for PgJobs {
     }
 
     fn set_priority(&self, id: &str, priority: i32) -> Result<()> {
-        let now = ms(self.now());
+        let now = self.now();
         let mut client = self.client()?;
-        if client
-            .execute(
-                &self.sql.set_priority,
-                &[&self.qno, &id, &priority, &now, &Self::real_now_ms()],
-            )
-            .map_err(sent)?
-            > 0
-        {
-            return Ok(());
-        }
-        self.missing_or_leased(&mut *client, id)
+        ready(
+            self.rules()
+                .set_priority(&mut Blocking(&mut *client), id, priority, now),
+        )
     }
 
     fn cancel_many(&self, ids: &[String]) -> Vec<Result<()>> {
@@ -1484,45 +1106,20 @@ impl JobQueue for PgJobs {
     }
 
     fn run_now(&self, id: &str) -> Result<bool> {
-        let now = ms(self.now());
+        let now = self.now();
         let mut client = self.client()?;
-        let waiting = client
-            .execute(
-                &self.sql.run_now,
-                &[&self.qno, &id, &now, &Self::real_now_ms()],
-            )
-            .map_err(sent)?;
-        Ok(waiting > 0)
+        ready(self.rules().run_now(&mut Blocking(&mut *client), id, now))
     }
 
     fn cancel(&self, id: &str) -> Result<()> {
         let mut client = self.client()?;
-        if client
-            .query_one(
-                &self.sql.cancel,
-                &[&self.qno, &id, &Self::real_now_ms(), &self.queue],
-            )
-            .map_err(sent)?
-            .get::<_, i64>(0)
-            > 0
-        {
-            return Ok(());
-        }
-        self.missing_or_leased(&mut *client, id)
+        ready(self.rules().cancel(&mut Blocking(&mut *client), id))
     }
 
     fn waiting(&self, max: usize) -> Result<Vec<Waiting>> {
-        let now = ms(self.now());
+        let now = self.now();
         let mut client = self.client()?;
-        let limit = i64::try_from(max).unwrap_or(i64::MAX);
-        let real_now = Self::real_now_ms();
-        let rows = client
-            .query(&self.sql.waiting, &[&self.qno, &now, &limit])
-            .map_err(db)?;
-        Ok(rows
-            .iter()
-            .map(|row| rows::waiting_of(row, now, real_now))
-            .collect())
+        ready(self.rules().waiting(&mut Blocking(&mut *client), max, now))
     }
 
     fn leases(&self, max: usize) -> Result<Vec<super::LeaseInfo>> {
@@ -1539,48 +1136,30 @@ impl JobQueue for PgJobs {
 
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {
         let mut client = self.client()?;
-        let limit = i64::try_from(max).unwrap_or(i64::MAX);
-        let rows = client
-            .query(&self.sql.dead, &[&self.qno, &limit])
-            .map_err(db)?;
-        Ok(rows.iter().map(rows::dead_of).collect())
+        ready(self.rules().dead(&mut Blocking(&mut *client), max))
     }
 
     fn requeue_dead(&self, id: &str) -> Result<()> {
-        let now = ms(self.now());
+        let now = self.now();
         let mut client = self.client()?;
-        let requeued = client.execute(&self.sql.requeue_dead, &[&self.qno, &id, &now]);
-        rows::requeued(requeued, id)?;
+        ready(
+            self.rules()
+                .requeue_dead(&mut Blocking(&mut *client), id, now),
+        )?;
         let _ = self.notify(&mut *client);
         Ok(())
     }
 
     fn counts(&self) -> Result<Counts> {
-        let now = ms(self.now());
+        let now = self.now();
         let mut client = self.client()?;
-        let row = client
-            .query_one(&self.sql.counts, &[&self.qno, &now, &Self::real_now_ms()])
-            .map_err(db)?;
-        Ok(rows::counts_of(&row))
+        ready(self.rules().counts(&mut Blocking(&mut *client), now))
     }
 
     fn stats(&self) -> Result<QueueStats> {
         let counts = self.counts()?;
         let mut client = self.client()?;
-        let days = client
-            .query(&self.sql.stats_days, &[&self.queue])
-            .map_err(db)?;
-        let failures = client
-            .query(&self.sql.stats_failures, &[&self.queue])
-            .map_err(db)?;
-        let unmerged = client
-            .query(&self.sql.stats_unmerged, &[&self.queue, &self.qno])
-            .map_err(db)?;
-        Ok(QueueStats {
-            queue: self.queue.clone(),
-            counts,
-            days: rows::days_of(&days, &failures, &unmerged),
-        })
+        ready(self.rules().stats(&mut Blocking(&mut *client), counts))
     }
 
     fn close(&self) -> Result<()> {
@@ -1609,41 +1188,25 @@ impl JobQueue for PgJobs {
 
     fn is_paused(&self) -> Result<bool> {
         let mut client = self.client()?;
-        let row = client
-            .query_one(&limits::paused(&self.tables), &[&self.qno])
-            .map_err(sent)?;
-        Ok(row.get(0))
+        ready(self.rules().is_paused(&mut Blocking(&mut *client)))
     }
 
     fn set_limit(&self, name: &str, max: u32) -> Result<()> {
-        let max = limits::set_args(name, max)?;
         let mut client = self.client()?;
-        client
-            .execute(&limits::set(&self.tables), &[&self.qno, &name, &max])
-            .map_err(sent)?;
-        // A higher maximum may let blocked workers take jobs now.
-        self.notify(&mut *client)
+        ready(
+            self.rules()
+                .set_limit(&mut Blocking(&mut *client), name, max),
+        )
     }
 
     fn remove_limit(&self, name: &str) -> Result<bool> {
-        crate::jobs::check_limit_name(name)?;
         let mut client = self.client()?;
-        let row = client
-            .query_one(&limits::remove(&self.tables), &[&self.qno, &name])
-            .map_err(sent)?;
-        self.notify(&mut *client)?;
-        Ok(row.get(0))
+        ready(self.rules().remove_limit(&mut Blocking(&mut *client), name))
     }
 
     fn limits(&self) -> Result<Vec<crate::jobs::Limit>> {
         let mut client = self.client()?;
-        let rows = client
-            .query(
-                &limits::list(&self.tables),
-                &[&self.qno, &Self::real_now_ms()],
-            )
-            .map_err(sent)?;
-        Ok(rows.iter().map(limits::limit_of).collect())
+        ready(self.rules().limits(&mut Blocking(&mut *client)))
     }
 
     // --- recurring (issue 27) ---
@@ -1672,27 +1235,16 @@ impl JobQueue for PgJobs {
     }
 
     fn job_info(&self, id: &str) -> Result<Option<super::JobInfo>> {
-        let now = ms(self.now());
+        let now = self.now();
         let mut client = self.client()?;
-        let row = client
-            .query_opt(
-                &self.kept.job_info,
-                &[&self.qno, &id, &self.pruning.count()],
-            )
-            .map_err(db)?;
-        Ok(row.and_then(|row| {
-            history::info_of(&row, &self.queue, &self.pruning, now, Self::real_now_ms())
-        }))
+        ready(self.rules().job_info(&mut Blocking(&mut *client), id, now))
     }
 }
 
 impl PgJobs {
     fn set_paused(&self, paused: bool) -> Result<()> {
         let mut client = self.client()?;
-        client
-            .execute(&limits::pause(&self.tables), &[&self.qno, &paused])
-            .map_err(sent)?;
-        self.notify(&mut *client)
+        ready(self.rules().set_paused(&mut Blocking(&mut *client), paused))
     }
 }
 
@@ -1703,32 +1255,15 @@ impl Drop for PgJobs {
 }
 
 impl PgJobs {
-    /// The answer for a job `id` that no row matched: `JobLeased` if a
-    /// worker holds it, `NoSuchJob` if there is none, else `Ok` (waiting,
-    /// and already as asked).
-    fn missing_or_leased(&self, client: &mut dyn Db, id: &str) -> Result<()> {
-        let found = client
-            .query_opt(&self.sql.find_live, &[&self.qno, &id])
-            .map_err(db)?;
-        rows::missing_or_leased(found, id, Self::real_now_ms())
-    }
-}
-
-impl PgJobs {
     /// Dead-letters a leased job with `message`, counted in the
     /// statistics under `reason`'s failure group.
     fn fail_with(&self, lease: JobLease, reason: &str, message: &str) -> Result<()> {
-        let (seq, token) = self.token_of(&lease)?;
         let now = self.now();
         let mut client = self.client()?;
-        let held = client
-            .query_opt(&self.sql.held, &[&seq, &token, &Self::real_now_ms()])
-            .map_err(db)?
-            .is_some();
-        if !held || !self.bury(&mut *client, seq, token, (reason, message), now)? {
-            return Err(Self::lease_lost(&lease));
-        }
-        self.settled(&lease);
+        ready(
+            self.rules()
+                .fail(&mut Blocking(&mut *client), &lease, (reason, message), now),
+        )?;
         self.merge_stats_if_due(&mut client);
         Ok(())
     }
