@@ -33,7 +33,7 @@ use postgres::{Client, GenericClient, NoTls, Row};
 
 use calls::{ready, rules_of, Blocking, Rules};
 use connection::Conn;
-use errors::db;
+use errors::{db, sent};
 use statements::Statements;
 
 #[cfg(feature = "tokio")]
