@@ -23,10 +23,20 @@ const HEADERS_MATCH: &str = "NOT EXISTS (
     SELECT 1 FROM unnest($H1::text[], $H2::text[]) AS f(n, v)
     WHERE header_values[array_position(header_names, f.n)] IS DISTINCT FROM f.v)";
 
+/// The order of `waiting`: ready jobs first, in lease order, then the
+/// rest by due time.
+const WAITING_ORDER: &str =
+    "(ready_at > $2), CASE WHEN ready_at <= $2 THEN priority END, ready_at, seq";
+
+/// The order of ready jobs alone: the lease order, which the lease index
+/// gives, so the server stops at the limit instead of sorting every live
+/// row (2 s at 1 000 000 jobs).
+const READY_ORDER: &str = "priority, ready_at, seq";
+
 /// `$1` qno, `$2` now, `$3` the real time, `$4` the state (0 any waiting,
 /// 1 ready, 2 leased, 3 scheduled, as `rows::waiting_of` tells them),
 /// `$5`/`$6` header names and values, `$7` id prefix, `$8` limit.
-fn waiting_sql(jobs: &str) -> String {
+fn waiting_sql(jobs: &str, order: &str) -> String {
     format!(
         "SELECT {JOB_COLUMNS}, lease_until FROM {jobs}
          WHERE qno = $1 AND state < 2
@@ -37,9 +47,7 @@ fn waiting_sql(jobs: &str) -> String {
                  ELSE true END
            AND {headers}
            AND ($7::text IS NULL OR starts_with(id, $7))
-         ORDER BY (ready_at > $2),
-                  CASE WHEN ready_at <= $2 THEN priority END,
-                  ready_at, seq
+         ORDER BY {order}
          LIMIT $8",
         headers = HEADERS_MATCH.replace("$H1", "$5").replace("$H2", "$6"),
     )
@@ -90,9 +98,13 @@ pub(super) fn search(q: &PgJobs, filter: &JobFilter, max: usize) -> Result<Found
             &prefix,
             &limit(max),
         ];
+        let order = match state {
+            1 => READY_ORDER,
+            _ => WAITING_ORDER,
+        };
         let rows = q
             .client()?
-            .query(&waiting_sql(&q.tables.jobs), &params)
+            .query(&waiting_sql(&q.tables.jobs, order), &params)
             .map_err(db)?;
         found.jobs = rows
             .iter()
