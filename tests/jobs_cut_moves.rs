@@ -69,7 +69,8 @@ fn x() -> NewJob {
 fn set_up(path: &Path, mode: &str, kind: &str) {
     let q = options(mode).create(path).unwrap();
     for p in 0..3 {
-        q.enqueue(NewJob::new(b"plain".to_vec()).priority(p)).unwrap();
+        q.enqueue(NewJob::new(b"plain".to_vec()).priority(p))
+            .unwrap();
     }
     q.enqueue(NewJob::new(b"later".to_vec()).delay(Duration::from_secs(3600)))
         .unwrap();
@@ -148,9 +149,11 @@ fn drain(q: &EmbeddedJobs) -> Result<usize, String> {
             None => {
                 let counts = q.counts().unwrap();
                 let soon = SystemTime::now() + 2 * DELAY;
-                let later = q.waiting(usize::MAX).unwrap().iter().all(|w| {
-                    matches!(w.state, WaitState::Scheduled(at) if at > soon)
-                });
+                let later = q
+                    .waiting(usize::MAX)
+                    .unwrap()
+                    .iter()
+                    .all(|w| matches!(w.state, WaitState::Scheduled(at) if at > soon));
                 if counts.ready + counts.leased == 0 && later {
                     return Ok(ran);
                 }

@@ -620,6 +620,10 @@ impl EmbeddedJobs {
         if let Some(schedule) = &self.schedule {
             for pending in schedule.queue.iter() {
                 let pending = pending?;
+                // Moved to its lane already (its record waits for a sync).
+                if self.moves.contains(pending.id) {
+                    continue;
+                }
                 if wanted(&pending.item) {
                     found.push(Location::Scheduled(pending.id));
                     if found.len() >= max {
@@ -797,6 +801,10 @@ impl EmbeddedJobs {
             Some(locked) => self.live_records(locked, id)?,
             None => Vec::new(),
         };
+        if records.is_empty() {
+            // Not a caller id's: no index to keep the lock for.
+            drop(locked.take());
+        }
         let records = match (records.is_empty(), self.is_plain(), looks_made_up(id)) {
             (false, _, _) => records,
             // No ids' lock taken: `locate` reads no index.
@@ -824,8 +832,12 @@ impl EmbeddedJobs {
             let queue = self.part(location)?.ok_or_else(|| no_such_job(id))?;
             match self.cancel_waiting(&queue, location) {
                 Ok(()) => ended += 1,
+                // Once one record ended, the job is cancelled: another
+                // that is taken or gone since it was found (a made-up id's
+                // records are found without a lock) is a copy on its way
+                // to the lane record ended, or one a worker took.
+                Err(Error::Leased { .. } | Error::NotPending { .. }) if ended > 0 => {}
                 Err(Error::Leased { .. }) => return Err(Error::JobLeased { id: id.to_owned() }),
-                // Ended since it was found (a copy a worker ran).
                 Err(Error::NotPending { .. }) => {}
                 Err(e) => return Err(e),
             }
@@ -931,10 +943,7 @@ impl EmbeddedJobs {
         // Not a caller id: a made-up id is in no index, so the jobs are
         // looked through.
         match looks_made_up(id) {
-            true => self
-                .scan_for(id, 1)?
-                .pop()
-                .ok_or_else(|| no_such_job(id)),
+            true => self.scan_for(id, 1)?.pop().ok_or_else(|| no_such_job(id)),
             false => Err(no_such_job(id)),
         }
     }
