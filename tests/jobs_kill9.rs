@@ -7,7 +7,8 @@
 //! returned is lost, no ack that returned comes back (but for jobs a kill
 //! caught in the middle of a move, which may run twice: one job, or the
 //! batch of up to 16 due jobs a process was moving, per killed process and
-//! round), and nothing stays leased by the dead.
+//! round), nothing stays leased by the dead, and (on a copy of the queue)
+//! every job `waiting()` lists is cancelled by its id, every copy at once.
 //!
 //! Without kills, several worker processes on one queue run every job
 //! exactly once.
