@@ -273,7 +273,10 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// it; storage errors.
     fn set_priority(&self, id: &str, priority: i32) -> Result<()>;
 
-    /// Removes waiting job `id` without running it.
+    /// Removes waiting job `id` without running it. On the embedded
+    /// queue, a job a crash caught in the middle of a move has two
+    /// records (`waiting` lists both): a cancel ends every one, so no copy
+    /// runs after it.
     ///
     /// # Errors
     ///

@@ -14,11 +14,11 @@ use crate::error::Result;
 use crate::queue::dque::RawQueue;
 
 /// Where one pass over the jobs found the waiting (or leased) records of
-/// a batch's made-up ids: the first record of each, in the order a
-/// single call's look would meet them (the lanes by priority, then the
-/// schedule).
+/// a batch's made-up ids: every record of each (more than one after a
+/// move a crash cut), in the order a single call's look would meet them
+/// (the lanes by priority, then the schedule).
 pub(super) struct Scanned {
-    found: HashMap<String, Location>,
+    found: HashMap<String, Vec<Location>>,
     /// The id the next record of each part (a lane's priority; `None`
     /// the schedule) was to get when the pass began: a record never
     /// becomes live again once settled, so a job the pass did not find
@@ -28,9 +28,15 @@ pub(super) struct Scanned {
 }
 
 impl Scanned {
-    /// Where the pass found job `id`; `None`: it found no record of it.
-    pub(super) fn get(&self, id: &str) -> Option<Location> {
-        self.found.get(id).copied()
+    /// Where the pass first found job `id`; `None`: it found no record of
+    /// it.
+    pub(super) fn first(&self, id: &str) -> Option<Location> {
+        self.found.get(id).and_then(|found| found.first().copied())
+    }
+
+    /// Every record of job `id` the pass found.
+    fn all(&self, id: &str) -> &[Location] {
+        self.found.get(id).map_or(&[], Vec::as_slice)
     }
 }
 
@@ -84,10 +90,11 @@ impl EmbeddedJobs {
 
     /// One pass over the lanes and the schedule for the made-up ids of
     /// `ids` (due jobs moved to their lanes first, as each call does):
-    /// the id alone is read of each record, not its headers or body.
+    /// the id alone is read of each record, not its headers or body. It
+    /// reads to the end: a job a crash cut in two has a second record.
     fn scan_made_up(&self, ids: &[String]) -> Result<Scanned> {
-        let mut found = HashMap::new();
-        let mut wanted: HashSet<&str> = ids
+        let mut found: HashMap<String, Vec<Location>> = HashMap::new();
+        let wanted: HashSet<&str> = ids
             .iter()
             .map(String::as_str)
             .filter(|id| looks_made_up(id))
@@ -113,46 +120,85 @@ impl EmbeddedJobs {
         }
         for (lane, queue) in parts {
             for pending in queue.iter() {
-                if wanted.is_empty() {
-                    return Ok(Scanned { found, ends });
-                }
                 let pending = pending?;
+                // Moved to its lane already (its record waits for a sync):
+                // not a copy, as for `waiting`.
+                if lane.is_none() && self.moves.contains(pending.id) {
+                    continue;
+                }
                 let Some(id) = Envelope::id_of(&pending.item) else {
                     continue;
                 };
                 // A record a single call's look would skip (it decodes
                 // each) is skipped here too.
                 if wanted.contains(id) && Envelope::decode_head(&pending.item).is_ok() {
-                    wanted.remove(id);
                     let location = match lane {
                         Some(priority) => Location::Lane(priority, pending.id),
                         None => Location::Scheduled(pending.id),
                     };
-                    found.insert(id.to_owned(), location);
+                    found.entry(id.to_owned()).or_default().push(location);
                 }
             }
         }
         Ok(Scanned { found, ends })
     }
 
-    /// A made-up job the pass did not find, looked for among the records
-    /// written since the pass began (few: not a read of every job), in the
-    /// order a single call's look meets them.
-    pub(super) fn scan_since(&self, id: &str, scanned: &Scanned) -> Result<Option<Location>> {
+    /// The records of made-up job `id` written since the pass began (few:
+    /// not a read of every job), `max` at most, in the order a single
+    /// call's look meets them.
+    pub(super) fn records_since(
+        &self,
+        id: &str,
+        scanned: &Scanned,
+        max: usize,
+    ) -> Result<Vec<Location>> {
+        let mut found = Vec::new();
         for (priority, lane) in self.lanes.all()? {
             // A lane made since the pass: all of it is new.
             let from = scanned.ends.get(&Some(priority)).copied().unwrap_or(0);
-            if let Some(record) = first_record_of(&lane, id, from)? {
-                return Ok(Some(Location::Lane(priority, record)));
+            for record in records_of(&lane, id, from, max - found.len())? {
+                found.push(Location::Lane(priority, record));
+            }
+            if found.len() >= max {
+                return Ok(found);
             }
         }
         if let Some(schedule) = &self.schedule {
             let from = scanned.ends.get(&None).copied().unwrap_or(0);
-            if let Some(record) = first_record_of(&schedule.queue, id, from)? {
-                return Ok(Some(Location::Scheduled(record)));
+            for record in records_of(&schedule.queue, id, from, max - found.len())? {
+                if !self.moves.contains(record) {
+                    found.push(Location::Scheduled(record));
+                }
             }
         }
-        Ok(None)
+        Ok(found)
+    }
+
+    /// Every waiting (or leased) record of made-up job `id`: those a
+    /// batch's pass found that are still there and those written since,
+    /// or without a pass, every record read again.
+    pub(super) fn made_up_records(
+        &self,
+        id: &str,
+        scanned: Option<&Scanned>,
+    ) -> Result<Vec<Location>> {
+        let Some(scanned) = scanned else {
+            return self.scan_for(id, usize::MAX);
+        };
+        // A record live now was live when the pass began (and the pass
+        // read it) or was written since: the two lists cover every one.
+        let mut records = Vec::new();
+        for &location in scanned.all(id) {
+            if self.still_there(location)? {
+                records.push(location);
+            }
+        }
+        for location in self.records_since(id, scanned, usize::MAX)? {
+            if !records.contains(&location) {
+                records.push(location);
+            }
+        }
+        Ok(records)
     }
 
     /// Whether a record a batch's pass found is still where the job
@@ -168,14 +214,20 @@ impl EmbeddedJobs {
     }
 }
 
-/// The first unsettled record of job `id` in `queue` from record `from`
-/// on (a record whose head does not decode is no job, as for a look).
-fn first_record_of(queue: &RawQueue, id: &str, from: u64) -> Result<Option<u64>> {
-    let mut found = None;
+/// The unsettled records of job `id` in `queue` from record `from` on,
+/// `max` at most (a record whose head does not decode is no job, as for a
+/// look).
+fn records_of(queue: &RawQueue, id: &str, from: u64, max: usize) -> Result<Vec<u64>> {
+    let mut found = Vec::new();
+    if max == 0 {
+        return Ok(found);
+    }
     queue.visit_pending_from(from, |record, _, _, bytes| {
         if Envelope::id_of(bytes) == Some(id) && Envelope::decode_head(bytes).is_ok() {
-            found = Some(record);
-            return ControlFlow::Break(());
+            found.push(record);
+            if found.len() >= max {
+                return ControlFlow::Break(());
+            }
         }
         ControlFlow::Continue(())
     })?;
@@ -216,7 +268,7 @@ mod tests {
                 .map(str::to_owned)
                 .to_vec();
             let mut scanned = q.scan_made_up(&ids).unwrap();
-            assert!(scanned.get(&dead).is_none(), "a dead letter is not waiting");
+            assert!(scanned.first(&dead).is_none(), "a dead letter is not waiting");
             q.requeue_dead(&dead).unwrap();
             // As a pass that read the lanes the jobs move into before
             // their moves, and the lanes they leave after.

@@ -303,25 +303,51 @@ impl IdsLock<'_> {
             .map_or_else(Vec::new, |records| records.as_slice().to_vec())
     }
 
-    /// A live record of `id` other than `except`, if there is one; `live`
-    /// says whether a record is unsettled (the ones that are not are
-    /// dropped from the index on the way).
+    /// A live record of `id` other than those in `except`, if there is
+    /// one; `live` says whether a record is unsettled (the ones that are
+    /// not are dropped from the index on the way).
     pub fn live_record(
         &mut self,
         id: &str,
-        except: Option<Location>,
+        except: &[Location],
         live: impl Fn(Location) -> Result<bool>,
     ) -> Result<Option<Location>> {
-        let Some(records) = self.index.by_id.get_mut(id) else {
-            return Ok(None);
-        };
         let mut found = None;
+        self.each_live(id, live, |at| {
+            if found.is_none() && !except.contains(&at) {
+                found = Some(at);
+            }
+        })?;
+        Ok(found)
+    }
+
+    /// Every live record of `id`, oldest noted first; `live` as for
+    /// [`live_record`](Self::live_record).
+    pub fn live_records(
+        &mut self,
+        id: &str,
+        live: impl Fn(Location) -> Result<bool>,
+    ) -> Result<Vec<Location>> {
+        let mut found = Vec::new();
+        self.each_live(id, live, |at| found.push(at))?;
+        Ok(found)
+    }
+
+    /// Calls `found` on every live record of `id`, oldest noted first,
+    /// dropping the settled ones from the index.
+    fn each_live(
+        &mut self,
+        id: &str,
+        live: impl Fn(Location) -> Result<bool>,
+        mut found: impl FnMut(Location),
+    ) -> Result<()> {
+        let Some(records) = self.index.by_id.get_mut(id) else {
+            return Ok(());
+        };
         let mut failed = None;
         let any_left = records.retain(|at| match live(at) {
             Ok(true) => {
-                if found.is_none() && Some(at) != except {
-                    found = Some(at);
-                }
+                found(at);
                 true
             }
             Ok(false) => false,
@@ -336,7 +362,7 @@ impl IdsLock<'_> {
         if !any_left {
             self.index.by_id.remove(id);
         }
-        Ok(found)
+        Ok(())
     }
 
     /// Drops the settled records of every id once as many records were

@@ -556,16 +556,27 @@ impl EmbeddedJobs {
     /// live record of it elsewhere makes `source` a leftover of a move a
     /// crash cut (after the copy was written, before `source` was ended),
     /// only to be ended; else the write is announced to other processes.
+    /// `ending`: records of this call found leftovers already, live until
+    /// it ends them, but no copy of the job (of two records of one job
+    /// moved together, one must stay the job).
     fn prepare_move(
         &self,
         locked: Option<&mut IdsLock<'_>>,
         job: &Job,
         source: Location,
+        ending: &[Location],
     ) -> Result<bool> {
         let (Some(locked), true) = (locked, job.caller_id) else {
             return Ok(false);
         };
-        if self.live_record(locked, &job.id, Some(source))?.is_some() {
+        let elsewhere = match ending {
+            [] => self.live_record(locked, &job.id, &[source])?,
+            _ => self
+                .live_records(locked, &job.id)?
+                .into_iter()
+                .find(|at| *at != source && !ending.contains(at)),
+        };
+        if elsewhere.is_some() {
             return Ok(true);
         }
         locked.will_write()?;
@@ -573,49 +584,60 @@ impl EmbeddedJobs {
     }
 
     /// Under the ids' lock, made current: a live record of the job with
-    /// caller id `id` other than `except` (where the job is now, if it is
-    /// moved). For an enqueue, one means the id is taken; for a move, that
-    /// `except` is a leftover.
+    /// caller id `id` other than those in `except` (where the job is now,
+    /// if it is moved). For an enqueue, one means the id is taken; for a
+    /// move, that the record moved is a leftover.
     fn live_record(
         &self,
         locked: &mut IdsLock<'_>,
         id: &str,
-        except: Option<Location>,
+        except: &[Location],
     ) -> Result<Option<Location>> {
         locked.live_record(id, except, |at| self.is_live(at))
     }
 
-    /// The unsettled record of the job with `id` other than `except`,
-    /// looked for record by record in every lane and the schedule (for
-    /// made-up ids, which have no file, and for a write that died before
-    /// its pointer).
-    fn scan_for(&self, id: &str, except: Option<Location>) -> Result<Option<Location>> {
+    /// Under the ids' lock, made current: every live record of the job
+    /// with caller id `id` (more than one after a move a crash cut).
+    fn live_records(&self, locked: &mut IdsLock<'_>, id: &str) -> Result<Vec<Location>> {
+        locked.live_records(id, |at| self.is_live(at))
+    }
+
+    /// The unsettled records of the job with `id`, `max` at most, looked
+    /// for record by record in every lane and the schedule (for made-up
+    /// ids, which no index holds; more than one after a move a crash cut).
+    fn scan_for(&self, id: &str, max: usize) -> Result<Vec<Location>> {
+        let mut found = Vec::new();
         // The id read alone (no copy of the body); a record whose head
-        // does not decode is no job, as before.
-        let wanted = |location: Location, bytes: &[u8]| {
-            Some(location) != except
-                && Envelope::id_of(bytes) == Some(id)
-                && Envelope::decode_head(bytes).is_ok()
-        };
+        // does not decode is no job.
+        let wanted =
+            |bytes: &[u8]| Envelope::id_of(bytes) == Some(id) && Envelope::decode_head(bytes).is_ok();
         for (priority, lane) in self.lanes.all()? {
             for pending in lane.iter() {
                 let pending = pending?;
-                let location = Location::Lane(priority, pending.id);
-                if wanted(location, &pending.item) {
-                    return Ok(Some(location));
+                if wanted(&pending.item) {
+                    found.push(Location::Lane(priority, pending.id));
+                    if found.len() >= max {
+                        return Ok(found);
+                    }
                 }
             }
         }
         if let Some(schedule) = &self.schedule {
             for pending in schedule.queue.iter() {
                 let pending = pending?;
-                let location = Location::Scheduled(pending.id);
-                if wanted(location, &pending.item) {
-                    return Ok(Some(location));
+                // Moved to its lane already (its record waits for a sync).
+                if self.moves.contains(pending.id) {
+                    continue;
+                }
+                if wanted(&pending.item) {
+                    found.push(Location::Scheduled(pending.id));
+                    if found.len() >= max {
+                        return Ok(found);
+                    }
                 }
             }
         }
-        Ok(None)
+        Ok(found)
     }
 
     /// Whether the record at `location` is unsettled.
@@ -778,7 +800,9 @@ impl EmbeddedJobs {
         }
     }
 
-    /// `cancel`, with limited leases kept from looking past jobs.
+    /// `cancel`, with limited leases kept from looking past jobs: every
+    /// record of the job ends (a move a crash cut leaves two, and the one
+    /// left would run after the cancel), or none does.
     fn cancel_now(&self, id: &str) -> Result<()> {
         self.cancel_in(id, None)
     }
@@ -787,18 +811,64 @@ impl EmbeddedJobs {
     /// `scanned` (a batch's one pass) if given.
     fn cancel_in(&self, id: &str, scanned: Option<&Scanned>) -> Result<()> {
         self.promote_due(self.now())?;
-        let location = self.locate_in(id, scanned)?;
-        let queue = self.part(location)?.ok_or_else(|| no_such_job(id))?;
-        match self.cancel_waiting(&queue, location) {
-            Ok(()) => {}
-            Err(Error::Leased { .. }) => return Err(Error::JobLeased { id: id.to_owned() }),
-            Err(Error::NotPending { .. }) => return Err(no_such_job(id)),
-            Err(e) => return Err(e),
+        // A caller id's records are found and ended under the ids' lock:
+        // no move writes another record of the job in between.
+        let mut locked = self.ids_lock_if(!self.is_plain())?;
+        let records = match &mut locked {
+            Some(locked) => self.live_records(locked, id)?,
+            None => Vec::new(),
+        };
+        if records.is_empty() {
+            // Not a caller id's: no index to keep the lock for.
+            drop(locked.take());
         }
-        if let Some(ids) = &self.ids {
-            ids.forget(id, location);
+        let records = match (records.is_empty(), self.is_plain(), looks_made_up(id)) {
+            (false, _, _) => records,
+            // No ids' lock taken: `locate` reads no index.
+            (true, true, _) => vec![self.locate(id)?],
+            // Not a caller id: a made-up id is in no index.
+            (true, false, true) => self.made_up_records(id, scanned)?,
+            (true, false, false) => Vec::new(),
+        };
+        if records.is_empty() {
+            return Err(no_such_job(id));
         }
-        Ok(())
+        // A worker runs one copy: the job is not waiting, nothing ends.
+        for &location in &records {
+            let Location::Lane(priority, record) = location else {
+                continue;
+            };
+            if let Some(lane) = self.lanes.get(priority)? {
+                if lane.is_held(record)? {
+                    return Err(Error::JobLeased { id: id.to_owned() });
+                }
+            }
+        }
+        let mut ended = 0;
+        for &location in &records {
+            let queue = self.part(location)?.ok_or_else(|| no_such_job(id))?;
+            match self.cancel_waiting(&queue, location) {
+                Ok(()) => ended += 1,
+                // Once one record ended, the job is cancelled: another
+                // that is taken or gone since it was found (a made-up id's
+                // records are found without a lock) is a copy on its way
+                // to the lane record ended, or one a worker took.
+                Err(Error::Leased { .. } | Error::NotPending { .. }) if ended > 0 => {}
+                Err(Error::Leased { .. }) => return Err(Error::JobLeased { id: id.to_owned() }),
+                Err(Error::NotPending { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            match (&mut locked, &self.ids) {
+                (Some(locked), _) => locked.remove(id, location),
+                (None, Some(ids)) => ids.forget(id, location),
+                (None, None) => {}
+            }
+        }
+        drop(locked);
+        match ended {
+            0 => Err(no_such_job(id)),
+            _ => Ok(()),
+        }
     }
 
     /// Requeues dead letter `letter` of lane `priority`, which holds `job`.
@@ -806,7 +876,7 @@ impl EmbeddedJobs {
         let id = job.id.as_str();
         let mut locked = self.ids_lock_if(job.caller_id)?;
         if let Some(locked) = &mut locked {
-            if self.live_record(locked, id, None)?.is_some() {
+            if self.live_record(locked, id, &[])?.is_some() {
                 return Err(Error::InvalidJob {
                     reason: format!("a job with id {id:?} is queued again already"),
                 });
@@ -889,7 +959,7 @@ impl EmbeddedJobs {
             };
         }
         if let Some(mut locked) = self.ids_lock_if(true)? {
-            if let Some(location) = self.live_record(&mut locked, id, None)? {
+            if let Some(location) = self.live_record(&mut locked, id, &[])? {
                 return Ok(location);
             }
         }
@@ -899,16 +969,20 @@ impl EmbeddedJobs {
             return Err(no_such_job(id));
         }
         if let Some(scanned) = scanned {
-            match scanned.get(id) {
+            match scanned.first(id) {
                 Some(location) if self.still_there(location)? => return Ok(location),
                 // Moved since the pass: looked for again below.
                 Some(_) => {}
                 // The pass found no record of it: if it waits now, in a
                 // record written since.
-                None => return self.scan_since(id, scanned)?.ok_or_else(|| no_such_job(id)),
+                None => {
+                    let since = self.records_since(id, scanned, 1)?;
+                    return since.first().copied().ok_or_else(|| no_such_job(id));
+                }
             }
         }
-        self.scan_for(id, None)?.ok_or_else(|| no_such_job(id))
+        let found = self.scan_for(id, 1)?;
+        found.first().copied().ok_or_else(|| no_such_job(id))
     }
 
     /// [`locate`](Self::locate), and for a caller id the ids' lock it was
@@ -920,7 +994,7 @@ impl EmbeddedJobs {
         scanned: Option<&Scanned>,
     ) -> Result<(Location, Option<IdsLock<'_>>)> {
         if let Some(mut locked) = self.ids_lock_if(!self.is_plain())? {
-            if let Some(location) = self.live_record(&mut locked, id, None)? {
+            if let Some(location) = self.live_record(&mut locked, id, &[])? {
                 return Ok((location, Some(locked)));
             }
         }
@@ -1014,7 +1088,7 @@ impl EmbeddedJobs {
                 return Err(e);
             }
         };
-        let leftover = match self.prepare_move(locked.as_mut(), &envelope.job, taken.source) {
+        let leftover = match self.prepare_move(locked.as_mut(), &envelope.job, taken.source, &[]) {
             Ok(leftover) => leftover,
             Err(e) => {
                 let _ = lessor.release(taken.record, taken.attempt);
@@ -1139,7 +1213,7 @@ impl EmbeddedJobs {
             return Ok(Enqueued::Added(envelope.job.id));
         };
         let id = envelope.job.id.clone();
-        if self.live_record(&mut locked, &id, None)?.is_some() {
+        if self.live_record(&mut locked, &id, &[])?.is_some() {
             return Ok(Enqueued::AlreadyQueued(id));
         }
         if let Some(held) = locked.held(&id, unix_ms(now)) {
@@ -1219,7 +1293,7 @@ impl EmbeddedJobs {
         // old record is ended: no one decides about the id in between.
         let mut locked = self.ids_lock_if(envelope.job.caller_id)?;
         let source = Location::Lane(priority, record);
-        if self.prepare_move(locked.as_mut(), &envelope.job, source)? {
+        if self.prepare_move(locked.as_mut(), &envelope.job, source, &[])? {
             // A leftover of a move cut by a crash: the job waits
             // elsewhere already, this copy only ends.
             lessor.ack(record, attempt)?;

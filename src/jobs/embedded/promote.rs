@@ -135,12 +135,17 @@ impl EmbeddedJobs {
         let mut placed_due: Vec<Due> = Vec::new();
         if let Some(locked) = &mut locked {
             let mut kept = Vec::with_capacity(falling.len());
+            // Two records of one job in this batch (a move of a scheduled
+            // job cut by a crash): the first found a leftover is no copy
+            // for the second, which stays the job.
+            let mut ending = Vec::new();
             for f in falling {
                 let at = Location::Scheduled(f.due.record);
-                match self.prepare_move(Some(locked), &f.envelope.job, at) {
+                match self.prepare_move(Some(locked), &f.envelope.job, at, &ending) {
                     // Moved by a process that died before ending this
                     // record: only the ending is left to do.
                     Ok(true) => {
+                        ending.push(at);
                         placed.push((f.due.record, f.due.attempt));
                         placed_due.push(f.due);
                     }
