@@ -1,4 +1,5 @@
-//! Moves of a job with a caller id cut by a kill at every step, then the
+//! Moves of a job (with a caller id, and with an id the queue made up)
+//! cut by a kill at every step, then the
 //! queue reopened: the class of bug behind a CI failure of
 //! `jobs_kill9::turbo_job_workers_killed_mid_work_lose_nothing` (a
 //! `cancel` of an id `waiting()` had just listed answered `NoSuchJob`).
@@ -11,7 +12,8 @@
 //! - nothing is lost: the job is waiting, and a worker draining the queue
 //!   runs it;
 //! - `cancel` of its id removes the job: it answers Ok, and afterwards no
-//!   copy is listed, none is leased, and a second cancel finds no job.
+//!   copy is listed, none is leased, and a second cancel finds no job;
+//!   `cancel_many` of it does the same (its one pass finds every copy).
 //!
 //! Bugs pinned:
 //! - two scheduled records of one job (a priority change of a scheduled
@@ -32,6 +34,7 @@ const QUEUE: &str = "DQUE_CUT_MOVES_QUEUE";
 const KIND: &str = "DQUE_CUT_MOVES_KIND";
 const STEP: &str = "DQUE_CUT_MOVES_STEP";
 const MODE: &str = "DQUE_CUT_MOVES_MODE";
+const ID: &str = "DQUE_CUT_MOVES_ID";
 
 /// Long enough for the child's move to happen before the job is due.
 const DELAY: Duration = Duration::from_millis(400);
@@ -60,13 +63,19 @@ const KINDS: [&str; 5] = [
     "run_now",
 ];
 
-fn x() -> NewJob {
-    NewJob::new(b"x".to_vec()).id("X")
+/// Job X: with the caller id "X", or (`made_up`) with an id the queue
+/// makes up, which no index holds.
+fn x(made_up: bool) -> NewJob {
+    match made_up {
+        true => NewJob::new(b"x".to_vec()),
+        false => NewJob::new(b"x".to_vec()).id("X"),
+    }
 }
 
 /// The queue before the move of kind `kind`: job X, and a few plain jobs
-/// so that the lanes and the schedule exist and hold other records.
-fn set_up(path: &Path, mode: &str, kind: &str) {
+/// so that the lanes and the schedule exist and hold other records; X's
+/// id.
+fn set_up(path: &Path, mode: &str, kind: &str, made_up: bool) -> String {
     let q = options(mode).create(path).unwrap();
     for p in 0..3 {
         q.enqueue(NewJob::new(b"plain".to_vec()).priority(p))
@@ -75,13 +84,15 @@ fn set_up(path: &Path, mode: &str, kind: &str) {
     q.enqueue(NewJob::new(b"later".to_vec()).delay(Duration::from_secs(3600)))
         .unwrap();
     let job = match kind {
-        "priority_of_ready" | "nack_with_delay" => x(),
-        "priority_of_scheduled" | "falls_due" => x().delay(DELAY),
-        "run_now" => x().delay(Duration::from_secs(3600)),
+        "priority_of_ready" | "nack_with_delay" => x(made_up),
+        "priority_of_scheduled" | "falls_due" => x(made_up).delay(DELAY),
+        "run_now" => x(made_up).delay(Duration::from_secs(3600)),
         _ => unreachable!(),
     };
-    assert!(q.enqueue(job).unwrap().is_added());
+    let added = q.enqueue(job).unwrap();
+    assert!(added.is_added());
     q.close().unwrap();
+    added.id().to_owned()
 }
 
 /// The child: makes the move, killed (SIGKILL) right before its `STEP`th
@@ -92,6 +103,7 @@ fn mover() {
     let kind = std::env::var(KIND).unwrap();
     let step: u64 = std::env::var(STEP).unwrap().parse().unwrap();
     let mode = std::env::var(MODE).unwrap();
+    let id = std::env::var(ID).unwrap();
     let q = options(&mode).open(&path).unwrap();
     if kind == "falls_due" {
         std::thread::sleep(DELAY + Duration::from_millis(20));
@@ -101,7 +113,7 @@ fn mover() {
     let lease = match kind.as_str() {
         "nack_with_delay" => loop {
             let lease = q.lease().unwrap().expect("jobs are ready");
-            if lease.job.id == "X" {
+            if lease.job.id == id {
                 break Some(lease);
             }
             std::mem::forget(lease);
@@ -111,39 +123,39 @@ fn mover() {
     let plan = FaultPlan::install(&path);
     plan.die_at_nth(FaultOp::Write, step);
     match kind.as_str() {
-        "priority_of_ready" | "priority_of_scheduled" => q.set_priority("X", 5).unwrap(),
+        "priority_of_ready" | "priority_of_scheduled" => q.set_priority(&id, 5).unwrap(),
         // An empty batch moves the jobs due.
         "falls_due" => drop(q.enqueue_batch(Vec::new()).unwrap()),
         "nack_with_delay" => drop(
             q.nack(lease.unwrap(), Retry::After(DELAY), "again")
                 .unwrap(),
         ),
-        "run_now" => assert!(q.run_now("X").unwrap()),
+        "run_now" => assert!(q.run_now(&id).unwrap()),
         _ => unreachable!(),
     }
     drop(plan);
     println!("done");
 }
 
-/// How many waiting copies of X `waiting()` lists.
-fn listed(q: &EmbeddedJobs) -> usize {
+/// How many waiting copies of job `id` `waiting()` lists.
+fn listed(q: &EmbeddedJobs, id: &str) -> usize {
     q.waiting(usize::MAX)
         .unwrap()
         .iter()
-        .filter(|w| w.job.id == "X")
+        .filter(|w| w.job.id == id)
         .count()
 }
 
 /// Leases and acks every job until none is ready or leased, and none
 /// scheduled is due soon (those due in an hour stay); how many times X ran, or what is left if jobs
 /// counted stay out of reach.
-fn drain(q: &EmbeddedJobs) -> Result<usize, String> {
+fn drain(q: &EmbeddedJobs, id: &str) -> Result<usize, String> {
     let mut ran = 0;
     let deadline = std::time::Instant::now() + 3 * DELAY;
     loop {
         match q.lease_timeout(Duration::from_millis(50)).unwrap() {
             Some(lease) => {
-                ran += usize::from(lease.job.id == "X");
+                ran += usize::from(lease.job.id == id);
                 q.ack(lease).unwrap();
             }
             None => {
@@ -182,68 +194,91 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// One cut: job X's move of `kind` killed before write `step`, then the
+/// checks; whether the move finished before the kill.
+fn cut_once(
+    test: &str,
+    mode: &str,
+    kind: &str,
+    step: u64,
+    made_up: bool,
+    cuts: &mut usize,
+    problems: &mut Vec<String>,
+) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let id = set_up(&path, mode, kind, made_up);
+    let out = child::command(test)
+        .env(QUEUE, &path)
+        .env(KIND, kind)
+        .env(STEP, step.to_string())
+        .env(MODE, mode)
+        .env(ID, &id)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let finished = String::from_utf8_lossy(&out.stdout).contains("done");
+    assert!(
+        finished || out.status.code().is_none(),
+        "{kind}, step {step}: the mover failed: {out:?}"
+    );
+    // Every copy is due, wherever the kill left it.
+    std::thread::sleep(DELAY + Duration::from_millis(50));
+    let copy = dir.path().join("copy");
+    copy_dir(&path, &copy);
+    let batch_copy = dir.path().join("batch");
+    copy_dir(&path, &batch_copy);
+    let at = format!("{mode}, {kind}, id {id}, killed before write {step}");
+    // Nothing lost: listed, and run by a worker.
+    let q = options(mode).open(&copy).unwrap();
+    let copies = listed(&q, &id);
+    *cuts += usize::from(copies > 1);
+    let ran = drain(&q, &id);
+    eprintln!("{at}: finished {finished}, {copies} copies listed, ran {ran:?}");
+    // Run, or still scheduled (in an hour: a `run_now` cut early).
+    let kept = ran.as_ref().is_ok_and(|&ran| ran > 0) || listed(&q, &id) > 0;
+    match ran {
+        Ok(_) if copies > 0 && kept => {}
+        Ok(ran) => problems.push(format!("{at}: X lost ({copies} listed, ran {ran} times)")),
+        Err(stuck) => problems.push(format!("{at}: stuck: {stuck}")),
+    }
+    drop(q);
+    // A cancel removes the job, every copy of it; so does a batch cancel.
+    for (how, queue) in [("cancel", &path), ("cancel_many", &batch_copy)] {
+        let q = options(mode).open(queue).unwrap();
+        let cancel = |q: &EmbeddedJobs| match how {
+            "cancel" => q.cancel(&id),
+            _ => q.cancel_many(std::slice::from_ref(&id)).pop().unwrap(),
+        };
+        match cancel(&q) {
+            Ok(()) => {
+                let left = listed(&q, &id);
+                let again = cancel(&q);
+                let ran = drain(&q, &id);
+                if left > 0 || ran != Ok(0) || again.is_ok() {
+                    problems.push(format!(
+                        "{at}: {how}(X) was Ok, yet {left} copies are listed, \
+                         X ran: {ran:?}, a second {how} answered {again:?}"
+                    ));
+                }
+            }
+            Err(e) => problems.push(format!("{at}: {how}(X) answered {e}")),
+        }
+    }
+    finished
+}
+
 fn cut_at_every_step(test: &str, mode: &str) {
     let _one_at_a_time = child::one_spawner_at_a_time();
     let mut problems = Vec::new();
     let mut cuts = 0;
-    for kind in KINDS {
-        for step in 1.. {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("q");
-            set_up(&path, mode, kind);
-            let out = child::command(test)
-                .env(QUEUE, &path)
-                .env(KIND, kind)
-                .env(STEP, step.to_string())
-                .env(MODE, mode)
-                .stderr(std::process::Stdio::null())
-                .output()
-                .unwrap();
-            let finished = String::from_utf8_lossy(&out.stdout).contains("done");
-            assert!(
-                finished || out.status.code().is_none(),
-                "{kind}, step {step}: the mover failed: {out:?}"
-            );
-            // Every copy is due, wherever the kill left it.
-            std::thread::sleep(DELAY + Duration::from_millis(50));
-            let copy = dir.path().join("copy");
-            copy_dir(&path, &copy);
-            let at = format!("{mode}, {kind}, killed before write {step}");
-            // Nothing lost: listed, and run by a worker.
-            let q = options(mode).open(&copy).unwrap();
-            let copies = listed(&q);
-            cuts += usize::from(copies > 1);
-            let ran = drain(&q);
-            eprintln!("{at}: finished {finished}, {copies} copies listed, ran {ran:?}");
-            // Run, or still scheduled (in an hour: a `run_now` cut early).
-            let kept = ran.as_ref().is_ok_and(|&ran| ran > 0) || listed(&q) > 0;
-            match ran {
-                Ok(_) if copies > 0 && kept => {}
-                Ok(ran) => {
-                    problems.push(format!("{at}: X lost ({copies} listed, ran {ran} times)"))
+    for made_up in [false, true] {
+        for kind in KINDS {
+            for step in 1.. {
+                let finished = cut_once(test, mode, kind, step, made_up, &mut cuts, &mut problems);
+                if finished {
+                    break;
                 }
-                Err(stuck) => problems.push(format!("{at}: stuck: {stuck}")),
-            }
-            drop(q);
-            // A cancel removes the job, every copy of it.
-            let q = options(mode).open(&path).unwrap();
-            match q.cancel("X") {
-                Ok(()) => {
-                    let left = listed(&q);
-                    let again = q.cancel("X");
-                    let ran = drain(&q);
-                    if left > 0 || ran != Ok(0) || again.is_ok() {
-                        problems.push(format!(
-                            "{at}: cancel(X) was Ok, yet {left} copies are listed, \
-                             X ran: {ran:?}, a second cancel answered {again:?}"
-                        ));
-                    }
-                }
-                Err(e) => problems.push(format!("{at}: cancel(X) answered {e}")),
-            }
-            drop(q);
-            if finished {
-                break;
             }
         }
     }

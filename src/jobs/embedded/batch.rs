@@ -268,7 +268,10 @@ mod tests {
                 .map(str::to_owned)
                 .to_vec();
             let mut scanned = q.scan_made_up(&ids).unwrap();
-            assert!(scanned.first(&dead).is_none(), "a dead letter is not waiting");
+            assert!(
+                scanned.first(&dead).is_none(),
+                "a dead letter is not waiting"
+            );
             q.requeue_dead(&dead).unwrap();
             // As a pass that read the lanes the jobs move into before
             // their moves, and the lanes they leave after.

@@ -609,8 +609,9 @@ impl EmbeddedJobs {
         let mut found = Vec::new();
         // The id read alone (no copy of the body); a record whose head
         // does not decode is no job.
-        let wanted =
-            |bytes: &[u8]| Envelope::id_of(bytes) == Some(id) && Envelope::decode_head(bytes).is_ok();
+        let wanted = |bytes: &[u8]| {
+            Envelope::id_of(bytes) == Some(id) && Envelope::decode_head(bytes).is_ok()
+        };
         for (priority, lane) in self.lanes.all()? {
             for pending in lane.iter() {
                 let pending = pending?;
