@@ -180,20 +180,6 @@ fn drain(q: &EmbeddedJobs, id: &str) -> Result<usize, String> {
     }
 }
 
-/// Copies queue directory `from` to `to` (files and subdirectories).
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 /// One cut: job X's move of `kind` killed before write `step`, then the
 /// checks; whether the move finished before the kill.
 fn cut_once(
@@ -225,9 +211,9 @@ fn cut_once(
     // Every copy is due, wherever the kill left it.
     std::thread::sleep(DELAY + Duration::from_millis(50));
     let copy = dir.path().join("copy");
-    copy_dir(&path, &copy);
+    child::copy_dir(&path, &copy);
     let batch_copy = dir.path().join("batch");
-    copy_dir(&path, &batch_copy);
+    child::copy_dir(&path, &batch_copy);
     let at = format!("{mode}, {kind}, id {id}, killed before write {step}");
     // Nothing lost: listed, and run by a worker.
     let q = options(mode).open(&copy).unwrap();

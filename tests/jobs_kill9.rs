@@ -278,7 +278,7 @@ fn cancel_job(queue: &EmbeddedJobs, body: &str) {
 fn cancel_each_on_a_copy(path: &Path, mode: &str, round: u64) {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("q");
-    copy_dir(path, &copy);
+    child::copy_dir(path, &copy);
     let queue = open(&copy, mode);
     let ids: BTreeSet<String> = queue
         .waiting(usize::MAX)
@@ -307,20 +307,6 @@ fn cancel_each_on_a_copy(path: &Path, mode: &str, round: u64) {
         "round {round} ({mode}): every listed job was cancelled, yet {left:?} wait"
     );
     queue.close().unwrap();
-}
-
-/// Copies directory `from` to `to` (files and subdirectories).
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 #[test]
