@@ -204,6 +204,10 @@ fn main() {
                 f().header("klass", "none_such").state(SearchState::Waiting),
             ),
             (
+                "ready, kind send_email, max 10 000 (a bulk action)",
+                f().header("klass", "send_email").state(SearchState::Ready),
+            ),
+            (
                 "scheduled, kind none_such",
                 f().header("klass", "none_such")
                     .state(SearchState::Scheduled),
@@ -245,7 +249,12 @@ fn main() {
             let mut last = None;
             for _ in 0..runs {
                 let t = Instant::now();
-                let found = shown_queue.search(&filter, 51, 10_000).unwrap();
+                let max = if label.contains("max 10 000") {
+                    10_000
+                } else {
+                    51
+                };
+                let found = shown_queue.search(&filter, max, 10_000).unwrap();
                 times.push(t.elapsed());
                 last = Some(found);
             }

@@ -120,15 +120,22 @@ impl List {
             ),
         };
         if range {
-            // At most `scan` rows (the caller counted them): sorted in a
-            // materialized step, so no plan walks the list instead.
+            // The rows the caller counted (at most `scan`), by the id
+            // condition alone, so the id index is the one plan (a state
+            // condition would let `jobs_next` or `jobs_dead` walk the whole
+            // list instead); then the list's condition, sorted in a
+            // materialized step.
+            let (live, rest) = match self {
+                List::Dead => ("state >= 2", "state = 2".to_owned()),
+                _ => ("state < 2", cond),
+            };
             return format!(
                 "WITH r AS MATERIALIZED (
-                     SELECT {kept}, priority, died FROM {jobs}
-                     WHERE qno = $qno::int AND {cond}
+                     SELECT {kept}, priority, died, state FROM {jobs}
+                     WHERE qno = $qno::int AND {live}
                        AND id >= $lo::text AND id < $hi::text
                      LIMIT $budget::bigint)
-                 SELECT {kept} FROM r ORDER BY {order}"
+                 SELECT {kept} FROM r WHERE {rest} ORDER BY {order}"
             );
         }
         match self {
