@@ -240,8 +240,12 @@ fn prefix_end(prefix: &str) -> Option<String> {
 
 /// Whether the database orders text by its bytes (code points), so the
 /// ids starting with a prefix are one range of the id indexes.
+/// The locale's name alone is trusted only as far as it orders a few
+/// strings as bytes do (a linguistic order puts `a` before `B` and reads
+/// `a-z` as `az`).
 const BYTE_ORDER: &str =
     "SELECT datlocprovider = 'c' AND datcollate IN ('C', 'POSIX', 'C.UTF-8', 'C.utf8')
+        AND 'B' < 'a' AND 'a-z' < 'a.' AND 'Z' < '_' AND 'é' > 'z'
      FROM pg_database WHERE datname = current_database()";
 
 /// The rows of waiting jobs (`state < 2`) or of kept ones (dead or
