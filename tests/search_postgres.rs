@@ -280,8 +280,14 @@ fn bounded_searches(url: &str, name: &str) {
                     );
                     checked.1 += 1;
                 }
-                // (With `max` found, reading may stop: the rest is unknown.)
-                if scan > 0 && list.len() <= scan && !stopped_before_dead && got.len() < max {
+                // (With `max` found, reading may stop: the rest is unknown,
+                // unless a state alone was asked for and the list held no more.)
+                let plain = filter.headers.is_empty()
+                    && filter.id_prefix.is_none()
+                    && filter.reason.is_none()
+                    && filter.state != SearchState::Leased;
+                let read_all = got.len() < max || (plain && list.len() <= max);
+                if scan > 0 && list.len() <= scan && !stopped_before_dead && read_all {
                     assert!(found.complete, "{what}: the list ended within the bound");
                 }
                 // An id prefix the id indexes hold within the bound: every

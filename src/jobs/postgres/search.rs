@@ -22,8 +22,8 @@
 //!
 //! Either way the matches come in the lists' order; a search that found
 //! `max` matches among the waiting jobs did not read the dead letters
-//! (not complete). A filter of a state alone reads `max` rows at most
-//! (each matches), so it is complete only if the list ended within them.
+//! (not complete). A filter of a state alone reads `max + 1` rows at
+//! most (each matches): complete if the list ended within them.
 //!
 //! The statements run with the handle's session settings (generic plans,
 //! sorts off): every sort here is of rows a `LIMIT` already bounded (a
@@ -309,12 +309,12 @@ pub(super) fn search(q: &PgJobs, filter: &JobFilter, max: usize, scan: usize) ->
     let (lo, hi) = (lo.as_str(), hi.as_str());
     let leased = filter.state == SearchState::Leased;
     // Every row of the list matches: reading past `max` rows finds nothing
-    // more (a list longer than that is then not known to have ended).
+    // more; one more row tells whether the list ended.
     let plain = filter.headers.is_empty() && prefix.is_none() && reason.is_none() && !leased;
     let mut part = |list: List, budget: usize, max: usize| -> Result<Part> {
         let budget = count(match (&range, plain) {
             (Some(_), _) => scan,
-            (None, true) => budget.min(max),
+            (None, true) => budget.min(max.saturating_add(1)),
             (None, false) => budget,
         });
         let max = count(max);
