@@ -16,7 +16,9 @@
 //! The queue: `DQUE_BENCH_WEB_JOBS` ready jobs (default 1 000 000), 1 000
 //! scheduled, 1 000 dead letters in 10 reasons, 1 000 jobs run (so the
 //! stats have a day), and 10 jobs leased by worker `bench-worker`.
-//! `DQUE_BENCH_DIR` picks the disk.
+//! `DQUE_BENCH_DIR` picks the disk. `DQUE_BENCH_HOLD=FILE` writes the
+//! queue's address to FILE once filled and waits until FILE is removed
+//! (to look at the server's plans by hand).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,7 +54,7 @@ fn main() {
     };
     let started = Instant::now();
     let backend = std::env::var("DQUE_BENCH_WEB_BACKEND").unwrap_or_default();
-    let address: Address = match backend.as_str() {
+    let address_text: String = match backend.as_str() {
         #[cfg(feature = "postgres")]
         "postgres" => match pg::PgServer::get() {
             Some(server) => server.address(&format!("big{}", std::process::id())),
@@ -60,9 +62,8 @@ fn main() {
         },
         "" | "embedded" => dir.path().join("big").display().to_string(),
         other => panic!("DQUE_BENCH_WEB_BACKEND={other}: embedded or postgres (feature postgres)"),
-    }
-    .parse()
-    .unwrap();
+    };
+    let address: Address = address_text.parse().unwrap();
     let options = AddressOptions::new()
         .create(true)
         .embedded(Options::new().shared(true).durability(Durability::Turbo));
@@ -117,6 +118,15 @@ fn main() {
         },
         started.elapsed()
     );
+    if let Some(hold) = std::env::var_os("DQUE_BENCH_HOLD") {
+        // For EXPLAIN by hand (psql): the queue's address written to file
+        // `hold`; the bench goes on once that file is removed.
+        std::fs::write(&hold, &address_text).unwrap();
+        println!("holding: remove {} to go on", hold.to_string_lossy());
+        while std::path::Path::new(&hold).exists() {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
     let shown_queue: Arc<dyn JobQueue> = Arc::from(queue);
     let shown: Vec<(String, Arc<dyn JobQueue>)> = vec![("big".into(), shown_queue.clone())];
     let router = Dashboard::new(shown, DashboardOptions::new()).router();
@@ -136,7 +146,14 @@ fn main() {
         "/queues/0?state=waiting&kind=none_such",
         "/queues/0?state=waiting&header=tenant%3Dnone",
         "/queues/0?state=ready&prefix=zz",
+        "/queues/0?state=waiting&prefix=0",
+        "/queues/0?state=scheduled&prefix=a",
+        "/queues/0?state=leased",
+        "/queues/0?state=scheduled&kind=send_email",
+        "/queues/0?state=dead&prefix=zz",
+        "/queues/0?state=dead&kind=none_such",
         "/queues/0?state=dead&reason=reason%203",
+        "/queues/0?state=dead&reason=none_such",
         "/queues/0/bulk?state=waiting&kind=send_email&do=cancel",
         "/queues/0/bulk?state=waiting&kind=none_such&do=cancel",
         "/queues/0/bulk?state=dead&reason=reason%203&do=retry",
@@ -167,6 +184,90 @@ fn main() {
         }
         times.sort();
         println!("{route:<56} {:>10.2?} {bytes:>10}", times[times.len() / 2]);
+    }
+    // The searches alone, as a page of 50 asks (51 matches, a bound of
+    // 10 000 jobs read): the pages above also count the queue's jobs.
+    {
+        use dque::jobs::{JobFilter, SearchState};
+        let f = JobFilter::new;
+        let searches = [
+            ("ready", f().state(SearchState::Ready)),
+            ("scheduled", f().state(SearchState::Scheduled)),
+            ("leased", f().state(SearchState::Leased)),
+            (
+                "waiting, kind send_email",
+                f().header("klass", "send_email")
+                    .state(SearchState::Waiting),
+            ),
+            (
+                "waiting, kind none_such",
+                f().header("klass", "none_such").state(SearchState::Waiting),
+            ),
+            (
+                "ready, kind send_email, max 10 000 (a bulk action)",
+                f().header("klass", "send_email").state(SearchState::Ready),
+            ),
+            (
+                "scheduled, kind none_such",
+                f().header("klass", "none_such")
+                    .state(SearchState::Scheduled),
+            ),
+            (
+                "waiting, header tenant=none",
+                f().header("tenant", "none").state(SearchState::Waiting),
+            ),
+            (
+                "waiting, prefix zz",
+                f().id_prefix("zz").state(SearchState::Waiting),
+            ),
+            (
+                "waiting, prefix 0",
+                f().id_prefix("0").state(SearchState::Waiting),
+            ),
+            ("any, prefix zz", f().id_prefix("zz")),
+            ("any, kind none_such", f().header("klass", "none_such")),
+            ("dead", f().state(SearchState::Dead)),
+            (
+                "dead, reason reason 3",
+                f().reason("reason 3").state(SearchState::Dead),
+            ),
+            (
+                "dead, reason none_such",
+                f().reason("none_such").state(SearchState::Dead),
+            ),
+            (
+                "dead, prefix zz",
+                f().id_prefix("zz").state(SearchState::Dead),
+            ),
+        ];
+        println!(
+            "{:<56} {:>10} {:>8} {:>8} {:>9}",
+            "search (max 51, scan 10 000)", "median", "found", "scanned", "complete"
+        );
+        for (label, filter) in searches {
+            let mut times = Vec::new();
+            let mut last = None;
+            for _ in 0..runs {
+                let t = Instant::now();
+                let max = if label.contains("max 10 000") {
+                    10_000
+                } else {
+                    51
+                };
+                let found = shown_queue.search(&filter, max, 10_000).unwrap();
+                times.push(t.elapsed());
+                last = Some(found);
+            }
+            times.sort();
+            let found = last.unwrap();
+            println!(
+                "{label:<56} {:>10.2?} {:>8} {:>8} {:>9}",
+                times[times.len() / 2],
+                found.jobs.len(),
+                found.scanned,
+                found.complete
+            );
+        }
     }
     // A bulk retry's cost: the 1 000 dead letters requeued one by one
     // (each call reads the dead letters to find its own), then, failed

@@ -167,8 +167,8 @@ pub struct FoundJob {
 pub struct Found {
     /// The matches, at most the `max` asked for.
     pub jobs: Vec<FoundJob>,
-    /// Jobs read to find them (a native search: the jobs of the states
-    /// looked in, which the server read).
+    /// Jobs read to find them (a native search: the rows the server
+    /// looked at, up to the scan bound, or those an index gave).
     pub scanned: u64,
     /// Whether no job of the states looked in was left unread: `false`
     /// when the scan bound cut the search short (more may match beyond).

@@ -1229,9 +1229,11 @@ impl JobQueue for PgJobs {
 
     // --- history (issue 27) ---
 
-    /// Natively: the filter as a `WHERE` clause, complete whatever `scan`.
-    fn search(&self, filter: &super::JobFilter, max: usize, _scan: usize) -> Result<super::Found> {
-        search::search(self, filter, max)
+    /// Natively: the filter as a `WHERE` clause over the first `scan` rows
+    /// of the states' lists in index order, or over every job with an id
+    /// prefix the id indexes answer (`postgres/search.rs`).
+    fn search(&self, filter: &super::JobFilter, max: usize, scan: usize) -> Result<super::Found> {
+        search::search(self, filter, max, scan)
     }
 
     fn job_info(&self, id: &str) -> Result<Option<super::JobInfo>> {

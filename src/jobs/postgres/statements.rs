@@ -249,7 +249,8 @@ impl Statements {
             // The ready (and leased) rows in lease order, which the lease
             // index gives (an ORDER BY of both parts at once sorted every
             // live row: 0.2 s a page at 100 000 jobs); the scheduled ones
-            // by due time only when those run short (the outer LIMIT stops
+            // by due time (the lease index walked a priority at a time:
+            // `search::scheduled_rows`) only when those run short (the outer LIMIT stops
             // pulling from the Append at $3 rows, and a non-parallel
             // Append gives its parts in order).
             waiting: format!(
@@ -258,10 +259,16 @@ impl Statements {
                       WHERE qno = $1 AND state < 2 AND ready_at <= $2
                       ORDER BY priority, ready_at, seq LIMIT $3)
                      UNION ALL
-                     (SELECT {JOB_COLUMNS}, lease_until FROM {jobs}
-                      WHERE qno = $1 AND state < 2 AND ready_at > $2
-                      ORDER BY ready_at, seq LIMIT $3)
-                 ) listed LIMIT $3"
+                     ({scheduled})
+                 ) listed LIMIT $3",
+                scheduled = super::search::scheduled_rows(
+                    jobs,
+                    &format!("{JOB_COLUMNS}, lease_until"),
+                    "",
+                    "$3"
+                )
+                .replace("$qno::int", "$1")
+                .replace("$now::bigint", "$2"),
             ),
             dead: format!(
                 "SELECT {JOB_COLUMNS}, reason FROM {jobs} WHERE qno = $1 AND state = 2

@@ -110,7 +110,7 @@ pub async fn page(
             p.note #scanned {
                 "Searched " (count(scanned)) " of " (count(total)) " " (state) " jobs"
                 @if listing.bounded {
-                    " (the bound): matches beyond them are not shown. Where no index answers a filter, the Jobs API reads jobs from the front, bodies and all."
+                    " (the bound): matches beyond them are not shown. Where no index answers a filter, a search reads at most this many jobs, from the front of the list."
                 } @else { "." }
             }
         }
