@@ -83,6 +83,7 @@ mod queue_name;
 mod recurring;
 #[cfg(feature = "redis")]
 mod redis;
+mod paging;
 mod search;
 mod several;
 #[cfg(feature = "tokio")]
@@ -124,6 +125,7 @@ pub use redis::{
     QlessJob, QlessPut, QueueCounts, RedisJobs, RedisOptions, WorkerJobs, DEFAULT_KLASS,
     KLASS_HEADER,
 };
+pub use paging::{Page, PageCursor};
 pub use search::{Found, FoundJob, JobFilter, JobPlace, SearchState};
 #[cfg(feature = "runtime")]
 pub(crate) use several::queue_for_kind;
@@ -678,6 +680,47 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// Storage errors.
     fn search(&self, filter: &JobFilter, max: usize, scan: usize) -> Result<Found> {
         search::by_reading(filter, max, scan, |n| self.waiting(n), |n| self.dead(n))
+    }
+
+    // --- paging (issue 28) ---
+
+    /// Up to `max` waiting jobs in [`waiting`](Self::waiting)'s order,
+    /// from where the page before ended (`after`: its
+    /// [`Page::next`]; `None` the first page). A read.
+    ///
+    /// The embedded queue and PostgreSQL resume from the cursor's
+    /// position, so a deep page costs what the first does; the default
+    /// (Redis) reads the front up to the page's end. A job that stays
+    /// where it waits is listed once in a walk of every page; one that
+    /// moves between pages shows at its new place (see [`PageCursor`]).
+    ///
+    /// ```
+    /// use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+    /// for i in 0..25 {
+    ///     queue.enqueue(NewJob::new(format!("job {i}")))?;
+    /// }
+    /// let (mut seen, mut after) = (0, None);
+    /// loop {
+    ///     let page = queue.waiting_page(after.as_ref(), 10)?;
+    ///     seen += page.jobs.len();
+    ///     match page.next {
+    ///         Some(next) => after = Some(next),
+    ///         None => break,
+    ///     }
+    /// }
+    /// assert_eq!(seen, 25);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`BadCursor`](crate::Error::BadCursor) for a cursor this backend
+    /// did not make (nothing read); storage errors.
+    fn waiting_page(&self, after: Option<&PageCursor>, max: usize) -> Result<Page> {
+        paging::by_offset(after, max, |n| self.waiting(n))
     }
 }
 

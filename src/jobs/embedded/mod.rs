@@ -11,13 +11,16 @@ mod info;
 mod lanes;
 mod limits;
 mod moves;
+mod paging;
 mod promote;
 mod recurring;
 mod room;
 mod schedule;
+mod search;
 mod signal;
 mod stats_file;
 mod unique;
+mod walk;
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::{Path, PathBuf};
@@ -1589,6 +1592,26 @@ impl JobQueue for EmbeddedJobs {
 
     fn leases(&self, max: usize) -> Result<Vec<super::LeaseInfo>> {
         self.leases_now(max)
+    }
+
+    /// In one walk over the lanes and the schedule, then the dead letters,
+    /// the filter tested on each record's id and headers (`search`); the
+    /// same answer as the default's reading from the front.
+    fn search(&self, filter: &super::JobFilter, max: usize, scan: usize) -> Result<super::Found> {
+        if self.is_plain() {
+            let (waiting, dead) = (|n| self.waiting(n), |n| self.dead(n));
+            return super::search::by_reading(filter, max, scan, waiting, dead);
+        }
+        self.search_now(filter, max, scan)
+    }
+
+    /// From the cursor's lane record or due time on (`paging`).
+    fn waiting_page(
+        &self,
+        after: Option<&super::PageCursor>,
+        max: usize,
+    ) -> Result<super::Page> {
+        self.waiting_page_now(after, max)
     }
 
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {
