@@ -6,10 +6,17 @@
 //!
 //! The rule for a queue that changes between pages (as Sidekiq's and
 //! River's cursors): a job that stays where it waits is listed exactly
-//! once; a job that moves (a priority change, a lease ending or a retry,
-//! a scheduled job promoted to its lane, a dead letter requeued) shows at
-//! its new place: once more if that is after the cursor, not at all if
-//! it is before; a job that settles meanwhile is simply gone.
+//! once; a job that moves (a priority change, a retry, a lease ending
+//! and the job handed back, a dead letter requeued, on the embedded
+//! queue a due job moved from the schedule to its lane by a write) shows
+//! at its new place: once more if that is after the cursor, not at all
+//! if it is before; a job that settles meanwhile is simply gone. A
+//! keyset cursor carries the first page's time, which splits ready from
+//! scheduled jobs for the whole walk: a scheduled job falling due during
+//! the walk keeps its place in it (listed with the scheduled ones, its
+//! state ready). The default cursor (Redis) is an offset: a job settled
+//! or added before it shifts the rest by one (one listed twice or
+//! skipped).
 //!
 //! A cursor is text of `[A-Za-z0-9._~-]` (safe in a URL query as it is)
 //! carrying a check: a garbled or truncated one is refused
@@ -191,8 +198,10 @@ pub(crate) fn offset_of(after: Option<&PageCursor>) -> Result<usize> {
     match after {
         None => Ok(0),
         Some(cursor) => {
-            let [skip] = cursor.fields::<usize, 1>(OFFSET)?;
-            Ok(skip)
+            let [skip] = cursor.fields::<u32, 1>(OFFSET)?;
+            // No list this default pages through is that long (it reads
+            // every job before the page): a larger offset was forged.
+            Ok(skip as usize)
         }
     }
 }

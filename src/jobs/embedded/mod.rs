@@ -1507,7 +1507,9 @@ impl JobQueue for EmbeddedJobs {
         // The schedule first: jobs due by now are ready (the next call that
         // writes moves them to the end of their lanes, in due order), the
         // rest are listed last, the `max` soonest, kept in a heap.
-        let mut due: BTreeMap<i32, Vec<(u64, u64, Job)>> = BTreeMap::new();
+        // Of each lane's due jobs, the `max` soonest (not the first `max`
+        // met in record order: their due times need not rise with it).
+        let mut due: BTreeMap<i32, BinaryHeap<(u64, u64, Vec<u8>)>> = BTreeMap::new();
         let mut soonest: BinaryHeap<(u64, u64, Vec<u8>)> = BinaryHeap::new();
         if let Some(schedule) = &self.schedule {
             for pending in schedule.queue.iter() {
@@ -1518,14 +1520,22 @@ impl JobQueue for EmbeddedJobs {
                 }
                 let at = Envelope::due_ms_of(&pending.item).unwrap_or(0);
                 if at <= now_ms {
-                    let envelope =
-                        Envelope::decode(&pending.item).map_err(|source| Error::Decode {
+                    let priority = Envelope::priority_of(&pending.item).map_err(|source| {
+                        Error::Decode {
                             id: pending.id,
                             source,
-                        })?;
-                    let lane = due.entry(envelope.job.priority).or_default();
-                    if lane.len() < max {
-                        lane.push((at, pending.id, envelope.job));
+                        }
+                    })?;
+                    let lane = due.entry(priority).or_default();
+                    if lane.len() < max
+                        || lane
+                            .peek()
+                            .is_some_and(|top| (at, pending.id) < (top.0, top.1))
+                    {
+                        lane.push((at, pending.id, pending.item));
+                        if lane.len() > max {
+                            lane.pop();
+                        }
                     }
                 } else if soonest.len() < max
                     || soonest
@@ -1564,14 +1574,15 @@ impl JobQueue for EmbeddedJobs {
                     });
                 }
             }
-            let mut fallen = due.remove(&priority).unwrap_or_default();
-            fallen.sort_by_key(|(at, record, _)| (*at, *record));
-            for (_, _, job) in fallen {
+            let fallen = due.remove(&priority).unwrap_or_default();
+            for (_, record, bytes) in fallen.into_sorted_vec() {
                 if found.len() >= max {
                     return Ok(found);
                 }
+                let envelope =
+                    Envelope::decode(&bytes).map_err(|source| Error::Decode { id: record, source })?;
                 found.push(Waiting {
-                    job,
+                    job: envelope.job,
                     state: WaitState::Ready,
                 });
             }

@@ -5,6 +5,11 @@
 //! it skipped by their headers), so a deep page costs what the first
 //! does, bar the schedule, which each page reads whole, keys only.
 //!
+//! The cursor also carries the first page's time, which splits the
+//! schedule for the whole walk (due by then: with their lanes; later:
+//! after every lane), so a scheduled job falling due during a walk keeps
+//! its place in it.
+//!
 //! A job keeps its record while it waits where it is; a job that moves
 //! (priority change, retry, promotion from the schedule, lease ended and
 //! handed back) gets a new record at its new place: the rule of
@@ -15,6 +20,7 @@ use std::ops::ControlFlow;
 use super::walk::{Met, Slot};
 use super::EmbeddedJobs;
 use crate::error::Result;
+use crate::jobs::clock::unix_ms;
 use crate::jobs::job::Waiting;
 use crate::jobs::paging::{Page, PageCursor};
 
@@ -24,13 +30,20 @@ const DUE: &str = "eD";
 const LATER: &str = "eS";
 
 impl EmbeddedJobs {
-    /// `waiting_page` by a walk from the cursor's place.
+    /// `waiting_page` by a walk from the cursor's place, the schedule
+    /// split at the first page's time (`walk`).
     pub(super) fn waiting_page_now(
         &self,
         after: Option<&PageCursor>,
         max: usize,
     ) -> Result<Page> {
-        let from = after.map(slot_of).transpose()?;
+        let (as_of, from) = match after {
+            Some(cursor) => {
+                let (as_of, slot) = place_of(cursor)?;
+                (as_of, Some(slot))
+            }
+            None => (unix_ms(self.now()), None),
+        };
         let _no_look_past = self.lock_limited_leases()?;
         let mut jobs = Vec::new();
         let mut last = None;
@@ -48,52 +61,62 @@ impl EmbeddedJobs {
             last = Some(met.slot);
             Ok(ControlFlow::Continue(()))
         };
-        self.walk_waiting(from, &keep_all, max.saturating_add(1), &mut visit)?;
+        let room = max.saturating_add(1);
+        self.walk_waiting(from, Some(as_of), &keep_all, room, &mut visit)?;
         let next = match (more, last) {
-            (true, Some(slot)) => Some(cursor_of(slot)),
+            (true, Some(slot)) => Some(cursor_of(as_of, slot)),
             _ => None,
         };
         Ok(Page { jobs, next })
     }
 }
 
-/// The cursor after `slot`.
-fn cursor_of(slot: Slot) -> PageCursor {
+/// The cursor after `slot` in a walk split at `as_of`.
+fn cursor_of(as_of: u64, slot: Slot) -> PageCursor {
+    let as_of = i128::from(as_of);
     match slot {
         Slot::Lane(priority, record) => {
-            PageCursor::new(LANE, &[i128::from(priority), i128::from(record)])
+            PageCursor::new(LANE, &[as_of, i128::from(priority), i128::from(record)])
         }
         Slot::Due(priority, at, record) => PageCursor::new(
             DUE,
-            &[i128::from(priority), i128::from(at), i128::from(record)],
+            &[
+                as_of,
+                i128::from(priority),
+                i128::from(at),
+                i128::from(record),
+            ],
         ),
-        Slot::Later(at, record) => PageCursor::new(LATER, &[i128::from(at), i128::from(record)]),
+        Slot::Later(at, record) => {
+            PageCursor::new(LATER, &[as_of, i128::from(at), i128::from(record)])
+        }
     }
 }
 
-/// The place a cursor names.
+/// The split time and the place a cursor names.
 ///
 /// # Errors
 ///
 /// `BadCursor` for one of another backend or out of range.
-fn slot_of(cursor: &PageCursor) -> Result<Slot> {
+fn place_of(cursor: &PageCursor) -> Result<(u64, Slot)> {
+    let range = || out_of_range(cursor);
     Ok(match cursor.kind() {
         DUE => {
-            let [priority, at, record] = cursor.fields::<i128, 3>(DUE)?;
-            let priority = i32::try_from(priority).map_err(|_| out_of_range(cursor))?;
-            let at = u64::try_from(at).map_err(|_| out_of_range(cursor))?;
-            let record = u64::try_from(record).map_err(|_| out_of_range(cursor))?;
-            Slot::Due(priority, at, record)
+            let [as_of, priority, at, record] = cursor.fields::<i128, 4>(DUE)?;
+            let priority = i32::try_from(priority).map_err(|_| range())?;
+            let [as_of, at, record] =
+                [as_of, at, record].map(|f| u64::try_from(f).map_err(|_| range()));
+            (as_of?, Slot::Due(priority, at?, record?))
         }
         LATER => {
-            let [at, record] = cursor.fields::<u64, 2>(LATER)?;
-            Slot::Later(at, record)
+            let [as_of, at, record] = cursor.fields::<u64, 3>(LATER)?;
+            (as_of, Slot::Later(at, record))
         }
         _ => {
-            let [priority, record] = cursor.fields::<i128, 2>(LANE)?;
-            let priority = i32::try_from(priority).map_err(|_| out_of_range(cursor))?;
-            let record = u64::try_from(record).map_err(|_| out_of_range(cursor))?;
-            Slot::Lane(priority, record)
+            let [as_of, priority, record] = cursor.fields::<i128, 3>(LANE)?;
+            let priority = i32::try_from(priority).map_err(|_| range())?;
+            let [as_of, record] = [as_of, record].map(|f| u64::try_from(f).map_err(|_| range()));
+            (as_of?, Slot::Lane(priority, record?))
         }
     })
 }
@@ -116,12 +139,15 @@ mod tests {
             Slot::Due(7, 1_700_000_000_000, 12),
             Slot::Later(u64::MAX, 1),
         ] {
-            let text = cursor_of(slot).to_string();
-            assert_eq!(slot_of(&PageCursor::parse(&text).unwrap()).unwrap(), slot);
+            let text = cursor_of(77, slot).to_string();
+            let read = place_of(&PageCursor::parse(&text).unwrap()).unwrap();
+            assert_eq!(read, (77, slot));
         }
         let foreign = PageCursor::new("o", &[10]);
-        assert!(slot_of(&foreign).is_err());
-        let big = PageCursor::new(LANE, &[i128::from(i64::MAX), 1]);
-        assert!(slot_of(&big).is_err());
+        assert!(place_of(&foreign).is_err());
+        let big = PageCursor::new(LANE, &[0, i128::from(i64::MAX), 1]);
+        assert!(place_of(&big).is_err());
+        let negative = PageCursor::new(LATER, &[-1, 1, 1]);
+        assert!(place_of(&negative).is_err());
     }
 }

@@ -141,7 +141,7 @@ impl EmbeddedJobs {
                 None => ControlFlow::Continue(()),
             })
         };
-        self.walk_waiting(None, &keep, max, &mut visit)?;
+        self.walk_waiting(None, None, &keep, max, &mut visit)?;
         let stop = stop.unwrap_or_else(|| front.end());
         Ok((jobs, stop))
     }

@@ -99,17 +99,22 @@ impl EmbeddedJobs {
     /// Call with the limited leases' lock held, as `waiting` is.
     ///
     /// From a [`Slot::Later`] it lists every scheduled job after that
-    /// key, those fallen due since included (as ready): they were after
-    /// the cursor when it was made.
+    /// key (all of them were after `as_of`).
+    ///
+    /// `as_of` splits the schedule: jobs due by then are listed with
+    /// their lanes, the others after every lane (`None`: now). A walk of
+    /// pages keeps the first page's, so a job falling due meanwhile keeps
+    /// its place in the walk; states are told by the time now.
     pub(super) fn walk_waiting(
         &self,
         from: Option<Slot>,
+        as_of: Option<u64>,
         keep: &Keep<'_>,
         room: usize,
         visit: &mut Visit<'_>,
     ) -> Result<()> {
         let now_ms = unix_ms(self.now());
-        let read = self.read_schedule(from, keep, room, now_ms)?;
+        let read = self.read_schedule(from, keep, room, as_of.unwrap_or(now_ms), now_ms)?;
         if !matches!(from, Some(Slot::Later(..))) {
             let lanes: BTreeMap<i32, _> = self.lanes.all()?.into_iter().collect();
             let mut priorities: Vec<i32> = lanes.keys().chain(read.due.keys()).copied().collect();
@@ -135,7 +140,7 @@ impl EmbeddedJobs {
                 }
                 if let Some((keys, kept)) = due.remove(&priority) {
                     let flow = walk_keys(keys, kept, due_from, visit, |at, record| {
-                        (Slot::Due(priority, at, record), WaitState::Ready)
+                        (Slot::Due(priority, at, record), state_at(at, now_ms))
                     })?;
                     if flow.is_break() {
                         return Ok(());
@@ -150,11 +155,7 @@ impl EmbeddedJobs {
         };
         // The end of the walk either way.
         let _ = walk_keys(keys, kept, start, visit, |at, record| {
-            let state = match at <= now_ms {
-                true => WaitState::Ready,
-                false => WaitState::Scheduled(from_unix_ms(at)),
-            };
-            (Slot::Later(at, record), state)
+            (Slot::Later(at, record), state_at(at, now_ms))
         })?;
         Ok(())
     }
@@ -202,6 +203,7 @@ impl EmbeddedJobs {
         from: Option<Slot>,
         keep: &Keep<'_>,
         room: usize,
+        split_ms: u64,
         now_ms: u64,
     ) -> Result<ScheduleRead> {
         let mut read = ScheduleRead::default();
@@ -226,19 +228,14 @@ impl EmbeddedJobs {
                 match from {
                     Some(Slot::Later(from_at, from_record)) => {
                         if (at, record) > (from_at, from_record) {
-                            let state = if at <= now_ms {
-                                WaitState::Ready
-                            } else {
-                                WaitState::Scheduled(from_unix_ms(at))
-                            };
-                            let kept = keep(bytes, state)?;
+                            let kept = keep(bytes, state_at(at, now_ms))?;
                             if kept {
                                 read.later.1.offer(at, record, bytes, room);
                             }
                             read.later.0.push((at, record, kept));
                         }
                     }
-                    _ if at <= now_ms => {
+                    _ if at <= split_ms => {
                         let priority =
                             Envelope::priority_of(bytes).map_err(|e| decode(record, e))?;
                         // Before the walk's start: not met, not kept.
@@ -253,7 +250,7 @@ impl EmbeddedJobs {
                         if !met {
                             return Ok(());
                         }
-                        let kept = keep(bytes, WaitState::Ready)?;
+                        let kept = keep(bytes, state_at(at, now_ms))?;
                         let (keys, bytes_kept) = read.due.entry(priority).or_default();
                         if kept {
                             bytes_kept.offer(at, record, bytes, room);
@@ -261,7 +258,7 @@ impl EmbeddedJobs {
                         keys.push((at, record, kept));
                     }
                     _ => {
-                        let kept = keep(bytes, WaitState::Scheduled(from_unix_ms(at)))?;
+                        let kept = keep(bytes, state_at(at, now_ms))?;
                         if kept {
                             read.later.1.offer(at, record, bytes, room);
                         }
@@ -279,6 +276,14 @@ impl EmbeddedJobs {
             }
         })?;
         failed.map_or(Ok(read), Err)
+    }
+}
+
+/// The state of a scheduled job due at `at`, `now_ms` now.
+fn state_at(at: u64, now_ms: u64) -> WaitState {
+    match at <= now_ms {
+        true => WaitState::Ready,
+        false => WaitState::Scheduled(from_unix_ms(at)),
     }
 }
 

@@ -5,11 +5,11 @@
 //! priority, ready_at, seq) answers: a deep page costs what the first
 //! does.
 //!
-//! A row keeps its place while it waits; a retry, a priority change or a
-//! requeue gives it a new `seq` (and ready_at): the rule of
-//! [`PageCursor`](crate::jobs::PageCursor). From a scheduled row on, every
-//! waiting row after its (ready_at, seq) is listed, those fallen due
-//! since included: they were after the cursor when it was made.
+//! The cursor also carries the first page's time, which splits ready
+//! from scheduled rows for the whole walk: a row falling due during a
+//! walk keeps its place in it. A row keeps its place while it waits; a
+//! retry, a priority change or a requeue gives it a new `seq` (and
+//! ready_at): the rule of [`PageCursor`](crate::jobs::PageCursor).
 
 use std::time::SystemTime;
 
@@ -30,7 +30,7 @@ enum After {
     Later(i64, i64),
 }
 
-/// `$1` qno, `$2` now, `$3` limit, `$4..$6` the ready row's
+/// `$1` qno, `$2` the walk's split time, `$3` limit, `$4..$6` the ready row's
 /// (priority, ready_at, seq) after which the page starts: ready rows in
 /// lease order, then the scheduled ones by due time (as `waiting`).
 fn after_ready(jobs: &str) -> String {
@@ -68,20 +68,21 @@ impl Rules<'_> {
         max: usize,
         now: SystemTime,
     ) -> Result<Page> {
-        let from = after_of(after)?;
+        let (as_of, from) = after_of(after, ms(now))?;
         let now = ms(now);
         let real_now = PgJobs::real_now_ms();
         // One row more than the page: whether a next page exists.
         let limit = i64::try_from(max).unwrap_or(i64::MAX).saturating_add(1);
         let found = match from {
             After::Start => {
-                conn.query(&self.sql.waiting, &[&self.qno, &now, &limit])
+                conn.query(&self.sql.waiting, &[&self.qno, &as_of, &limit])
                     .await
             }
             After::Ready(priority, ready_at, seq) => {
                 let sql = after_ready(&self.tables.jobs);
-                conn.query(&sql, &[&self.qno, &now, &limit, &priority, &ready_at, &seq])
-                    .await
+                let params: [&(dyn postgres::types::ToSql + Sync); 6] =
+                    [&self.qno, &as_of, &limit, &priority, &ready_at, &seq];
+                conn.query(&sql, &params).await
             }
             After::Later(ready_at, seq) => {
                 let sql = after_later(&self.tables.jobs);
@@ -96,18 +97,14 @@ impl Rules<'_> {
             (true, Some(last)) => {
                 let ready_at: i64 = last.get("ready_at");
                 let seq: i64 = last.get("seq");
-                // A row due by now is in the ready part (also from a
-                // scheduled cursor: then its key is after it as well).
-                Some(match (ready_at <= now, &from) {
-                    (_, After::Later(..)) | (false, _) => {
-                        PageCursor::new(LATER, &[i128::from(ready_at), i128::from(seq)])
-                    }
-                    (true, _) => {
+                let (a, r, s) = (i128::from(as_of), i128::from(ready_at), i128::from(seq));
+                // The walk's split, not the time now, says which part a
+                // row is in.
+                Some(match ready_at <= as_of {
+                    false => PageCursor::new(LATER, &[a, r, s]),
+                    true => {
                         let priority: i32 = last.get("priority");
-                        PageCursor::new(
-                            READY,
-                            &[i128::from(priority), i128::from(ready_at), i128::from(seq)],
-                        )
+                        PageCursor::new(READY, &[a, i128::from(priority), r, s])
                     }
                 })
             }
@@ -121,26 +118,27 @@ impl Rules<'_> {
     }
 }
 
-/// The place a cursor names.
+/// The walk's split time (`now` for a first page) and where the page
+/// starts.
 ///
 /// # Errors
 ///
 /// `BadCursor` for one of another backend or out of range.
-fn after_of(after: Option<&PageCursor>) -> Result<After> {
+fn after_of(after: Option<&PageCursor>, now: i64) -> Result<(i64, After)> {
     let Some(cursor) = after else {
-        return Ok(After::Start);
+        return Ok((now, After::Start));
     };
     Ok(match cursor.kind() {
         LATER => {
-            let [ready_at, seq] = cursor.fields::<i64, 2>(LATER)?;
-            After::Later(ready_at, seq)
+            let [as_of, ready_at, seq] = cursor.fields::<i64, 3>(LATER)?;
+            (as_of, After::Later(ready_at, seq))
         }
         _ => {
-            let [priority, ready_at, seq] = cursor.fields::<i64, 3>(READY)?;
+            let [as_of, priority, ready_at, seq] = cursor.fields::<i64, 4>(READY)?;
             let priority = i32::try_from(priority).map_err(|_| crate::Error::BadCursor {
                 reason: format!("a priority out of range in {:?}", cursor.to_string()),
             })?;
-            After::Ready(priority, ready_at, seq)
+            (as_of, After::Ready(priority, ready_at, seq))
         }
     })
 }
