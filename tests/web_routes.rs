@@ -573,7 +573,10 @@ async fn a_garbled_cursor_in_the_url_is_a_bad_request() {
         let page = get(&app, &format!("/queues/0?state=waiting&page=2&after={bad}")).await;
         assert_eq!(page.status, StatusCode::BAD_REQUEST, "{bad}: {}", page.body);
         assert!(page.body.contains("bad page cursor"), "{bad}");
-        assert!(page.body.contains("href=\"/queues/0\""), "{bad}: the way back");
+        assert!(
+            page.body.contains("href=\"/queues/0\""),
+            "{bad}: the way back"
+        );
         assert!(!page.body.contains("<script>"), "{bad}: escaped");
     }
 }

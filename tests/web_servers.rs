@@ -299,7 +299,8 @@ fn a_selection_of_made_up_ids_on_a_redis_queue() {
 async fn pages_by_cursor(q: Arc<dyn JobQueue>) {
     let filled = q.clone();
     let expected = tokio::task::spawn_blocking(move || {
-        let jobs = (0..130).map(|i| dque::jobs::NewJob::new(format!("job {i}")).id(format!("j{i}")));
+        let jobs =
+            (0..130).map(|i| dque::jobs::NewJob::new(format!("job {i}")).id(format!("j{i}")));
         filled.enqueue_batch(jobs.collect()).unwrap();
         let all = filled.waiting(1000).unwrap();
         all.into_iter().map(|w| w.job.id).collect::<Vec<_>>()

@@ -77,13 +77,13 @@ mod history;
 mod job;
 mod leases;
 mod limits;
+mod paging;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod queue_name;
 mod recurring;
 #[cfg(feature = "redis")]
 mod redis;
-mod paging;
 mod search;
 mod several;
 #[cfg(feature = "tokio")]
@@ -112,6 +112,7 @@ pub use job::{
 };
 pub use leases::LeaseInfo;
 pub use limits::{check_limit_name, Limit, LIMITS_HEADER, MAX_LIMIT_NAME_BYTES};
+pub use paging::{Page, PageCursor};
 #[cfg(all(feature = "postgres", feature = "tokio"))]
 pub use postgres::AsyncPgJobs;
 #[cfg(feature = "postgres")]
@@ -125,8 +126,7 @@ pub use redis::{
     QlessJob, QlessPut, QueueCounts, RedisJobs, RedisOptions, WorkerJobs, DEFAULT_KLASS,
     KLASS_HEADER,
 };
-pub use paging::{Page, PageCursor};
-pub use search::{Found, FoundJob, JobFilter, JobPlace, SearchState};
+pub use search::{search_from_the_front, Found, FoundJob, JobFilter, JobPlace, SearchState};
 #[cfg(feature = "runtime")]
 pub(crate) use several::queue_for_kind;
 pub use several::{Order, QueueSet, SET_POLL};
@@ -652,12 +652,16 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// order, then dead letters oldest first, with how many jobs were read
     /// and whether every job of the states looked in was. A read.
     ///
-    /// Where no index answers the filter (the default, which the embedded
-    /// queue and Redis keep), it reads [`waiting`](Self::waiting) and then
-    /// [`dead`](Self::dead) from the front, at most `scan` jobs in all:
-    /// its cost is those jobs read, bodies and all, and matches beyond them
-    /// are not found ([`Found::complete`] says so). A backend that filters
-    /// natively (PostgreSQL) reads in the server and finds them all.
+    /// Where no index answers the filter (the default, which Redis keeps),
+    /// it reads [`waiting`](Self::waiting) and then [`dead`](Self::dead)
+    /// from the front, at most `scan` jobs in all: its cost is those jobs
+    /// read, bodies and all, and matches beyond them are not found
+    /// ([`Found::complete`] says so). The embedded queue answers the same
+    /// in one walk over its records, reading each job's id and headers
+    /// where they lie and the bodies of matches only
+    /// ([`search_from_the_front`] is the default, to compare with). A
+    /// backend that filters natively (PostgreSQL) reads in the server and
+    /// finds them all.
     ///
     /// ```
     /// use dque::jobs::{EmbeddedJobs, JobFilter, JobQueue, NewJob, SearchState};

@@ -54,7 +54,10 @@ pub fn a_page_walk_lists_every_waiting_job_once_in_order(backend: &dyn Backend) 
     let q = q.as_ref();
     for i in 0..5 {
         for priority in [2, 0, -1] {
-            put(q, NewJob::new(format!("p{priority} {i}")).priority(priority));
+            put(
+                q,
+                NewJob::new(format!("p{priority} {i}")).priority(priority),
+            );
         }
     }
     let _held = lease(q);
@@ -73,7 +76,10 @@ pub fn a_page_walk_lists_every_waiting_job_once_in_order(backend: &dyn Backend) 
     assert_eq!(all.len(), 19);
     for size in [1, 2, 3, 4, 7, 18, 19, 20, 100] {
         let pages = walk(q, size, 100);
-        let listed: Vec<_> = pages.iter().flat_map(|p| p.jobs.iter().map(shown)).collect();
+        let listed: Vec<_> = pages
+            .iter()
+            .flat_map(|p| p.jobs.iter().map(shown))
+            .collect();
         assert_eq!(listed, all, "pages of {size}");
         for page in &pages[..pages.len() - 1] {
             assert_eq!(page.jobs.len(), size, "a page before the last is full");
@@ -107,7 +113,9 @@ pub fn a_queue_changing_between_pages_loses_no_job_that_stayed_put(backend: &dyn
         stayed.push(put(q, NewJob::new(format!("s{i}")).id(format!("s-{i}"))));
     }
     for i in 0..6 {
-        let job = NewJob::new(format!("p{i}")).id(format!("p-{i}")).priority(1);
+        let job = NewJob::new(format!("p{i}"))
+            .id(format!("p-{i}"))
+            .priority(1);
         stayed.push(put(q, job));
     }
     for i in 0..4 {
@@ -141,7 +149,12 @@ pub fn a_queue_changing_between_pages_loses_no_job_that_stayed_put(backend: &dyn
                 let l = lease(q);
                 touched.push(l.job.id.clone());
                 q.ack(l).unwrap();
-                put(q, NewJob::new("new later").id("n-2").delay(Duration::from_secs(1)));
+                put(
+                    q,
+                    NewJob::new("new later")
+                        .id("n-2")
+                        .delay(Duration::from_secs(1)),
+                );
             }
             3 => {
                 // A scheduled job falls due.
@@ -161,7 +174,11 @@ pub fn a_queue_changing_between_pages_loses_no_job_that_stayed_put(backend: &dyn
     for (id, times) in &seen {
         assert!(*times <= 2, "{id} listed {times} times");
     }
-    assert_eq!(seen.get("n-1"), Some(&1), "a job added at the end is listed");
+    assert_eq!(
+        seen.get("n-1"),
+        Some(&1),
+        "a job added at the end is listed"
+    );
 }
 
 /// Whether the queue's pages resume from an offset (the contract's
@@ -208,7 +225,13 @@ pub fn a_garbled_or_foreign_cursor_is_an_error(backend: &dyn Backend) {
     }
     // Well formed but of another kind (another backend's, or made up):
     // refused by the queue, nothing read.
-    for foreign in ["c1.o.2", "c1.eL.0.3", "c1.pR.0.1.2", "c1.zz.1", "c1.o.99999999999999"] {
+    for foreign in [
+        "c1.o.2",
+        "c1.eL.0.3",
+        "c1.pR.0.1.2",
+        "c1.zz.1",
+        "c1.o.99999999999999",
+    ] {
         let cursor = PageCursor::parse(&forged(foreign)).unwrap();
         if cursor == next {
             continue;
@@ -239,7 +262,10 @@ pub fn waiting_of_n_is_the_front_of_the_whole_list(backend: &dyn Backend) {
     let q = q.as_ref();
     put(q, NewJob::new("ready"));
     for secs in [50, 40, 30, 20, 10] {
-        put(q, NewJob::new(format!("due {secs}")).delay(Duration::from_secs(secs)));
+        put(
+            q,
+            NewJob::new(format!("due {secs}")).delay(Duration::from_secs(secs)),
+        );
     }
     put(q, NewJob::new("later").delay(Duration::from_secs(500)));
     // All but the last fall due; no write moves them to their lane.

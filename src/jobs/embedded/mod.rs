@@ -1520,12 +1520,11 @@ impl JobQueue for EmbeddedJobs {
                 }
                 let at = Envelope::due_ms_of(&pending.item).unwrap_or(0);
                 if at <= now_ms {
-                    let priority = Envelope::priority_of(&pending.item).map_err(|source| {
-                        Error::Decode {
+                    let priority =
+                        Envelope::priority_of(&pending.item).map_err(|source| Error::Decode {
                             id: pending.id,
                             source,
-                        }
-                    })?;
+                        })?;
                     let lane = due.entry(priority).or_default();
                     if lane.len() < max
                         || lane
@@ -1579,8 +1578,8 @@ impl JobQueue for EmbeddedJobs {
                 if found.len() >= max {
                     return Ok(found);
                 }
-                let envelope =
-                    Envelope::decode(&bytes).map_err(|source| Error::Decode { id: record, source })?;
+                let envelope = Envelope::decode(&bytes)
+                    .map_err(|source| Error::Decode { id: record, source })?;
                 found.push(Waiting {
                     job: envelope.job,
                     state: WaitState::Ready,
@@ -1617,11 +1616,7 @@ impl JobQueue for EmbeddedJobs {
     }
 
     /// From the cursor's lane record or due time on (`paging`).
-    fn waiting_page(
-        &self,
-        after: Option<&super::PageCursor>,
-        max: usize,
-    ) -> Result<super::Page> {
+    fn waiting_page(&self, after: Option<&super::PageCursor>, max: usize) -> Result<super::Page> {
         self.waiting_page_now(after, max)
     }
 

@@ -32,11 +32,7 @@ const LATER: &str = "eS";
 impl EmbeddedJobs {
     /// `waiting_page` by a walk from the cursor's place, the schedule
     /// split at the first page's time (`walk`).
-    pub(super) fn waiting_page_now(
-        &self,
-        after: Option<&PageCursor>,
-        max: usize,
-    ) -> Result<Page> {
+    pub(super) fn waiting_page_now(&self, after: Option<&PageCursor>, max: usize) -> Result<Page> {
         let (as_of, from) = match after {
             Some(cursor) => {
                 let (as_of, slot) = place_of(cursor)?;

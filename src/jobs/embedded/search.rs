@@ -163,8 +163,7 @@ impl EmbeddedJobs {
             // The letters this reading can still reach, no more.
             for letter in lane.dead_letters_up_to(bound - front.read)? {
                 let place = JobPlace::Dead(letter.reason);
-                let kept =
-                    front.wants() && head_matches(filter, &letter.payload, &place)?;
+                let kept = front.wants() && head_matches(filter, &letter.payload, &place)?;
                 if kept {
                     let envelope =
                         self.job_of(letter.payload, letter.original_id, letter.attempts)?;
@@ -209,10 +208,8 @@ fn head_matches(filter: &JobFilter, bytes: &[u8], place: &JobPlace) -> Result<bo
             return Ok(false);
         }
     }
-    let (envelope, _) = Envelope::decode_head(bytes).map_err(|source| Error::Decode {
-        id: 0,
-        source,
-    })?;
+    let (envelope, _) =
+        Envelope::decode_head(bytes).map_err(|source| Error::Decode { id: 0, source })?;
     Ok(filter.matches(&envelope.job, place))
 }
 

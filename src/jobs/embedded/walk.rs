@@ -134,7 +134,10 @@ impl EmbeddedJobs {
                     _ => (Some(0), (0, 0)),
                 };
                 if let (Some(start), Some(lane)) = (lane_from, lanes.get(&priority)) {
-                    if self.walk_lane(priority, lane, start, keep, visit)?.is_break() {
+                    if self
+                        .walk_lane(priority, lane, start, keep, visit)?
+                        .is_break()
+                    {
                         return Ok(());
                     }
                 }
@@ -218,16 +221,48 @@ impl EmbeddedJobs {
         // Read before the pass: the moves' lock is not taken under the
         // schedule's.
         let moved = self.moves.records_now();
-        schedule.queue.visit_pending_from(0, |record, _, _, bytes| {
-            // Moved to its lane already (its record waits for a sync).
-            if moved.binary_search(&record).is_ok() {
-                return ControlFlow::Continue(());
-            }
-            let at = Envelope::due_ms_of(bytes).unwrap_or(0);
-            let step = (|| -> Result<()> {
-                match from {
-                    Some(Slot::Later(from_at, from_record)) => {
-                        if (at, record) > (from_at, from_record) {
+        schedule
+            .queue
+            .visit_pending_from(0, |record, _, _, bytes| {
+                // Moved to its lane already (its record waits for a sync).
+                if moved.binary_search(&record).is_ok() {
+                    return ControlFlow::Continue(());
+                }
+                let at = Envelope::due_ms_of(bytes).unwrap_or(0);
+                let step = (|| -> Result<()> {
+                    match from {
+                        Some(Slot::Later(from_at, from_record)) => {
+                            if (at, record) > (from_at, from_record) {
+                                let kept = keep(bytes, state_at(at, now_ms))?;
+                                if kept {
+                                    read.later.1.offer(at, record, bytes, room);
+                                }
+                                read.later.0.push((at, record, kept));
+                            }
+                        }
+                        _ if at <= split_ms => {
+                            let priority =
+                                Envelope::priority_of(bytes).map_err(|e| decode(record, e))?;
+                            // Before the walk's start: not met, not kept.
+                            let met = match from {
+                                Some(Slot::Lane(p, _)) => priority >= p,
+                                Some(Slot::Due(p, from_at, from_record)) => {
+                                    priority > p
+                                        || (priority == p && (at, record) > (from_at, from_record))
+                                }
+                                _ => true,
+                            };
+                            if !met {
+                                return Ok(());
+                            }
+                            let kept = keep(bytes, state_at(at, now_ms))?;
+                            let (keys, bytes_kept) = read.due.entry(priority).or_default();
+                            if kept {
+                                bytes_kept.offer(at, record, bytes, room);
+                            }
+                            keys.push((at, record, kept));
+                        }
+                        _ => {
                             let kept = keep(bytes, state_at(at, now_ms))?;
                             if kept {
                                 read.later.1.offer(at, record, bytes, room);
@@ -235,46 +270,16 @@ impl EmbeddedJobs {
                             read.later.0.push((at, record, kept));
                         }
                     }
-                    _ if at <= split_ms => {
-                        let priority =
-                            Envelope::priority_of(bytes).map_err(|e| decode(record, e))?;
-                        // Before the walk's start: not met, not kept.
-                        let met = match from {
-                            Some(Slot::Lane(p, _)) => priority >= p,
-                            Some(Slot::Due(p, from_at, from_record)) => {
-                                priority > p
-                                    || (priority == p && (at, record) > (from_at, from_record))
-                            }
-                            _ => true,
-                        };
-                        if !met {
-                            return Ok(());
-                        }
-                        let kept = keep(bytes, state_at(at, now_ms))?;
-                        let (keys, bytes_kept) = read.due.entry(priority).or_default();
-                        if kept {
-                            bytes_kept.offer(at, record, bytes, room);
-                        }
-                        keys.push((at, record, kept));
-                    }
-                    _ => {
-                        let kept = keep(bytes, state_at(at, now_ms))?;
-                        if kept {
-                            read.later.1.offer(at, record, bytes, room);
-                        }
-                        read.later.0.push((at, record, kept));
+                    Ok(())
+                })();
+                match step {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(e) => {
+                        failed = Some(e);
+                        ControlFlow::Break(())
                     }
                 }
-                Ok(())
-            })();
-            match step {
-                Ok(()) => ControlFlow::Continue(()),
-                Err(e) => {
-                    failed = Some(e);
-                    ControlFlow::Break(())
-                }
-            }
-        })?;
+            })?;
         failed.map_or(Ok(read), Err)
     }
 }

@@ -25,8 +25,8 @@ use super::bulk::bulk_bar;
 use super::jobs_table::{table, Place, Row};
 use super::queue_extras::Extras;
 use super::{blocking, failed, page_number, param, queue_number};
-use crate::web::charts::chart;
 use crate::jobs::PageCursor;
+use crate::web::charts::chart;
 use crate::web::filter::{Filter, STATES};
 use crate::web::format::{count, duration};
 use crate::web::numbers::Numbers;
@@ -138,7 +138,7 @@ pub async fn page(
             p.note #scanned {
                 "Searched " (count(scanned)) " of " (count(total)) " " (state) " jobs"
                 @if listing.bounded {
-                    " (the bound): matches beyond them are not shown. Where no index answers a filter, the Jobs API reads jobs from the front, bodies and all."
+                    " (the bound): matches beyond them are not shown. Where no index answers a filter, the queue reads its jobs from the front (the embedded queue: ids and headers, not bodies)."
                 } @else { "." }
             }
         }
