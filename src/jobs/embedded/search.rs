@@ -347,8 +347,9 @@ mod tests {
     fn a_long_search_stops_where_the_steps_would() {
         let dir = tempfile::tempdir().unwrap();
         let q = EmbeddedJobs::create(dir.path().join("q")).unwrap();
-        let jobs = (0..3000).map(|i| {
-            let kind = if i % 700 == 5 { "rare" } else { "common" };
+        // More jobs than a walk reads under one hold of the lane's lock.
+        let jobs = (0..9000).map(|i| {
+            let kind = if i % 2100 == 5 { "rare" } else { "common" };
             NewJob::new(vec![0u8; 100]).header("klass", kind)
         });
         q.enqueue_batch(jobs.collect()).unwrap();
@@ -357,11 +358,17 @@ mod tests {
             (JobFilter::new().header("klass", "none"), 50, 5000),
             (JobFilter::new().header("klass", "rare"), 3, 2000),
             (JobFilter::new().header("klass", "rare"), 50, 10_000),
+            (JobFilter::new().header("klass", "rare"), 4, 10_000),
             (JobFilter::new().state(SearchState::Dead), 50, 10_000),
         ] {
             let native = q.search(&filter, max, scan).unwrap();
             let read = by_reading(&filter, max, scan, |n| q.waiting(n), |n| q.dead(n)).unwrap();
             assert_eq!(native, read, "{filter:?} {max} {scan}");
         }
+        let all = q.waiting(10_000).unwrap();
+        let first = q.waiting_page(None, 5000).unwrap();
+        let second = q.waiting_page(first.next.as_ref(), 5000).unwrap();
+        assert!(second.next.is_none());
+        assert_eq!([first.jobs, second.jobs].concat(), all);
     }
 }

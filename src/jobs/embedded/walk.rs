@@ -51,6 +51,9 @@ pub(super) type Visit<'v> = dyn FnMut(Met<'_>) -> Result<ControlFlow<()>> + 'v;
 /// A test on a record's bytes in a state (the head decoded, not the body).
 pub(super) type Keep<'k> = dyn Fn(&[u8], WaitState) -> Result<bool> + 'k;
 
+/// Records a walk reads under one hold of a lane's lock.
+const BURST: usize = 4096;
+
 /// A scheduled record met in the schedule's pass: its key and whether
 /// `keep` held.
 type Key = (u64, u64, bool);
@@ -172,30 +175,45 @@ impl EmbeddedJobs {
         keep: &Keep<'_>,
         visit: &mut Visit<'_>,
     ) -> Result<ControlFlow<()>> {
-        let mut outcome = Ok(ControlFlow::Continue(()));
-        lane.visit_pending_from(start, |record, attempts, leased, bytes| {
-            let state = match leased {
-                true => WaitState::Leased,
-                false => WaitState::Ready,
-            };
-            let met = keep(bytes, state).and_then(|kept| {
-                visit(Met {
-                    slot: Slot::Lane(priority, record),
-                    state,
-                    lane_attempts: attempts,
-                    kept,
-                    bytes: Some(bytes),
-                })
-            });
-            match met {
-                Ok(ControlFlow::Continue(())) => ControlFlow::Continue(()),
-                stop => {
-                    outcome = stop;
-                    ControlFlow::Break(())
+        let mut from = start;
+        loop {
+            let mut outcome = Ok(ControlFlow::Continue(()));
+            let mut burst = 0;
+            let mut resume = None;
+            lane.visit_pending_from(from, |record, attempts, leased, bytes| {
+                // The lane's lock is let go between bursts: workers' leases
+                // and acks go on during a long walk.
+                if burst == BURST {
+                    resume = Some(record);
+                    return ControlFlow::Break(());
                 }
+                burst += 1;
+                let state = match leased {
+                    true => WaitState::Leased,
+                    false => WaitState::Ready,
+                };
+                let met = keep(bytes, state).and_then(|kept| {
+                    visit(Met {
+                        slot: Slot::Lane(priority, record),
+                        state,
+                        lane_attempts: attempts,
+                        kept,
+                        bytes: Some(bytes),
+                    })
+                });
+                match met {
+                    Ok(ControlFlow::Continue(())) => ControlFlow::Continue(()),
+                    stop => {
+                        outcome = stop;
+                        ControlFlow::Break(())
+                    }
+                }
+            })?;
+            match (outcome?, resume) {
+                (ControlFlow::Continue(()), Some(record)) => from = record,
+                (flow, _) => return Ok(flow),
             }
-        })?;
-        outcome
+        }
     }
 
     /// One pass over the schedule: the keys of the records the walk
@@ -221,65 +239,66 @@ impl EmbeddedJobs {
         // Read before the pass: the moves' lock is not taken under the
         // schedule's.
         let moved = self.moves.records_now();
-        schedule
-            .queue
-            .visit_pending_from(0, |record, _, _, bytes| {
-                // Moved to its lane already (its record waits for a sync).
-                if moved.binary_search(&record).is_ok() {
-                    return ControlFlow::Continue(());
-                }
-                let at = Envelope::due_ms_of(bytes).unwrap_or(0);
-                let step = (|| -> Result<()> {
-                    match from {
-                        Some(Slot::Later(from_at, from_record)) => {
-                            if (at, record) > (from_at, from_record) {
-                                let kept = keep(bytes, state_at(at, now_ms))?;
-                                if kept {
-                                    read.later.1.offer(at, record, bytes, room);
-                                }
-                                read.later.0.push((at, record, kept));
-                            }
+        let mut on_record = |record: u64, bytes: &[u8]| -> Result<()> {
+            // Moved to its lane already (its record waits for a sync).
+            if moved.binary_search(&record).is_ok() {
+                return Ok(());
+            }
+            let at = Envelope::due_ms_of(bytes).unwrap_or(0);
+            match from {
+                Some(Slot::Later(from_at, from_record)) => {
+                    if (at, record) > (from_at, from_record) {
+                        let kept = keep(bytes, state_at(at, now_ms))?;
+                        if kept {
+                            read.later.1.offer(at, record, bytes, room);
                         }
-                        _ if at <= split_ms => {
-                            let priority =
-                                Envelope::priority_of(bytes).map_err(|e| decode(record, e))?;
-                            // Before the walk's start: not met, not kept.
-                            let met = match from {
-                                Some(Slot::Lane(p, _)) => priority >= p,
-                                Some(Slot::Due(p, from_at, from_record)) => {
-                                    priority > p
-                                        || (priority == p && (at, record) > (from_at, from_record))
-                                }
-                                _ => true,
-                            };
-                            if !met {
-                                return Ok(());
-                            }
-                            let kept = keep(bytes, state_at(at, now_ms))?;
-                            let (keys, bytes_kept) = read.due.entry(priority).or_default();
-                            if kept {
-                                bytes_kept.offer(at, record, bytes, room);
-                            }
-                            keys.push((at, record, kept));
-                        }
-                        _ => {
-                            let kept = keep(bytes, state_at(at, now_ms))?;
-                            if kept {
-                                read.later.1.offer(at, record, bytes, room);
-                            }
-                            read.later.0.push((at, record, kept));
-                        }
-                    }
-                    Ok(())
-                })();
-                match step {
-                    Ok(()) => ControlFlow::Continue(()),
-                    Err(e) => {
-                        failed = Some(e);
-                        ControlFlow::Break(())
+                        read.later.0.push((at, record, kept));
                     }
                 }
-            })?;
+                _ if at <= split_ms => {
+                    let priority = Envelope::priority_of(bytes).map_err(|e| decode(record, e))?;
+                    // Before the walk's start: not met, not kept.
+                    let met = match from {
+                        Some(Slot::Lane(p, _)) => priority >= p,
+                        Some(Slot::Due(p, from_at, from_record)) => {
+                            priority > p || (priority == p && (at, record) > (from_at, from_record))
+                        }
+                        _ => true,
+                    };
+                    if !met {
+                        return Ok(());
+                    }
+                    let kept = keep(bytes, state_at(at, now_ms))?;
+                    let (keys, bytes_kept) = read.due.entry(priority).or_default();
+                    if kept {
+                        bytes_kept.offer(at, record, bytes, room);
+                    }
+                    keys.push((at, record, kept));
+                }
+                _ => {
+                    let kept = keep(bytes, state_at(at, now_ms))?;
+                    if kept {
+                        read.later.1.offer(at, record, bytes, room);
+                    }
+                    read.later.0.push((at, record, kept));
+                }
+            }
+            Ok(())
+        };
+        // A segment at a time: the schedule's lock is let go between them.
+        let mut next = Some(0);
+        while let Some(from_record) = next {
+            next = schedule
+                .queue
+                .visit_pending_chunk(from_record, |record, bytes| {
+                    if failed.is_none() {
+                        failed = on_record(record, bytes).err();
+                    }
+                })?;
+            if failed.is_some() {
+                break;
+            }
+        }
         failed.map_or(Ok(read), Err)
     }
 }
