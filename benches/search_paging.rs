@@ -15,6 +15,8 @@
 //! ```sh
 //! cargo bench --features web --bench search_paging
 //! DQUE_BENCH_SEARCH_JOBS=100000 cargo bench --features web --bench search_paging  # quicker
+//! PATH=/usr/lib/postgresql/15/bin:$PATH DQUE_BENCH_SEARCH_BACKEND=postgres \
+//!     cargo bench --features web,postgres --bench search_paging   # the pages on PostgreSQL
 //! ```
 //!
 //! The queue: `DQUE_BENCH_SEARCH_JOBS` ready jobs (default 1 000 000) of
@@ -35,6 +37,13 @@ use dque::web::{Dashboard, DashboardOptions};
 use dque::{Durability, Options};
 use http_body_util::BodyExt;
 use tower::ServiceExt;
+
+#[cfg(feature = "postgres")]
+#[path = "../tests/pg/mod.rs"]
+mod pg;
+#[cfg(feature = "postgres")]
+#[path = "../tests/skip/mod.rs"]
+mod skip;
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -59,6 +68,11 @@ fn median<T>(runs: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
 fn main() {
     let jobs = env("DQUE_BENCH_SEARCH_JOBS", 1_000_000);
     let runs = env("DQUE_BENCH_RUNS", 5).max(1);
+    if std::env::var("DQUE_BENCH_SEARCH_BACKEND").as_deref() == Ok("postgres") {
+        #[cfg(feature = "postgres")]
+        postgres_pages(jobs, runs);
+        return;
+    }
     let dir = match std::env::var_os("DQUE_BENCH_DIR") {
         Some(d) => tempfile::tempdir_in(d).unwrap(),
         None => tempfile::tempdir().unwrap(),
@@ -217,5 +231,60 @@ fn main() {
             None => route.clone(),
         };
         println!("{shown:<52} {time:>10.2?} {bytes:>10}");
+    }
+}
+
+/// A page of 50 at depth on PostgreSQL: `waiting_page` from a cursor (a
+/// row comparison on the lease index) against `waiting(skip + 51)`.
+#[cfg(feature = "postgres")]
+fn postgres_pages(jobs: usize, runs: usize) {
+    let Some(server) = pg::PgServer::get() else {
+        return;
+    };
+    let address: dque::jobs::Address = server
+        .address(&format!("pages{}", std::process::id()))
+        .parse()
+        .unwrap();
+    let queue = dque::jobs::AddressOptions::new()
+        .create(true)
+        .open(&address)
+        .unwrap();
+    let started = Instant::now();
+    let mut done = 0;
+    while done < jobs {
+        let n = (jobs - done).min(10_000);
+        let batch = (done..done + n)
+            .map(|i| NewJob::new(format!("{{\"n\":{i}}}")).header("klass", "send_email"))
+            .collect();
+        queue.enqueue_batch(batch).unwrap();
+        done += n;
+    }
+    println!(
+        "postgres queue: {jobs} ready; filled in {:.1?}",
+        started.elapsed()
+    );
+    let depths = [0usize, 9_950, jobs / 2, jobs.saturating_sub(1_000)];
+    let (mut at, mut after): (usize, Option<PageCursor>) = (0, None);
+    println!(
+        "{:<52} {:>10} {:>10}",
+        "a page of 50 waiting jobs after", "by cursor", "from front"
+    );
+    for &depth in &depths {
+        while at < depth {
+            let step = (depth - at).min(10_000);
+            let page = queue.waiting_page(after.as_ref(), step).unwrap();
+            at += page.jobs.len();
+            after = page.next;
+        }
+        let (by_cursor, page) = median(runs, || queue.waiting_page(after.as_ref(), 50).unwrap());
+        let front_runs = if depth <= 10_000 { runs } else { 1 };
+        let (from_front, front) = median(front_runs, || queue.waiting(depth + 51).unwrap());
+        let front_ids: Vec<_> = front[depth..].iter().take(50).map(|w| &w.job.id).collect();
+        let page_ids: Vec<_> = page.jobs.iter().map(|w| &w.job.id).collect();
+        assert_eq!(page_ids, front_ids, "after {depth}: the same page");
+        println!(
+            "{:<52} {by_cursor:>10.2?} {from_front:>10.2?}",
+            format!("{depth} jobs")
+        );
     }
 }
