@@ -146,4 +146,45 @@ mod tests {
         let negative = PageCursor::new(LATER, &[-1, 1, 1]);
         assert!(place_of(&negative).is_err());
     }
+
+    // A cursor anyone can forge (its check is no secret): with any
+    // values in range, a page is an answer or an error, never a panic.
+    #[test]
+    fn a_forged_cursor_gives_a_page_or_an_error() {
+        use crate::jobs::{JobQueue, NewJob};
+        use std::time::Duration;
+        let dir = tempfile::tempdir().unwrap();
+        let q = EmbeddedJobs::create(dir.path().join("q")).unwrap();
+        for i in 0..20 {
+            let job = NewJob::new(format!("j{i}")).priority(i % 3 - 1);
+            let job = match i % 4 {
+                0 => job.delay(Duration::from_secs(u64::from(i as u32) * 10)),
+                _ => job,
+            };
+            q.enqueue(job).unwrap();
+        }
+        let big = [0, 1, i128::from(u64::MAX), i128::from(i64::MAX), -1];
+        let priorities = [i128::from(i32::MIN), -1, 0, 1, i128::from(i32::MAX)];
+        for &a in &big {
+            for &b in &big {
+                for &p in &priorities {
+                    for cursor in [
+                        PageCursor::new(LANE, &[a, p, b]),
+                        PageCursor::new(DUE, &[a, p, b, b]),
+                        PageCursor::new(DUE, &[a, p, 0, b]),
+                        PageCursor::new(LATER, &[a, b, b]),
+                        PageCursor::new(LATER, &[a, 0, b]),
+                    ] {
+                        match q.waiting_page(Some(&cursor), 7) {
+                            Ok(page) => assert!(page.jobs.len() <= 7),
+                            Err(e) => assert!(
+                                matches!(e, crate::Error::BadCursor { .. }),
+                                "{cursor}: {e}"
+                            ),
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -126,15 +126,13 @@ impl EmbeddedJobs {
             let mut due = read.due;
             for priority in priorities {
                 let (lane_from, due_from) = match from {
-                    None => (Some(0), (0, 0)),
+                    None => (Some(0), None),
                     Some(Slot::Lane(p, _) | Slot::Due(p, ..)) if priority < p => continue,
                     Some(Slot::Lane(p, record)) if priority == p => {
-                        (Some(record.saturating_add(1)), (0, 0))
+                        (Some(record.saturating_add(1)), None)
                     }
-                    Some(Slot::Due(p, at, record)) if priority == p => {
-                        (None, (at, record.saturating_add(1)))
-                    }
-                    _ => (Some(0), (0, 0)),
+                    Some(Slot::Due(p, at, record)) if priority == p => (None, Some((at, record))),
+                    _ => (Some(0), None),
                 };
                 if let (Some(start), Some(lane)) = (lane_from, lanes.get(&priority)) {
                     if self
@@ -155,12 +153,12 @@ impl EmbeddedJobs {
             }
         }
         let (keys, kept) = read.later;
-        let start = match from {
-            Some(Slot::Later(at, record)) => (at, record.saturating_add(1)),
-            _ => (0, 0),
+        let after = match from {
+            Some(Slot::Later(at, record)) => Some((at, record)),
+            _ => None,
         };
         // The end of the walk either way.
-        let _ = walk_keys(keys, kept, start, visit, |at, record| {
+        let _ = walk_keys(keys, kept, after, visit, |at, record| {
             (Slot::Later(at, record), state_at(at, now_ms))
         })?;
         Ok(())
@@ -312,18 +310,19 @@ fn state_at(at: u64, now_ms: u64) -> WaitState {
 }
 
 /// The schedule's records of one part in (due, record) order from key
-/// `start` on, each visited as `place` names it.
+/// after key `after` (`None`: all), each visited as `place` names it.
 fn walk_keys(
     mut keys: Vec<Key>,
     kept: Kept,
-    start: (u64, u64),
+    after: Option<(u64, u64)>,
     visit: &mut Visit<'_>,
     place: impl Fn(u64, u64) -> (Slot, WaitState),
 ) -> Result<ControlFlow<()>> {
     keys.sort_unstable_by_key(|&(at, record, _)| (at, record));
     let bytes = kept.into_map();
     for (at, record, is_kept) in keys {
-        if (at, record) < start {
+        // The same test as the schedule's pass: a key met has its bytes.
+        if after.is_some_and(|after| (at, record) <= after) {
             continue;
         }
         let (slot, state) = place(at, record);
