@@ -224,6 +224,13 @@ pub enum Error {
         /// What broke the connection.
         reason: String,
     },
+    /// A page cursor given back (a URL's `after=`) is not one this list
+    /// made: garbled, cut short, or from another backend or list. Nothing
+    /// was read; start again from the first page.
+    BadCursor {
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -425,6 +432,11 @@ impl fmt::Display for Error {
                 code,
                 reason,
             } => write!(f, "{backend} refused the call ({code}): {reason}"),
+            Error::BadCursor { reason } => write!(
+                f,
+                "bad page cursor: {reason}; start again from the first page (a cursor is \
+                 valid only for the list and the backend that made it)"
+            ),
             Error::OutcomeUnknown { backend, reason } => write!(
                 f,
                 "{backend}: the connection was lost after the call was sent ({reason}), so \

@@ -129,6 +129,13 @@ impl JobQueue for Blocking {
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {
         self.wait(self.queue.dead(max))
     }
+    fn waiting_page(
+        &self,
+        after: Option<&dque::jobs::PageCursor>,
+        max: usize,
+    ) -> Result<dque::jobs::Page> {
+        self.wait(self.queue.waiting_page(after, max))
+    }
     fn requeue_dead(&self, id: &str) -> Result<()> {
         self.wait(self.queue.requeue_dead(id))
     }

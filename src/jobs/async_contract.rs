@@ -366,6 +366,30 @@ pub trait AsyncJobQueue: Send + Sync + std::fmt::Debug {
             super::history::find_listed(id, self.name(), waiting, || Ok(dead))
         })
     }
+
+    // --- paging (issue 28) ---
+
+    /// A page of the waiting jobs from `after` on
+    /// ([`JobQueue::waiting_page`](super::JobQueue::waiting_page)). A read:
+    /// cancel-safe. The default reads the front (`waiting`) up to the
+    /// page's end.
+    ///
+    /// # Errors
+    ///
+    /// As the blocking call.
+    fn waiting_page<'a>(
+        &'a self,
+        after: Option<&'a super::PageCursor>,
+        max: usize,
+    ) -> BoxFuture<'a, Result<super::Page>> {
+        Box::pin(async move {
+            let skip = super::paging::offset_of(after)?;
+            let jobs = self
+                .waiting(skip.saturating_add(max).saturating_add(1))
+                .await?;
+            super::paging::by_offset(after, max, |_| Ok(jobs))
+        })
+    }
 }
 
 /// What a backend without pause or limits answers.

@@ -77,6 +77,7 @@ mod history;
 mod job;
 mod leases;
 mod limits;
+mod paging;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod queue_name;
@@ -111,6 +112,7 @@ pub use job::{
 };
 pub use leases::LeaseInfo;
 pub use limits::{check_limit_name, Limit, LIMITS_HEADER, MAX_LIMIT_NAME_BYTES};
+pub use paging::{Page, PageCursor};
 #[cfg(all(feature = "postgres", feature = "tokio"))]
 pub use postgres::AsyncPgJobs;
 #[cfg(feature = "postgres")]
@@ -124,7 +126,7 @@ pub use redis::{
     QlessJob, QlessPut, QueueCounts, RedisJobs, RedisOptions, WorkerJobs, DEFAULT_KLASS,
     KLASS_HEADER,
 };
-pub use search::{Found, FoundJob, JobFilter, JobPlace, SearchState};
+pub use search::{search_from_the_front, Found, FoundJob, JobFilter, JobPlace, SearchState};
 #[cfg(feature = "runtime")]
 pub(crate) use several::queue_for_kind;
 pub use several::{Order, QueueSet, SET_POLL};
@@ -650,12 +652,16 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// order, then dead letters oldest first, with how many jobs were read
     /// and whether every job of the states looked in was. A read.
     ///
-    /// Where no index answers the filter (the default, which the embedded
-    /// queue and Redis keep), it reads [`waiting`](Self::waiting) and then
-    /// [`dead`](Self::dead) from the front, at most `scan` jobs in all:
-    /// its cost is those jobs read, bodies and all, and matches beyond them
-    /// are not found ([`Found::complete`] says so). A backend that filters
-    /// natively (PostgreSQL) reads in the server and finds them all.
+    /// Where no index answers the filter (the default, which Redis keeps),
+    /// it reads [`waiting`](Self::waiting) and then [`dead`](Self::dead)
+    /// from the front, at most `scan` jobs in all: its cost is those jobs
+    /// read, bodies and all, and matches beyond them are not found
+    /// ([`Found::complete`] says so). The embedded queue answers the same
+    /// in one walk over its records, reading each job's id and headers
+    /// where they lie and the bodies of matches only
+    /// ([`search_from_the_front`] is the default, to compare with). A
+    /// backend that filters natively (PostgreSQL) reads in the server and
+    /// finds them all.
     ///
     /// ```
     /// use dque::jobs::{EmbeddedJobs, JobFilter, JobQueue, NewJob, SearchState};
@@ -678,6 +684,47 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug {
     /// Storage errors.
     fn search(&self, filter: &JobFilter, max: usize, scan: usize) -> Result<Found> {
         search::by_reading(filter, max, scan, |n| self.waiting(n), |n| self.dead(n))
+    }
+
+    // --- paging (issue 28) ---
+
+    /// Up to `max` waiting jobs in [`waiting`](Self::waiting)'s order,
+    /// from where the page before ended (`after`: its
+    /// [`Page::next`]; `None` the first page). A read.
+    ///
+    /// The embedded queue and PostgreSQL resume from the cursor's
+    /// position, so a deep page costs what the first does; the default
+    /// (Redis) reads the front up to the page's end. A job that stays
+    /// where it waits is listed once in a walk of every page; one that
+    /// moves between pages shows at its new place (see [`PageCursor`]).
+    ///
+    /// ```
+    /// use dque::jobs::{EmbeddedJobs, JobQueue, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+    /// for i in 0..25 {
+    ///     queue.enqueue(NewJob::new(format!("job {i}")))?;
+    /// }
+    /// let (mut seen, mut after) = (0, None);
+    /// loop {
+    ///     let page = queue.waiting_page(after.as_ref(), 10)?;
+    ///     seen += page.jobs.len();
+    ///     match page.next {
+    ///         Some(next) => after = Some(next),
+    ///         None => break,
+    ///     }
+    /// }
+    /// assert_eq!(seen, 25);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`BadCursor`](crate::Error::BadCursor) for a cursor this backend
+    /// did not make (nothing read); storage errors.
+    fn waiting_page(&self, after: Option<&PageCursor>, max: usize) -> Result<Page> {
+        paging::by_offset(after, max, |n| self.waiting(n))
     }
 }
 

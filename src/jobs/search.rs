@@ -177,6 +177,35 @@ pub struct Found {
     pub complete: bool,
 }
 
+/// What [`JobQueue::search`](crate::jobs::JobQueue::search)'s default
+/// answers on `queue`, whatever the backend does natively: the front of
+/// `waiting` and then of `dead`, read in growing steps until `max`
+/// matches, the end, or `scan` jobs read. A native search answers the
+/// same; this is what to compare it with (and what it costs without one).
+///
+/// ```
+/// use dque::jobs::{search_from_the_front, EmbeddedJobs, JobFilter, JobQueue, NewJob};
+/// # fn main() -> Result<(), dque::Error> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let queue = EmbeddedJobs::create(dir.path().join("q"))?;
+/// queue.enqueue(NewJob::new("a").header("klass", "render"))?;
+/// let filter = JobFilter::new().header("klass", "render");
+/// assert_eq!(queue.search(&filter, 10, 100)?, search_from_the_front(&queue, &filter, 10, 100)?);
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// Storage errors.
+pub fn search_from_the_front(
+    queue: &(impl crate::jobs::JobQueue + ?Sized),
+    filter: &JobFilter,
+    max: usize,
+    scan: usize,
+) -> crate::Result<Found> {
+    by_reading(filter, max, scan, |n| queue.waiting(n), |n| queue.dead(n))
+}
+
 /// The default search: the front of [`waiting`](crate::jobs::JobQueue::waiting)
 /// and then of [`dead`](crate::jobs::JobQueue::dead), read in growing
 /// steps until `max` matches, the end, or `scan` jobs read in all.

@@ -15,7 +15,7 @@
 //! | route | what |
 //! |---|---|
 //! | `GET /` | every queue: ready, scheduled, leased, dead, the next job's age, done and failed today |
-//! | `GET /queues/{n}` | one queue: whether it is paused (a button to pause or resume), counts, wait and run time histograms of its recorded days, its jobs by state with paging (`?state=…&page=…`), a box to find a job by id, its limits and its schedules |
+//! | `GET /queues/{n}` | one queue: whether it is paused (a button to pause or resume), counts, wait and run time histograms of its recorded days, its jobs by state with paging (`?state=…&page=…`; every waiting job by key, `&after=CURSOR` from `JobQueue::waiting_page`, as deep as the list goes), a box to find a job by id, its limits and its schedules |
 //! | `GET /queues/{n}/dead` | its dead letters grouped by failure reason (`?reason=…` shows one group) |
 //! | `GET /queues/{n}/jobs/{id}` | one job in any state: body (JSON, text or hex), headers, attempts, times, history, last error, the actions its state allows |
 //! | `GET /queues/{n}/jobs?job=…` | the "find a job by id" box: sends the browser to the job's page |
@@ -78,8 +78,9 @@ pub use security::check_listen;
 
 /// Jobs shown on one page of a queue's list.
 pub const PAGE_JOBS: usize = 50;
-/// The deepest page of a list: a page reads every job before it (the Jobs
-/// API's reads start at the front), so a list stops here.
+/// The deepest page of a list read from the front (dead letters,
+/// filtered lists): a page reads every job before it, so such a list
+/// stops here. The list of every waiting job is paged by key instead.
 pub const MAX_LIST_DEPTH: usize = 10_000;
 /// Jobs a filtered list (one state, one failure reason) reads at most; a
 /// page says so when there were more.

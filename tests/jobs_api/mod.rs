@@ -10,6 +10,7 @@
 pub mod batch;
 pub mod history;
 pub mod limits;
+pub mod paging;
 pub mod search;
 
 use std::sync::Arc;
@@ -103,6 +104,7 @@ macro_rules! jobs_api_suite {
         $crate::jobs_api_history_checks!(run = $runner);
         $crate::jobs_api_search_checks!(run = $runner);
         $crate::jobs_api_batch_checks!(run = $runner);
+        $crate::jobs_api_paging_checks!(run = $runner);
     };
     (@each_in $runner:path; $module:ident; $($check:ident),* $(,)?) => {
         $(

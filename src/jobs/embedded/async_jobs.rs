@@ -288,6 +288,15 @@ impl AsyncJobQueue for AsyncEmbeddedJobs {
         Box::pin(async move { self.jobs.dead(max) })
     }
 
+    fn waiting_page<'a>(
+        &'a self,
+        after: Option<&'a crate::jobs::PageCursor>,
+        max: usize,
+    ) -> BoxFuture<'a, Result<crate::jobs::Page>> {
+        // A read: inline, as `waiting`.
+        Box::pin(async move { self.jobs.waiting_page(after, max) })
+    }
+
     fn requeue_dead<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         let id = id.to_owned();
         Box::pin(self.call_moving(move |jobs| jobs.requeue_dead(&id)))

@@ -184,6 +184,11 @@ impl Envelope {
         std::str::from_utf8(bytes.get(FIXED..FIXED + len)?).ok()
     }
 
+    /// The priority alone, read from the fixed part.
+    pub fn priority_of(bytes: &[u8]) -> Result<i32, CodecError> {
+        Fixed::read(bytes).map(|fixed| fixed.priority)
+    }
+
     /// The due time alone, read from the fixed part.
     pub fn due_ms_of(bytes: &[u8]) -> Result<u64, CodecError> {
         if bytes.len() < FIXED || !known(bytes[0]) {

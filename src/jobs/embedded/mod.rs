@@ -11,13 +11,16 @@ mod info;
 mod lanes;
 mod limits;
 mod moves;
+mod paging;
 mod promote;
 mod recurring;
 mod room;
 mod schedule;
+mod search;
 mod signal;
 mod stats_file;
 mod unique;
+mod walk;
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::{Path, PathBuf};
@@ -1504,7 +1507,9 @@ impl JobQueue for EmbeddedJobs {
         // The schedule first: jobs due by now are ready (the next call that
         // writes moves them to the end of their lanes, in due order), the
         // rest are listed last, the `max` soonest, kept in a heap.
-        let mut due: BTreeMap<i32, Vec<(u64, u64, Job)>> = BTreeMap::new();
+        // Of each lane's due jobs, the `max` soonest (not the first `max`
+        // met in record order: their due times need not rise with it).
+        let mut due: BTreeMap<i32, BinaryHeap<(u64, u64, Vec<u8>)>> = BTreeMap::new();
         let mut soonest: BinaryHeap<(u64, u64, Vec<u8>)> = BinaryHeap::new();
         if let Some(schedule) = &self.schedule {
             for pending in schedule.queue.iter() {
@@ -1515,14 +1520,21 @@ impl JobQueue for EmbeddedJobs {
                 }
                 let at = Envelope::due_ms_of(&pending.item).unwrap_or(0);
                 if at <= now_ms {
-                    let envelope =
-                        Envelope::decode(&pending.item).map_err(|source| Error::Decode {
+                    let priority =
+                        Envelope::priority_of(&pending.item).map_err(|source| Error::Decode {
                             id: pending.id,
                             source,
                         })?;
-                    let lane = due.entry(envelope.job.priority).or_default();
-                    if lane.len() < max {
-                        lane.push((at, pending.id, envelope.job));
+                    let lane = due.entry(priority).or_default();
+                    if lane.len() < max
+                        || lane
+                            .peek()
+                            .is_some_and(|top| (at, pending.id) < (top.0, top.1))
+                    {
+                        lane.push((at, pending.id, pending.item));
+                        if lane.len() > max {
+                            lane.pop();
+                        }
                     }
                 } else if soonest.len() < max
                     || soonest
@@ -1561,14 +1573,15 @@ impl JobQueue for EmbeddedJobs {
                     });
                 }
             }
-            let mut fallen = due.remove(&priority).unwrap_or_default();
-            fallen.sort_by_key(|(at, record, _)| (*at, *record));
-            for (_, _, job) in fallen {
+            let fallen = due.remove(&priority).unwrap_or_default();
+            for (_, record, bytes) in fallen.into_sorted_vec() {
                 if found.len() >= max {
                     return Ok(found);
                 }
+                let envelope = Envelope::decode(&bytes)
+                    .map_err(|source| Error::Decode { id: record, source })?;
                 found.push(Waiting {
-                    job,
+                    job: envelope.job,
                     state: WaitState::Ready,
                 });
             }
@@ -1589,6 +1602,22 @@ impl JobQueue for EmbeddedJobs {
 
     fn leases(&self, max: usize) -> Result<Vec<super::LeaseInfo>> {
         self.leases_now(max)
+    }
+
+    /// In one walk over the lanes and the schedule, then the dead letters,
+    /// the filter tested on each record's id and headers (`search`); the
+    /// same answer as the default's reading from the front.
+    fn search(&self, filter: &super::JobFilter, max: usize, scan: usize) -> Result<super::Found> {
+        if self.is_plain() {
+            let (waiting, dead) = (|n| self.waiting(n), |n| self.dead(n));
+            return super::search::by_reading(filter, max, scan, waiting, dead);
+        }
+        self.search_now(filter, max, scan)
+    }
+
+    /// From the cursor's lane record or due time on (`paging`).
+    fn waiting_page(&self, after: Option<&super::PageCursor>, max: usize) -> Result<super::Page> {
+        self.waiting_page_now(after, max)
     }
 
     fn dead(&self, max: usize) -> Result<Vec<DeadJob>> {

@@ -88,6 +88,20 @@ impl PendingMoves {
         state.records.binary_search(&record).is_ok()
     }
 
+    /// The records waiting now, sorted: what a walk that must not take
+    /// this lock under a queue's lock checks instead of [`contains`](Self::contains).
+    pub fn records_now(&self) -> Vec<u64> {
+        if self.len() == 0 {
+            return Vec::new();
+        }
+        let mut state = self.state.lock();
+        if !state.sorted {
+            state.records.sort_unstable();
+            state.sorted = true;
+        }
+        state.records.clone()
+    }
+
     /// The waiting moves, locked, if any wait and (unless `force`) they are
     /// due to be settled: `every` passed, or too many wait.
     pub fn to_settle(&self, force: bool, every: Duration) -> Option<MovesGuard<'_>> {

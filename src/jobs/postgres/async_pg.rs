@@ -633,6 +633,22 @@ impl AsyncJobQueue for AsyncPgJobs {
         })
     }
 
+    fn waiting_page<'a>(
+        &'a self,
+        after: Option<&'a crate::jobs::PageCursor>,
+        max: usize,
+    ) -> BoxFuture<'a, Result<crate::jobs::Page>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let now = inner.now();
+            let link = inner.link().await?;
+            inner
+                .rules()
+                .waiting_page(&mut &*link, after, max, now)
+                .await
+        })
+    }
+
     fn dead(&self, max: usize) -> BoxFuture<'_, Result<Vec<DeadJob>>> {
         Box::pin(async move {
             let link = self.inner.link().await?;

@@ -14,6 +14,7 @@ mod errors;
 mod held;
 mod history;
 mod limits;
+mod paging;
 mod recurring;
 mod rows;
 mod schema;
@@ -1120,6 +1121,14 @@ impl JobQueue for PgJobs {
         let now = self.now();
         let mut client = self.client()?;
         ready(self.rules().waiting(&mut Blocking(&mut *client), max, now))
+    }
+
+    /// Keyset on the lease index's order (`paging`).
+    fn waiting_page(&self, after: Option<&super::PageCursor>, max: usize) -> Result<super::Page> {
+        let now = self.now();
+        let mut client = self.client()?;
+        let rules = self.rules();
+        ready(rules.waiting_page(&mut Blocking(&mut *client), after, max, now))
     }
 
     fn leases(&self, max: usize) -> Result<Vec<super::LeaseInfo>> {
