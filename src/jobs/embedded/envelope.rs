@@ -346,6 +346,38 @@ mod tests {
     use super::*;
     use std::time::{Duration, UNIX_EPOCH};
 
+    // Pins the ready time a lease's wait statistics read from the fixed
+    // part (no decode): the enqueue time of a job ready at enqueue, the
+    // due time of a scheduled one, nothing for bytes that are no envelope.
+    #[test]
+    fn the_ready_time_is_read_from_the_fixed_part() {
+        let mut envelope = Envelope {
+            job: Job {
+                id: "r".into(),
+                body: b"b".to_vec(),
+                priority: 0,
+                headers: Vec::new(),
+                attempt: 0,
+                enqueued_at: UNIX_EPOCH + Duration::from_millis(1_700_000_000_123),
+                caller_id: false,
+            },
+            due_ms: 0,
+            attempts_before: 0,
+            hold: None,
+        };
+        assert_eq!(
+            Envelope::ready_ms_of(&envelope.encode()),
+            Some(1_700_000_000_123)
+        );
+        envelope.due_ms = 1_700_000_009_000;
+        assert_eq!(
+            Envelope::ready_ms_of(&envelope.encode()),
+            Some(1_700_000_009_000)
+        );
+        assert_eq!(Envelope::ready_ms_of(b"\xffnot a job"), None);
+        assert_eq!(Envelope::ready_ms_of(&envelope.encode()[..10]), None);
+    }
+
     #[test]
     fn an_envelope_reads_back_as_written_and_cut_ones_are_refused() {
         let envelope = Envelope {

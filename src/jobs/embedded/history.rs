@@ -446,6 +446,52 @@ mod tests {
         assert_eq!(history.days().unwrap(), vec![13]);
     }
 
+    // Pins the entry's bytes to FORMAT.md ("Job history"), field by
+    // field, now that the entry's head and worker are written in one copy
+    // each and the job is encoded from a borrow: a reader written from
+    // the format (or an older build) reads what this one writes.
+    #[test]
+    fn an_entry_is_written_byte_for_byte_as_the_format_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path().to_path_buf(), KeepCompleted::DEFAULT);
+        let t0 = 10 * DAY_MS;
+        let mut leased = job("e1");
+        leased.attempt = 3;
+        history.record(&leased, t0 - 7, t0);
+        history.flush().unwrap();
+        let written = history.read_day(10).unwrap();
+
+        let worker = crate::jobs::history::worker_name();
+        let mut rest = Vec::new();
+        rest.extend_from_slice(&t0.to_le_bytes());
+        rest.extend_from_slice(&(t0 - 7).to_le_bytes());
+        rest.extend_from_slice(&3u32.to_le_bytes());
+        rest.extend_from_slice(&(worker.len() as u16).to_le_bytes());
+        rest.extend_from_slice(worker.as_bytes());
+        rest.extend_from_slice(&0u32.to_le_bytes());
+        // The envelope: version 1, flags (caller id), priority, enqueued,
+        // due 0, attempts before 0, the id, the headers, the body.
+        rest.push(1);
+        rest.push(1);
+        rest.extend_from_slice(&3i32.to_le_bytes());
+        rest.extend_from_slice(&5_000u64.to_le_bytes());
+        rest.extend_from_slice(&0u64.to_le_bytes());
+        rest.extend_from_slice(&0u32.to_le_bytes());
+        rest.push(2);
+        rest.extend_from_slice(b"e1");
+        rest.extend_from_slice(&1u16.to_le_bytes());
+        rest.push(1);
+        rest.extend_from_slice(b"a");
+        rest.extend_from_slice(&1u32.to_le_bytes());
+        rest.extend_from_slice(b"b");
+        rest.extend_from_slice(b"body");
+        let mut expected = Vec::new();
+        expected.extend_from_slice(&(rest.len() as u32).to_le_bytes());
+        expected.extend_from_slice(&crc32fast::hash(&rest).to_le_bytes());
+        expected.extend_from_slice(&rest);
+        assert_eq!(written, expected);
+    }
+
     // Bug pinned: every handle's first ack pruned (a listing of the
     // history and a read of every kept day file, 50,000 entries by
     // default, on the ack's path), not only the handle that starts a new
