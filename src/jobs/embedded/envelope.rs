@@ -272,6 +272,7 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&[u8], CodecError> {
         let end = self
             .at
@@ -283,14 +284,17 @@ impl Reader<'_> {
         Ok(taken)
     }
 
+    #[inline]
     fn u8(&mut self) -> Result<u8, CodecError> {
         Ok(self.take(1)?[0])
     }
 
+    #[inline]
     fn array<const N: usize>(&mut self) -> Result<[u8; N], CodecError> {
         Ok(self.take(N)?.try_into().expect("N bytes"))
     }
 
+    #[inline]
     fn text(&mut self, n: usize) -> Result<String, CodecError> {
         String::from_utf8(self.take(n)?.to_vec())
             .map_err(|_| CodecError::from("job envelope text is not UTF-8"))

@@ -57,7 +57,10 @@ impl EmbeddedJobs {
         let Some(schedule) = &self.schedule else {
             return Ok(());
         };
-        self.settle_moves(false)?;
+        // No moves wait (the common case): not even the call.
+        if self.moves.len() != 0 {
+            self.settle_moves(false)?;
+        }
         // The common case, nothing due: no lock taken.
         if schedule.none_due(now_ms) {
             return Ok(());
