@@ -624,9 +624,23 @@ impl<T, C: Codec<T>> DQue<T, C> {
     }
 
     /// Leases pending item `id` out of order (see `Engine::lease_id`).
+    /// One id: no `Vec` for the ids or the answers (a due job's lease).
     pub(crate) fn lease_id(&self, id: u64) -> Result<ById<Leased<T>>> {
-        let mut found = self.lease_ids(&[id])?;
-        Ok(found.pop().expect("one id, one answer"))
+        let found = self.shared.write(|engine| {
+            engine.lease_id(id, self.visibility_timeout, |bytes| self.decode(id, bytes))
+        })?;
+        Ok(self.leased_by_id(found, id))
+    }
+
+    /// A record leased by id as the handle's [`Leased`].
+    fn leased_by_id(&self, found: ById<T>, id: u64) -> ById<Leased<T>> {
+        match found {
+            ById::Leased(item, lease) => {
+                ById::Leased(Leased::new(self.lessor(), item, id, lease.attempt), lease)
+            }
+            ById::Busy => ById::Busy,
+            ById::Gone => ById::Gone,
+        }
     }
 
     /// Leases pending items `ids` out of order, in one call (one fsync in
@@ -643,13 +657,7 @@ impl<T, C: Codec<T>> DQue<T, C> {
         Ok(found
             .into_iter()
             .zip(ids)
-            .map(|(found, &id)| match found {
-                ById::Leased(item, lease) => {
-                    ById::Leased(Leased::new(self.lessor(), item, id, lease.attempt), lease)
-                }
-                ById::Busy => ById::Busy,
-                ById::Gone => ById::Gone,
-            })
+            .map(|(found, &id)| self.leased_by_id(found, id))
             .collect())
     }
 

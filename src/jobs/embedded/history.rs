@@ -50,8 +50,10 @@ pub(crate) struct Completed {
 pub(crate) struct History {
     dir: PathBuf,
     keep: KeepCompleted,
-    /// Who acks through this handle: `host:pid`.
-    worker: String,
+    /// The end of every entry this handle writes, after the times and the
+    /// attempt: the worker (`host:pid`) with its length, and the reserved
+    /// error length (0), made once.
+    entry_tail: Vec<u8>,
     writer: Mutex<Writer>,
     /// The prunes this handle ran (what the tests look at).
     #[cfg(test)]
@@ -67,6 +69,20 @@ struct Writer {
     written_at: Instant,
     /// Entries added since the clock was last read.
     unread: u32,
+}
+
+/// An entry's fixed start: length, CRC, finished, started, attempt.
+const ENTRY_HEAD: usize = 4 + 4 + 8 + 8 + 4;
+
+/// What follows [`ENTRY_HEAD`] in every entry of `worker`: its length
+/// (u16) and bytes, and the reserved error length (u32, 0: no error).
+fn entry_tail(worker: &str) -> Vec<u8> {
+    let worker = &worker.as_bytes()[..worker.len().min(u16::MAX as usize)];
+    let mut tail = Vec::with_capacity(2 + worker.len() + 4);
+    tail.extend_from_slice(&(worker.len() as u16).to_le_bytes());
+    tail.extend_from_slice(worker);
+    tail.extend_from_slice(&0u32.to_le_bytes());
+    tail
 }
 
 /// The setting stored in `dir` (`None` if none is).
@@ -108,7 +124,7 @@ impl History {
         History {
             dir,
             keep,
-            worker: crate::jobs::history::worker_name(),
+            entry_tail: entry_tail(&crate::jobs::history::worker_name()),
             writer: Mutex::new(Writer {
                 day: u64::MAX,
                 file: None,
@@ -129,7 +145,7 @@ impl History {
     /// Adds the entry of `job`, leased at `started_ms`, acked at
     /// `finished_ms`. Never fails the ack: a write that fails is retried
     /// with the next (its entries kept in the buffer up to a bound).
-    pub(crate) fn record(&self, job: Job, started_ms: u64, finished_ms: u64) {
+    pub(crate) fn record(&self, job: &Job, started_ms: u64, finished_ms: u64) {
         let mut writer = self.writer.lock();
         let day = finished_ms / DAY_MS;
         if day != writer.day {
@@ -146,23 +162,16 @@ impl History {
         }
         let buffer = &mut writer.buffer;
         let start = buffer.len();
-        buffer.extend_from_slice(&[0; 8]);
-        buffer.extend_from_slice(&finished_ms.to_le_bytes());
-        buffer.extend_from_slice(&started_ms.to_le_bytes());
-        buffer.extend_from_slice(&job.attempt.to_le_bytes());
-        let worker = &self.worker.as_bytes()[..self.worker.len().min(u16::MAX as usize)];
-        buffer.extend_from_slice(&(worker.len() as u16).to_le_bytes());
-        buffer.extend_from_slice(worker);
-        buffer.extend_from_slice(&0u32.to_le_bytes()); // no error: reserved
-        let envelope = Envelope {
-            job,
-            due_ms: 0,
-            attempts_before: 0,
-            // A kept entry is a record of what ran, not a hold (the ids
-            // file keeps those).
-            hold: None,
-        };
-        envelope.encode_into(buffer);
+        // Length and CRC (filled in below), the times and the attempt: one copy.
+        let mut head = [0u8; ENTRY_HEAD];
+        head[8..16].copy_from_slice(&finished_ms.to_le_bytes());
+        head[16..24].copy_from_slice(&started_ms.to_le_bytes());
+        head[24..28].copy_from_slice(&job.attempt.to_le_bytes());
+        buffer.extend_from_slice(&head);
+        buffer.extend_from_slice(&self.entry_tail);
+        // A kept entry is a record of what ran, not a hold (the ids file
+        // keeps those): no due time, no attempts before, no hold.
+        Envelope::encode_job_into(job, 0, 0, None, buffer);
         let len = (buffer.len() - start - 8) as u32;
         let crc = crc32fast::hash(&buffer[start + 8..]);
         buffer[start..start + 4].copy_from_slice(&len.to_le_bytes());
@@ -418,23 +427,69 @@ mod tests {
         let keep = KeepCompleted::new(Duration::from_millis(2 * DAY_MS), 2);
         let history = History::new(dir.path().to_path_buf(), keep);
         let t0 = 10 * DAY_MS;
-        history.record(job("a"), t0 - 5, t0);
-        history.record(job("b"), t0 + 1, t0 + 2);
+        history.record(&job("a"), t0 - 5, t0);
+        history.record(&job("b"), t0 + 1, t0 + 2);
         let found = history.find("a", t0 + 3).unwrap().expect("kept");
         assert_eq!(
             (found.job, found.started_ms, found.finished_ms),
             (job("a"), t0 - 5, t0)
         );
         // A third entry puts "a" beyond the count kept.
-        history.record(job("c"), t0 + 3, t0 + 4);
+        history.record(&job("c"), t0 + 3, t0 + 4);
         assert_eq!(history.find("a", t0 + 5).unwrap(), None);
         assert!(history.find("b", t0 + 5).unwrap().is_some());
         // Past the time kept, even the newest is gone; its day's file
         // goes when a later day's file starts.
         assert_eq!(history.find("c", t0 + 2 * DAY_MS + 5).unwrap(), None);
-        history.record(job("d"), t0 + 3 * DAY_MS, t0 + 3 * DAY_MS);
+        history.record(&job("d"), t0 + 3 * DAY_MS, t0 + 3 * DAY_MS);
         history.flush().unwrap();
         assert_eq!(history.days().unwrap(), vec![13]);
+    }
+
+    // Pins the entry's bytes to FORMAT.md ("Job history"), field by
+    // field, now that the entry's head and worker are written in one copy
+    // each and the job is encoded from a borrow: a reader written from
+    // the format (or an older build) reads what this one writes.
+    #[test]
+    fn an_entry_is_written_byte_for_byte_as_the_format_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path().to_path_buf(), KeepCompleted::DEFAULT);
+        let t0 = 10 * DAY_MS;
+        let mut leased = job("e1");
+        leased.attempt = 3;
+        history.record(&leased, t0 - 7, t0);
+        history.flush().unwrap();
+        let written = history.read_day(10).unwrap();
+
+        let worker = crate::jobs::history::worker_name();
+        let mut rest = Vec::new();
+        rest.extend_from_slice(&t0.to_le_bytes());
+        rest.extend_from_slice(&(t0 - 7).to_le_bytes());
+        rest.extend_from_slice(&3u32.to_le_bytes());
+        rest.extend_from_slice(&(worker.len() as u16).to_le_bytes());
+        rest.extend_from_slice(worker.as_bytes());
+        rest.extend_from_slice(&0u32.to_le_bytes());
+        // The envelope: version 1, flags (caller id), priority, enqueued,
+        // due 0, attempts before 0, the id, the headers, the body.
+        rest.push(1);
+        rest.push(1);
+        rest.extend_from_slice(&3i32.to_le_bytes());
+        rest.extend_from_slice(&5_000u64.to_le_bytes());
+        rest.extend_from_slice(&0u64.to_le_bytes());
+        rest.extend_from_slice(&0u32.to_le_bytes());
+        rest.push(2);
+        rest.extend_from_slice(b"e1");
+        rest.extend_from_slice(&1u16.to_le_bytes());
+        rest.push(1);
+        rest.extend_from_slice(b"a");
+        rest.extend_from_slice(&1u32.to_le_bytes());
+        rest.extend_from_slice(b"b");
+        rest.extend_from_slice(b"body");
+        let mut expected = Vec::new();
+        expected.extend_from_slice(&(rest.len() as u32).to_le_bytes());
+        expected.extend_from_slice(&crc32fast::hash(&rest).to_le_bytes());
+        expected.extend_from_slice(&rest);
+        assert_eq!(written, expected);
     }
 
     // Bug pinned: every handle's first ack pruned (a listing of the
@@ -447,17 +502,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let t0 = 10 * DAY_MS;
         let first = History::new(dir.path().to_path_buf(), KeepCompleted::DEFAULT);
-        first.record(job("a"), t0, t0 + 1);
+        first.record(&job("a"), t0, t0 + 1);
         first.flush().unwrap();
         assert_eq!(first.prunes(), 1, "the day's file was started");
         for n in 0..3 {
             let later = History::new(dir.path().to_path_buf(), KeepCompleted::DEFAULT);
-            later.record(job("b"), t0 + 2, t0 + 3 + n);
+            later.record(&job("b"), t0 + 2, t0 + 3 + n);
             later.flush().unwrap();
             assert_eq!(later.prunes(), 0, "handle {n}: the day's file was there");
         }
         // The next day's file: pruned by the handle that starts it.
-        first.record(job("c"), t0 + DAY_MS, t0 + DAY_MS);
+        first.record(&job("c"), t0 + DAY_MS, t0 + DAY_MS);
         assert_eq!(first.prunes(), 2);
     }
 
@@ -469,7 +524,7 @@ mod tests {
     fn a_torn_entry_is_stepped_over_and_the_entries_after_it_are_found() {
         let dir = tempfile::tempdir().unwrap();
         let history = History::new(dir.path().to_path_buf(), KeepCompleted::DEFAULT);
-        history.record(job("a"), 1, 2);
+        history.record(&job("a"), 1, 2);
         history.flush().unwrap();
         let path = dir.path().join("0.log");
         let whole = std::fs::read(&path).unwrap();
@@ -478,13 +533,13 @@ mod tests {
         let x = {
             let other = tempfile::tempdir().unwrap();
             let h = History::new(other.path().to_path_buf(), KeepCompleted::DEFAULT);
-            h.record(job("x"), 1, 2);
+            h.record(&job("x"), 1, 2);
             h.flush().unwrap();
             std::fs::read(other.path().join("0.log")).unwrap()
         };
         torn.extend_from_slice(&x[..30]);
         std::fs::write(&path, &torn).unwrap();
-        history.record(job("b"), 3, 4);
+        history.record(&job("b"), 3, 4);
         history.flush().unwrap();
         assert!(history.find("a", 5).unwrap().is_some());
         assert!(

@@ -98,6 +98,13 @@ impl Lanes {
 
     /// As [`all`](Self::all), without copying the list.
     pub fn list(&self) -> Result<LaneList> {
+        // Alone (exclusive mode) and listed: one read lock (a lease's case).
+        if !self.options.shared {
+            let state = self.state.read();
+            if state.listed.is_some() {
+                return Ok(Arc::clone(&state.list));
+            }
+        }
         self.refresh(false)?;
         Ok(Arc::clone(&self.state.read().list))
     }

@@ -527,10 +527,14 @@ impl EmbeddedJobs {
         state: Settled,
         end: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
-        let now_ms = unix_ms(self.now());
-        let Some(hold) = hold.filter(|hold| job.caller_id && hold.holds(state, now_ms)) else {
+        // The clock only for a hold (most jobs have none: no read per ack).
+        let Some(hold) = hold.filter(|_| job.caller_id) else {
             return end();
         };
+        let now_ms = unix_ms(self.now());
+        if !hold.holds(state, now_ms) {
+            return end();
+        }
         let Some(mut locked) = self.ids_lock_if(true)? else {
             return end();
         };
@@ -714,7 +718,7 @@ impl EmbeddedJobs {
         if self.due_schedules.due(now_ms) {
             self.fire_due_quietly(now);
         }
-        self.promote_due(now)?;
+        self.promote_due_at(now_ms)?;
         let lanes = self.lanes.list()?;
         for (at, (priority, lane)) in lanes.iter().enumerate() {
             // A read is cheaper than a lease's write path (the last lane
@@ -1408,7 +1412,7 @@ impl JobQueue for EmbeddedJobs {
         self.record_stats(now_ms, |day| day.run.record(ran));
         self.forget(&lease.job, Location::Lane(priority, record));
         if let Some(history) = &self.history {
-            history.record(lease.job, lease.token.leased_ms, now_ms);
+            history.record(&lease.job, lease.token.leased_ms, now_ms);
         }
         Ok(())
     }

@@ -48,11 +48,19 @@ impl EmbeddedJobs {
     /// together once their jobs are placed (and durable: at once, or at
     /// the next settling of the moves).
     pub(super) fn promote_due(&self, now: SystemTime) -> Result<()> {
+        self.promote_due_at(unix_ms(now))
+    }
+
+    /// As [`promote_due`](Self::promote_due) at `now_ms` (Unix
+    /// milliseconds), already read by a lease: one conversion a call.
+    pub(super) fn promote_due_at(&self, now_ms: u64) -> Result<()> {
         let Some(schedule) = &self.schedule else {
             return Ok(());
         };
-        self.settle_moves(false)?;
-        let now_ms = unix_ms(now);
+        // No moves wait (the common case): not even the call.
+        if self.moves.len() != 0 {
+            self.settle_moves(false)?;
+        }
         // The common case, nothing due: no lock taken.
         if schedule.none_due(now_ms) {
             return Ok(());

@@ -9,6 +9,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::envelope::Envelope;
 use super::limits::MAX_SKIPPED;
 use super::unix_ms;
 use super::{EmbeddedJobs, Location, Settled};
@@ -39,7 +40,7 @@ impl EmbeddedJobs {
         if self.due_schedules.due(now_ms) {
             self.fire_due_quietly(now);
         }
-        self.promote_due(now)?;
+        self.promote_due_at(now_ms)?;
         let mut looked = 0;
         for (priority, lane) in self.lanes.list()?.iter() {
             let priority = *priority;
@@ -136,6 +137,12 @@ impl EmbeddedJobs {
         accept: &mut impl FnMut(&Job, i32, u64, u16) -> bool,
     ) -> Result<Option<JobLease>> {
         let (bytes, record, lane_attempt) = leased.into_parts();
+        // Read before the decode takes the bytes (a plain queue's records
+        // are no envelopes, and it keeps no statistics).
+        let ready_ms = match self.is_plain() {
+            true => None,
+            false => Envelope::ready_ms_of(&bytes),
+        };
         let lessor = lane.lessor();
         let envelope = match self.job_of(bytes, record, lane_attempt) {
             Ok(envelope) => envelope,
@@ -146,7 +153,6 @@ impl EmbeddedJobs {
                 return Ok(None);
             }
         };
-        let ready_ms = envelope.ready_ms();
         let hold = envelope.hold;
         let job = envelope.job;
         if job.attempt > self.max_attempts {
@@ -166,7 +172,7 @@ impl EmbeddedJobs {
             lessor.release(record, lane_attempt)?;
             return Ok(None);
         }
-        if job.attempt == 1 && !self.is_plain() {
+        if let (1, Some(ready_ms)) = (job.attempt, ready_ms) {
             let waited = Duration::from_millis(now_ms.saturating_sub(ready_ms));
             self.record_stats(now_ms, |day| day.wait.record(waited));
         }

@@ -26,7 +26,11 @@ const FIRST_LINE: &str = "dque-job-stats 1";
 #[derive(Debug)]
 pub struct StatsBook {
     dir: PathBuf,
+    /// The days added to before `today`.
     pending: BTreeMap<u64, DayStats>,
+    /// The day added to last, outside `pending` (no map search per job
+    /// call); its day is never a key of `pending`.
+    today: Option<DayStats>,
     /// The queue clock's time (Unix ms) of the last merge, or of the
     /// book's making.
     flushed_ms: Option<u64>,
@@ -43,6 +47,7 @@ impl StatsBook {
         StatsBook {
             dir,
             pending: BTreeMap::new(),
+            today: None,
             flushed_ms: None,
         }
     }
@@ -50,9 +55,25 @@ impl StatsBook {
     /// The record of the day holding Unix millisecond `ms`, to add to.
     pub fn day(&mut self, ms: u64) -> &mut DayStats {
         let day = day_of(ms);
-        self.pending
-            .entry(day)
-            .or_insert_with(|| DayStats::new(day))
+        if self.today.as_ref().is_none_or(|today| today.day != day) {
+            self.start_day(day);
+        }
+        self.today.as_mut().expect("set above")
+    }
+
+    /// Makes `day` the one added to, the last one put with the others.
+    #[cold]
+    fn start_day(&mut self, day: u64) {
+        if let Some(last) = self.today.take() {
+            self.pending.insert(last.day, last);
+        }
+        let stats = self.pending.remove(&day);
+        self.today = Some(stats.unwrap_or_else(|| DayStats::new(day)));
+    }
+
+    /// What this handle saw and has not merged yet, by day.
+    fn unmerged(&self) -> impl Iterator<Item = &DayStats> {
+        self.pending.values().chain(self.today.as_ref())
     }
 
     /// Merges into the file if a second has passed since the last time
@@ -68,33 +89,35 @@ impl StatsBook {
 
     /// Merges what this handle saw into the file (under its lock).
     pub fn flush(&mut self) -> Result<()> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.today.is_none() {
             return Ok(());
         }
         let lock = lock_exclusive(&self.dir.join("lock"))?;
-        let days = merged(read_days(&self.dir)?, &self.pending);
+        let days = merged(read_days(&self.dir)?, self.unmerged());
         write_days(&self.dir, &days)?;
         drop(lock);
         // Only once written: a failed write keeps them for the next flush.
         self.pending.clear();
+        self.today = None;
         Ok(())
     }
 
     /// The days on record with what this handle has not merged yet. A
     /// read: the file is not written.
     pub fn days(&self) -> Result<Vec<DayStats>> {
-        Ok(merged(read_days(&self.dir)?, &self.pending)
+        Ok(merged(read_days(&self.dir)?, self.unmerged())
             .into_values()
             .collect())
     }
 }
 
 /// `days` with `pending` added, the last [`KEPT_DAYS`] kept.
-fn merged(
+fn merged<'a>(
     mut days: BTreeMap<u64, DayStats>,
-    pending: &BTreeMap<u64, DayStats>,
+    pending: impl Iterator<Item = &'a DayStats>,
 ) -> BTreeMap<u64, DayStats> {
-    for (&day, stats) in pending {
+    for stats in pending {
+        let day = stats.day;
         days.entry(day)
             .or_insert_with(|| DayStats::new(day))
             .merge(stats);
@@ -240,6 +263,43 @@ fn unescape(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Pins the day kept outside the map (the one a job call adds to):
+    // calls that go back and forth between days, read before and after
+    // a flush, count every duration once, in its own day.
+    #[test]
+    fn days_added_to_in_turn_are_each_counted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut book = StatsBook::new(dir.path().to_path_buf());
+        let (a, b) = (20_000 * DAY_SECONDS, 20_001 * DAY_SECONDS);
+        for (day, secs) in [(a, 1), (b, 2), (a, 3), (a, 4), (b, 5)] {
+            book.day(day * 1_000 + 5)
+                .run
+                .record(Duration::from_secs(secs));
+        }
+        let counts = |days: Vec<DayStats>| -> Vec<(u64, u64, f64)> {
+            days.iter()
+                .map(|d| (d.day, d.run.count, d.run.mean))
+                .collect()
+        };
+        let expected = vec![(a, 3, 8.0 / 3.0), (b, 2, 3.5)];
+        let close = |got: Vec<(u64, u64, f64)>| {
+            assert_eq!(got.len(), expected.len(), "{got:?}");
+            for (g, e) in got.iter().zip(&expected) {
+                assert!(
+                    g.0 == e.0 && g.1 == e.1 && (g.2 - e.2).abs() < 1e-9,
+                    "{got:?}"
+                );
+            }
+        };
+        close(counts(book.days().unwrap()));
+        book.flush().unwrap();
+        close(counts(book.days().unwrap()));
+        book.day(b * 1_000).run.record(Duration::from_secs(8));
+        book.flush().unwrap();
+        let days = read_days(dir.path()).unwrap();
+        assert_eq!((days[&a].run.count, days[&b].run.count), (3, 3));
+    }
 
     #[test]
     fn days_read_back_as_written() {
