@@ -467,11 +467,11 @@ impl Rules<'_> {
             return Ok(());
         }
         let cutoff = self.pruning.cutoff(ms(now));
-        conn.execute(&self.kept.prune_old, &[&self.qno, &cutoff])
+        conn.query(&self.kept.prune_old, &[&self.qno, &cutoff])
             .await
             .map_err(db)?;
         let count = self.pruning.count();
-        conn.execute(&self.kept.prune_over, &[&self.qno, &count])
+        conn.query(&self.kept.prune_over, &[&self.qno, &count])
             .await
             .map_err(db)?;
         Ok(())
@@ -701,8 +701,9 @@ impl Rules<'_> {
         now: SystemTime,
     ) -> Result<()> {
         let requeued = conn
-            .execute(&self.sql.requeue_dead, &[&self.qno, &id, &ms(now)])
-            .await;
+            .query(&self.sql.requeue_dead, &[&self.qno, &id, &ms(now)])
+            .await
+            .map(|rows| one(rows).get::<_, i64>(0) as u64);
         rows::requeued(requeued, id)
     }
 

@@ -3,7 +3,7 @@
 //! blocking handle (`PgJobs`) and the async one (`AsyncPgJobs`) run the
 //! same statements with the same parameters, so the SQL is written once.
 
-use super::{stats_log, Tables, JOB_COLUMNS};
+use super::{counts, stats_log, Tables, JOB_COLUMNS};
 
 /// Notifies `$1` (the channel) with `$2` (the queue's name).
 pub const NOTIFY: &str = "SELECT pg_notify($1, $2)";
@@ -62,7 +62,7 @@ pub struct Statements {
     pub waiting: String,
     /// `$1` qno, `$2` the limit: dead rows ([`JOB_COLUMNS`], `reason`).
     pub dead: String,
-    /// `$1` qno, `$2` id, `$3` the time. Executes: the rows requeued.
+    /// `$1` qno, `$2` id, `$3` the time. One row: the count requeued.
     pub requeue_dead: String,
     /// `$1` qno, `$2` the time, `$3` the real time: ready, scheduled,
     /// leased, dead.
@@ -116,6 +116,7 @@ fn on_lease(tables: &Tables, set: &str, retry_log: Option<(usize, usize)>) -> St
 impl Statements {
     pub fn new(tables: &Tables) -> Statements {
         let jobs = &tables.jobs;
+        let counted = tables.counts.as_deref();
         let add = |column: &str| {
             format!(
                 "{column} = {stats}.{column} + EXCLUDED.{column}",
@@ -169,10 +170,11 @@ impl Statements {
                      UPDATE {jobs} SET state = 2, reason = $3, died = nextval('{deaths}'),
                          lease_until = NULL, lease_token = NULL
                      WHERE seq = $1 AND state = 0 AND lease_token = $2
-                     RETURNING seq, wait_day, wait_ms),
-                 logged AS ({log})
+                     RETURNING seq, qno, wait_day, wait_ms),
+                 logged AS ({log}){counted}
                  SELECT count(*) FROM buried",
                 deaths = tables.deaths,
+                counted = counts::counted_rows(counted, "buried", counts::BURIED),
                 log = stats_log::insert(
                     &tables.log,
                     stats_log::FAILURE,
@@ -233,11 +235,12 @@ impl Statements {
                 "WITH gone AS (
                      DELETE FROM {jobs} WHERE qno = $1 AND id = $2 AND
                          state = 0 AND (lease_until IS NULL OR lease_until <= $3)
-                     RETURNING wait_day, wait_ms),
+                     RETURNING qno, wait_day, wait_ms),
                  {freed},
-                 logged AS ({log})
+                 logged AS ({log}){counted}
                  SELECT count(*) FROM gone",
                 freed = super::unique::freed_by_cancel(&tables.unique),
+                counted = counts::counted_rows(counted, "gone", counts::REMOVED),
                 log = stats_log::insert(
                     &tables.log,
                     stats_log::WAIT,
@@ -268,21 +271,20 @@ impl Statements {
                  ORDER BY died LIMIT $2"
             ),
             requeue_dead: format!(
-                "UPDATE {jobs} SET state = 0, attempts = 0, ready_at = $3, reason = NULL,
-                     died = NULL, wait_day = NULL, wait_ms = NULL,
-                     seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))
-                 WHERE seq = (SELECT seq FROM {jobs} WHERE qno = $1 AND id = $2 AND state = 2
-                              ORDER BY died LIMIT 1)"
+                "WITH requeued AS (
+                     UPDATE {jobs} SET state = 0, attempts = 0, ready_at = $3, reason = NULL,
+                         died = NULL, wait_day = NULL, wait_ms = NULL,
+                         seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))
+                     WHERE seq = (SELECT seq FROM {jobs} WHERE qno = $1 AND id = $2 AND state = 2
+                                  ORDER BY died LIMIT 1)
+                     RETURNING qno){counted}
+                 SELECT count(*) FROM requeued",
+                counted = counts::counted_rows(counted, "requeued", counts::REQUEUED),
             ),
-            counts: format!(
-                "SELECT
-                     count(*) FILTER (WHERE state = 0 AND ready_at <= $2
-                                        AND (lease_until IS NULL OR lease_until <= $3)),
-                     count(*) FILTER (WHERE state = 0 AND ready_at > $2),
-                     count(*) FILTER (WHERE state = 0 AND lease_until > $3),
-                     count(*) FILTER (WHERE state = 2)
-                 FROM {jobs} WHERE qno = $1"
-            ),
+            counts: match counted {
+                Some(kept) => counts::read(jobs, kept),
+                None => counts::read_all(jobs),
+            },
             stats_days: format!(
                 "SELECT day, wait_count, wait_sum, wait_sumsq, wait_hist,
                         run_count, run_sum, run_sumsq, run_hist, retries
@@ -301,7 +303,8 @@ impl Statements {
                 "SELECT {columns} FROM {log} WHERE queue = $1
                  UNION ALL
                  SELECT wait_day, -1::smallint, 0::bigint, NULL::text, wait_day, wait_ms
-                 FROM {jobs} WHERE qno = $2 AND state = 0 AND wait_ms IS NOT NULL",
+                 FROM {jobs} WHERE qno = $2 AND state = 0 AND wait_ms IS NOT NULL
+                   AND (lease_until IS NOT NULL OR wait_ms IS NOT NULL)",
                 log = tables.log,
                 columns = stats_log::COLUMNS
             ),
