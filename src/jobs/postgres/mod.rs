@@ -1312,7 +1312,7 @@ impl PgJobs {
             "WITH gone AS (
                  DELETE FROM {jobs} WHERE qno = $1 AND id = ANY($2::text[]) AND
                      state = 0 AND (lease_until IS NULL OR lease_until <= $3)
-                 RETURNING id, qno, wait_day, wait_ms),
+                 RETURNING id, wait_day, wait_ms, qno),
              freed AS (DELETE FROM {holds} WHERE qno = $1 AND id IN (SELECT id FROM gone)),
              logged AS ({log}){counted}
              SELECT id FROM gone",
