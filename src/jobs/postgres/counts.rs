@@ -13,10 +13,22 @@
 //! move: every statement locks job rows first and its slot last, and two
 //! statements never wait for each other in a cycle.
 //!
+//! A job enqueued in a caller's transaction is counted in a row of its
+//! own instead ([`counted_apart`]: a new key, which waits for no one),
+//! since the slot's row would stay locked until the caller commits and
+//! stall every statement of that slot; such rows are folded into a slot
+//! by the statistics' merge ([`fold`]).
+//!
 //! What the sums do not hold is found by index: the leased rows and the
 //! waits kept in rows by the partial index `jobs_held` (rows leased or
 //! keeping a wait: about as many as leases), the scheduled ones by a walk
 //! over the priorities of `jobs_next`, one range each.
+//!
+//! A statement that finds a leased row by its number writes its lease
+//! test as `coalesce(lease_until, 0) > $3` (not strict), which does not
+//! imply `jobs_held`'s predicate: the planner takes the primary key, not a walk over every
+//! leased row of every queue (which it preferred while that index was
+//! small, and would keep doing on stale statistics).
 //!
 //! Schema version 9 adds the table and the index ([`MIGRATION`]).
 
@@ -30,6 +42,7 @@ pub const SLOTS: i32 = 64;
 /// the index on leased rows and kept waits (the lease's update is no
 /// longer HOT; measured: no cost seen on lease + ack).
 pub const MIGRATION: &str = "LOCK TABLE {s}.jobs, {s}.queues IN SHARE ROW EXCLUSIVE MODE;
+    CREATE SEQUENCE {s}.count_rows;
     CREATE TABLE {s}.counts (
         qno integer NOT NULL,
         slot integer NOT NULL,
@@ -129,6 +142,37 @@ pub fn counted_rows(counts: Option<&str>, moved: &str, change: Change) -> String
         counts,
         &format!("SELECT qno, count(*) AS n FROM {moved} GROUP BY qno"),
         change,
+    )
+}
+
+/// As [`counted_rows`], in a row of its own (slot `-n`, `n` drawn from
+/// sequence `apart`), for a caller's transaction.
+pub fn counted_apart(counts: Option<&str>, apart: &str, moved: &str, change: Change) -> String {
+    let Some(counts) = counts else {
+        return String::new();
+    };
+    format!(
+        ", counted AS (INSERT INTO {counts} (qno, slot, waiting, dead, completed)
+             SELECT qno, -nextval('{apart}'), n * {w}, n * {d}, n * {c}
+             FROM (SELECT qno, count(*) AS n FROM {moved} GROUP BY qno) g)",
+        w = change.waiting,
+        d = change.dead,
+        c = change.completed,
+    )
+}
+
+/// Folds queue `$1`'s rows counted apart (committed ones) into the
+/// connection's slot; a row seen by two folds at once is deleted, and
+/// added, by one.
+pub fn fold(counts: &str) -> String {
+    format!(
+        "WITH apart AS (
+             DELETE FROM {counts} WHERE qno = $1 AND slot < 0
+             RETURNING waiting, dead, completed)
+         UPDATE {counts} c SET waiting = c.waiting + s.w, dead = c.dead + s.d,
+                              completed = c.completed + s.c
+         FROM (SELECT sum(waiting) AS w, sum(dead) AS d, sum(completed) AS c FROM apart) s
+         WHERE c.qno = $1 AND c.slot = pg_backend_pid() % {SLOTS} AND s.w IS NOT NULL"
     )
 }
 

@@ -59,7 +59,7 @@ impl HistorySql {
             "WITH gone AS (
                  UPDATE {jobs} SET state = {COMPLETED}, finished = $7, started = $8,
                                    worker = $9, lease_until = NULL
-                 WHERE seq = $1 AND state = 0 AND lease_token = $2 AND lease_until > $3
+                 WHERE seq = $1 AND state = 0 AND lease_token = $2 AND coalesce(lease_until, 0) > $3
                  RETURNING seq, qno, wait_day, wait_ms),
              logged AS ({log}){counted}
              SELECT count(*) FROM gone",

@@ -334,6 +334,8 @@ struct Tables {
     /// The kept counts' table, for what every handle writes (a new
     /// queue's slots).
     counts_table: String,
+    /// The numbers of rows counted apart (`counts::counted_apart`).
+    count_rows: String,
 }
 
 impl Tables {
@@ -342,6 +344,7 @@ impl Tables {
         Tables {
             counts: counted.then(|| format!("{s}.counts")),
             counts_table: format!("{s}.counts"),
+            count_rows: format!("{s}.count_rows"),
             jobs: format!("{s}.jobs"),
             stats: format!("{s}.stats"),
             failures: format!("{s}.failures"),
@@ -362,6 +365,10 @@ struct Hot {
     insert: String,
     /// As `insert`, some jobs with a uniqueness period (issue 27).
     insert_holding: String,
+    /// `insert` and `insert_holding` in a caller's transaction (counted
+    /// apart: `counts::counted_apart`).
+    insert_in: String,
+    insert_holding_in: String,
     /// The answers for caller ids an insert did not add (issue 27).
     held: String,
     /// Jobs without caller ids nor headers.
@@ -395,8 +402,8 @@ impl Hot {
         // and the queue's name to notify; one round trip: the holds of
         // unique jobs, the insert, and the notification (the same one sent
         // for every row is delivered once, at the commit).
-        let insert = unique::insert(tables, &names, &values);
-        let insert_holding = unique::insert_holding(tables, &names, &values);
+        let insert = unique::insert(tables, &names, &values, false);
+        let insert_holding = unique::insert_holding(tables, &names, &values, false);
         // `$1`, `$2` the channel and the queue's name to notify (once, at
         // the commit, whatever the row count), `$3` the queue's number,
         // `$4` the time.
@@ -470,7 +477,7 @@ impl Hot {
         let ack = format!(
             "WITH gone AS (
                  DELETE FROM {jobs} WHERE seq = $1 AND state = 0 AND lease_token = $2
-                     AND lease_until > $3
+                     AND coalesce(lease_until, 0) > $3
                  RETURNING seq, qno, wait_day, wait_ms),
              logged AS ({log}){counted}
              SELECT count(*) FROM gone",
@@ -485,6 +492,8 @@ impl Hot {
         Hot {
             insert,
             insert_holding,
+            insert_in: unique::insert(tables, &names, &values, true),
+            insert_holding_in: unique::insert_holding(tables, &names, &values, true),
             held: unique::held(jobs, &tables.unique),
             insert_new: insert_new(false),
             insert_new_headers: insert_new(true),

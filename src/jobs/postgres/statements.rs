@@ -74,17 +74,21 @@ pub struct Statements {
     /// `$1` the queue's name, `$2` qno: the log not merged yet and the
     /// waits kept in live rows ([`stats_log::COLUMNS`]).
     pub stats_unmerged: String,
+    /// `$1` qno: folds the rows counted apart (`counts::fold`); none if
+    /// the handle keeps no counts.
+    pub fold_counts: Option<String>,
 }
 
 /// An update of a leased row that holds only while the lease does (`$1`
-/// row, `$2` token, `$3` the real time); with `retry_log` (`$queue`,
+/// row, `$2` token, `$3` the real time; the test written so that the row
+/// is found by its key, not by `jobs_held`: `counts.rs`); with `retry_log` (`$queue`,
 /// `$day` parameter numbers), a retry is logged in the same statement and
 /// the statement returns the count changed.
 fn on_lease(tables: &Tables, set: &str, retry_log: Option<(usize, usize)>) -> String {
     let jobs = &tables.jobs;
     let update = format!(
         "UPDATE {jobs} SET {set} WHERE seq = $1 AND state = 0 AND lease_token = $2 \
-         AND lease_until > $3"
+         AND coalesce(lease_until, 0) > $3"
     );
     let Some((queue_at, day_at)) = retry_log else {
         return update;
@@ -95,7 +99,7 @@ fn on_lease(tables: &Tables, set: &str, retry_log: Option<(usize, usize)>) -> St
     format!(
         "WITH old AS (
              SELECT wait_day, wait_ms FROM {jobs} WHERE seq = $1 AND state = 0
-                 AND lease_token = $2 AND lease_until > $3),
+                 AND lease_token = $2 AND coalesce(lease_until, 0) > $3),
          done AS ({cleared} RETURNING seq),
          logged AS ({log})
          SELECT count(*) FROM done",
@@ -159,7 +163,7 @@ impl Statements {
             nack_later: on_lease(tables, &later, Some((5, 6))),
             held: format!(
                 "SELECT 1 FROM {jobs} WHERE seq = $1 AND state = 0 AND lease_token = $2 \
-                 AND lease_until > $3"
+                 AND coalesce(lease_until, 0) > $3"
             ),
             // The failure is logged in the same statement, under the group
             // of its reason (the message may add to it), with the wait kept
@@ -281,6 +285,7 @@ impl Statements {
                  SELECT count(*) FROM requeued",
                 counted = counts::counted_rows(counted, "requeued", counts::REQUEUED),
             ),
+            fold_counts: counted.map(counts::fold),
             counts: match counted {
                 Some(kept) => counts::read(jobs, kept),
                 None => counts::read_all(jobs),

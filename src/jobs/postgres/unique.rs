@@ -58,10 +58,10 @@ fn probe(jobs: &str, holds: &str) -> String {
 /// The insert of jobs of which some have caller ids, none a period:
 /// `$1` the queue's number, `$2` the time, `$3`..`$9` the jobs' arrays
 /// (id, caller, priority, body, header names, header values, ready),
-/// `$10`, `$11` the channel and the queue's name to notify. Rows: the
-/// ids added (the notification, the same for every row, is delivered
+/// `$10`, `$11` the channel and the queue's name to notify; `apart`: in
+/// a caller's transaction (`counts::counted_apart`). Rows: the ids added (the notification, the same for every row, is delivered
 /// once, at the commit).
-pub fn insert(tables: &Tables, names: &str, values: &str) -> String {
+pub fn insert(tables: &Tables, names: &str, values: &str, apart: bool) -> String {
     let (jobs, holds) = (&tables.jobs, &tables.unique);
     format!(
         "WITH added AS (
@@ -78,7 +78,7 @@ pub fn insert(tables: &Tables, names: &str, values: &str) -> String {
              RETURNING id, qno){counted}
          SELECT added.id FROM added CROSS JOIN (SELECT pg_notify($10, $11)) AS told",
         probe = probe(jobs, holds),
-        counted = counted(tables),
+        counted = counted(tables, apart),
     )
 }
 
@@ -87,7 +87,7 @@ pub fn insert(tables: &Tables, names: &str, values: &str) -> String {
 /// only if its hold was taken: a new row of `unique_ids`, or one whose
 /// period ended or whose job ended in a state it does not cover (the
 /// upsert locks the row, so two producers of the id are serialized).
-pub fn insert_holding(tables: &Tables, names: &str, values: &str) -> String {
+pub fn insert_holding(tables: &Tables, names: &str, values: &str, apart: bool) -> String {
     let (jobs, holds) = (&tables.jobs, &tables.unique);
     format!(
         "WITH claimed AS (
@@ -118,13 +118,18 @@ pub fn insert_holding(tables: &Tables, names: &str, values: &str) -> String {
          SELECT added.id FROM added CROSS JOIN (SELECT pg_notify($10, $11)) AS told",
         blocks_existing = blocks(jobs, "h"),
         probe = probe(jobs, holds),
-        counted = counted(tables),
+        counted = counted(tables, apart),
     )
 }
 
-/// The count of the jobs an insert added (`added`, a CTE).
-fn counted(tables: &Tables) -> String {
-    super::counts::counted_rows(tables.counts.as_deref(), "added", super::counts::ADDED)
+/// The count of the jobs an insert added (`added`, a CTE); `apart` in a
+/// caller's transaction.
+fn counted(tables: &Tables, apart: bool) -> String {
+    use super::counts::{counted_apart, counted_rows, ADDED};
+    match apart {
+        false => counted_rows(tables.counts.as_deref(), "added", ADDED),
+        true => counted_apart(tables.counts.as_deref(), &tables.count_rows, "added", ADDED),
+    }
 }
 
 /// The answers for caller ids an insert did not add (a read, on that
