@@ -111,10 +111,12 @@ pub const PRUNED: Change = Change {
 };
 
 /// The CTE (with its leading comma, to follow the statement's others)
-/// that adds `change` times `n` jobs of queue `qno` to the connection's
-/// slot, where `from` is a subquery of rows (`qno`, `n`); empty if the
-/// handle keeps no counts (`counts` none: the benchmark's baseline).
-pub fn counted(counts: Option<&str>, from: &str, change: Change) -> String {
+/// that adds `change` times `n` (an expression) jobs of queue `qno` (an
+/// expression; NULL: none) to the connection's slot; empty if the handle
+/// keeps no counts (`counts` none: the benchmark's baseline). Written as
+/// a key lookup (`qno = …`, not a join), so the slot's row is found by
+/// the primary key however many queues there are.
+pub fn counted(counts: Option<&str>, qno: &str, n: &str, change: Change) -> String {
     let Some(counts) = counts else {
         return String::new();
     };
@@ -126,23 +128,25 @@ pub fn counted(counts: Option<&str>, from: &str, change: Change) -> String {
     ] {
         match by {
             0 => {}
-            1 => set.push(format!("{column} = c.{column} + g.n")),
-            -1 => set.push(format!("{column} = c.{column} - g.n")),
+            1 => set.push(format!("{column} = c.{column} + {n}")),
+            -1 => set.push(format!("{column} = c.{column} - {n}")),
             _ => unreachable!("a change counts each job once"),
         }
     }
     format!(
-        ", counted AS (UPDATE {counts} c SET {set} FROM ({from}) g
-             WHERE c.qno = g.qno AND c.slot = pg_backend_pid() % {SLOTS})",
+        ", counted AS (UPDATE {counts} c SET {set}
+             WHERE c.qno = {qno} AND c.slot = pg_backend_pid() % {SLOTS})",
         set = set.join(", ")
     )
 }
 
-/// [`counted`] for the rows of CTE `moved` (which returns `qno`).
+/// [`counted`] for the rows of CTE `moved` (which returns `qno`; every
+/// statement moves jobs of one queue): nothing written if it moved none.
 pub fn counted_rows(counts: Option<&str>, moved: &str, change: Change) -> String {
     counted(
         counts,
-        &format!("SELECT qno, count(*) AS n FROM {moved} GROUP BY qno"),
+        &format!("(SELECT qno FROM {moved} LIMIT 1)"),
+        &format!("(SELECT count(*) FROM {moved})"),
         change,
     )
 }

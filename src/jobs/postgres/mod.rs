@@ -430,7 +430,8 @@ impl Hot {
                  ORDER BY n",
                 counted = counts::counted(
                     tables.counts.as_deref(),
-                    "SELECT $3::integer AS qno, cardinality($5::text[])::bigint AS n",
+                    "$3",
+                    "cardinality($5::text[])",
                     counts::ADDED
                 ),
             )
