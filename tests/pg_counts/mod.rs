@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dque::jobs::{
-    Clock, JobLease, JobQueue, KeepCompleted, ManualClock, NewJob, PgJobs, PgOptions, Retry, Schedule,
+    Clock, JobLease, JobQueue, KeepCompleted, ManualClock, NewJob, PgJobs, PgOptions, Retry,
+    Schedule,
 };
 use postgres::{Client, NoTls};
 
@@ -154,8 +155,11 @@ fn kept_counts_follow_every_kind_of_state_change() {
         )
         .unwrap();
         step(&mut client, "a batch with caller ids");
-        q.enqueue_batch(vec![NewJob::new("again").id("j0"), NewJob::new("new").id("jx")])
-            .unwrap();
+        q.enqueue_batch(vec![
+            NewJob::new("again").id("j0"),
+            NewJob::new("new").id("jx"),
+        ])
+        .unwrap();
         step(&mut client, "a batch of which one id is queued already");
         q.enqueue(
             NewJob::new("later")
@@ -314,7 +318,9 @@ fn a_rolled_back_change_leaves_the_kept_counts_as_they_were() {
     q.enqueue_in(&mut tx, NewJob::new("committed")).unwrap();
     q.enqueue_in(
         &mut tx,
-        NewJob::new("unique").id("u").unique_for(Duration::from_secs(60)),
+        NewJob::new("unique")
+            .id("u")
+            .unique_for(Duration::from_secs(60)),
     )
     .unwrap();
     tx.commit().unwrap();
@@ -447,15 +453,19 @@ fn any_sequence_of_calls_keeps_the_counts_equal_to_a_recount() {
                 let q = &handles[h];
                 match rng.below(6) {
                     0 | 1 => q.ack(lease).unwrap(),
-                    2 => drop(q.nack(lease, Retry::After(Duration::ZERO), "now").unwrap()),
-                    3 => drop(
-                        q.nack(lease, Retry::After(Duration::from_secs(5)), "later")
-                            .unwrap(),
-                    ),
+                    2 => {
+                        let _ = q.nack(lease, Retry::After(Duration::ZERO), "now").unwrap();
+                    }
+                    3 => {
+                        let later = Retry::After(Duration::from_secs(5));
+                        let _ = q.nack(lease, later, "later").unwrap();
+                    }
                     4 => q.fail(lease, "broken").unwrap(),
                     _ => match rng.below(2) {
                         0 => q.release(lease).unwrap(),
-                        _ => drop(q.release_after(lease, Duration::from_secs(3)).unwrap()),
+                        _ => {
+                            let _ = q.release_after(lease, Duration::from_secs(3)).unwrap();
+                        }
                     },
                 }
                 "settle a lease"
@@ -599,7 +609,10 @@ fn kept_counts_stay_exact_under_concurrent_workers() {
                         for lease in q.lease_batch(2).unwrap() {
                             match rng.below(10) {
                                 0..=4 => q.ack(lease).unwrap(),
-                                5 => drop(q.nack(lease, Retry::After(Duration::ZERO), "x").unwrap()),
+                                5 => {
+                                    let _ =
+                                        q.nack(lease, Retry::After(Duration::ZERO), "x").unwrap();
+                                }
                                 6 => q.fail(lease, "y").unwrap(),
                                 7 => q.release(lease).unwrap(),
                                 _ => drop(q.touch(&lease)),
@@ -828,7 +841,12 @@ fn a_statement_cut_off_or_killed_midway_leaves_exact_counts() {
     client
         .query("SELECT pg_terminate_backend($1)", &[&pid])
         .unwrap();
-    check(&mut client, &schema, &direct, "a batch cancel killed midway");
+    check(
+        &mut client,
+        &schema,
+        &direct,
+        "a batch cancel killed midway",
+    );
     tx.rollback().unwrap();
     // The handle asks each job again on a new connection.
     let outcomes = running.join().unwrap();

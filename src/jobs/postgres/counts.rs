@@ -39,8 +39,8 @@ pub const SLOTS: i32 = 64;
 /// keeps every writer out until the migration commits (a statement of
 /// another client that runs at that moment commits before the count, or
 /// waits for the migration), and the index on leased rows and kept waits
-/// (the lease's update is no longer HOT; measured: no cost seen on lease
-/// + ack). A handle of an older dque opened before the migration would go
+/// (the lease's update is no longer HOT; measured: no cost seen on a
+/// lease and its ack). A handle of an older dque opened before the migration would go
 /// on moving jobs without counting them: stop those first (a new one is
 /// refused by the version check).
 pub const MIGRATION: &str = "LOCK TABLE {s}.jobs, {s}.queues IN SHARE ROW EXCLUSIVE MODE;

@@ -79,8 +79,7 @@ impl HistorySql {
                          LIMIT {PRUNE_BATCH})
                      RETURNING qno){counted}
                  SELECT count(*) FROM pruned",
-                counted =
-                    counts::counted_rows(tables.counts.as_deref(), "pruned", counts::PRUNED),
+                counted = counts::counted_rows(tables.counts.as_deref(), "pruned", counts::PRUNED),
             )
         };
         let columns = format!(

@@ -227,7 +227,11 @@ pub fn numbering(tables: &super::Tables) -> [String; 2] {
 
 /// The number of queue `name`, given it on first use. Looked up first,
 /// so opening a known queue writes nothing.
-pub fn queue_number(client: &mut impl GenericClient, tables: &super::Tables, name: &str) -> Result<i32> {
+pub fn queue_number(
+    client: &mut impl GenericClient,
+    tables: &super::Tables,
+    name: &str,
+) -> Result<i32> {
     let [find, add] = numbering(tables);
     if let Some(row) = client.query_opt(&find, &[&name]).map_err(db)? {
         return Ok(row.get(0));
