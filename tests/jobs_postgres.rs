@@ -12,6 +12,7 @@ use dque::jobs::{JobQueue, PgOptions};
 mod jobs_api;
 mod child;
 mod pg;
+mod pg_counts;
 mod skip;
 use jobs_api::{Backend, Settings};
 use pg::PgServer;
@@ -620,6 +621,7 @@ fn a_call_cut_off_after_it_was_sent_says_its_outcome_is_unknown() {
 
 /// Undoes migration 7 → 8 (history, issue 27).
 fn back_to_version_7(client: &mut postgres::Client, schema: &str) {
+    pg_counts::back_to_version_8(client, schema);
     client
         .batch_execute(&format!(
             "DROP INDEX {schema}.jobs_kept_ids;

@@ -183,8 +183,8 @@ impl PgOptions {
         let news = Arc::new(Notify::new());
         let mut client = async_link::connect(url, queue, &news, false, true).await?;
         migrate(&mut client, &self.schema).await?;
-        let tables = Tables::new(&self.schema);
-        let [find, add] = schema::numbering(&tables.queues);
+        let tables = Tables::new(&self.schema, !self.uncounted);
+        let [find, add] = schema::numbering(&tables);
         let qno: i32 = match client.query_opt(&find, &[&queue]).await.map_err(db)? {
             Some(row) => row.get(0),
             None => client.query_one(&add, &[&queue]).await.map_err(db)?.get(0),

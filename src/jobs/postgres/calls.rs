@@ -216,13 +216,17 @@ impl Rules<'_> {
             &CHANNEL,
             &self.queue,
         ];
-        let statement = match until.iter().any(|&u| u > 0) {
-            true => {
+        let statement = match (until.iter().any(|&u| u > 0), own) {
+            (true, own) => {
                 params.push(&until);
                 params.push(&states);
-                &self.hot.insert_holding
+                match own {
+                    true => &self.hot.insert_holding,
+                    false => &self.hot.insert_holding_in,
+                }
             }
-            false => &self.hot.insert,
+            (false, true) => &self.hot.insert,
+            (false, false) => &self.hot.insert_in,
         };
         let rows = conn.query(statement, &params).await.map_err(sent)?;
         let added = added_ids(&rows);
@@ -467,11 +471,11 @@ impl Rules<'_> {
             return Ok(());
         }
         let cutoff = self.pruning.cutoff(ms(now));
-        conn.execute(&self.kept.prune_old, &[&self.qno, &cutoff])
+        conn.query(&self.kept.prune_old, &[&self.qno, &cutoff])
             .await
             .map_err(db)?;
         let count = self.pruning.count();
-        conn.execute(&self.kept.prune_over, &[&self.qno, &count])
+        conn.query(&self.kept.prune_over, &[&self.qno, &count])
             .await
             .map_err(db)?;
         Ok(())
@@ -701,8 +705,9 @@ impl Rules<'_> {
         now: SystemTime,
     ) -> Result<()> {
         let requeued = conn
-            .execute(&self.sql.requeue_dead, &[&self.qno, &id, &ms(now)])
-            .await;
+            .query(&self.sql.requeue_dead, &[&self.qno, &id, &ms(now)])
+            .await
+            .map(|rows| one(rows).get::<_, i64>(0) as u64);
         rows::requeued(requeued, id)
     }
 
@@ -842,6 +847,9 @@ impl Rules<'_> {
     /// first; one started by another dque without that rule would wait for
     /// the rows, then skip those already gone).
     pub(super) async fn merge_stats(&self, conn: &mut impl Sql) -> Result<()> {
+        if let Some(fold) = &self.sql.fold_counts {
+            conn.execute(fold, &[&self.qno]).await.map_err(db)?;
+        }
         // One merger of a queue at a time; the others go on at once (their
         // rows are merged by this one or the next).
         let locked = conn

@@ -1,8 +1,8 @@
 //! Who holds what on PostgreSQL ([`JobQueue::leases`](crate::jobs::JobQueue::leases)):
 //! a leased row keeps its worker's name and its lease's start (`worker`,
 //! `started`, set by the lease statement) beside its end (`lease_until`).
-//! No index holds leased rows (one would cost every lease its HOT
-//! update): the listing reads the queue's live rows.
+//! The listing reads the index of leased rows (`jobs_held`, schema 9),
+//! in the order of their ends.
 
 use postgres::Row;
 

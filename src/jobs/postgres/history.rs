@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 use parking_lot::Mutex;
 use postgres::Row;
 
-use super::{job_of, stats_log, Tables, JOB_COLUMNS};
+use super::{counts, job_of, stats_log, Tables, JOB_COLUMNS};
 use crate::jobs::clock::from_unix_ms;
 use crate::jobs::history::{JobEvent, JobInfo, JobState, KeepCompleted};
 
@@ -59,9 +59,9 @@ impl HistorySql {
             "WITH gone AS (
                  UPDATE {jobs} SET state = {COMPLETED}, finished = $7, started = $8,
                                    worker = $9, lease_until = NULL
-                 WHERE seq = $1 AND state = 0 AND lease_token = $2 AND lease_until > $3
-                 RETURNING seq, wait_day, wait_ms),
-             logged AS ({log})
+                 WHERE seq = $1 AND state = 0 AND lease_token = $2 AND coalesce(lease_until, 0) > $3
+                 RETURNING seq, qno, wait_day, wait_ms),
+             logged AS ({log}){counted}
              SELECT count(*) FROM gone",
             log = stats_log::insert(
                 &tables.log,
@@ -69,12 +69,17 @@ impl HistorySql {
                 ["$4", "$5", "$6", "NULL"],
                 "gone"
             ),
+            counted = counts::counted_rows(tables.counts.as_deref(), "gone", counts::COMPLETED),
         );
         let prune = |pick: &str| {
             format!(
-                "DELETE FROM {jobs} WHERE seq IN (
-                     SELECT seq FROM {jobs} WHERE qno = $1 AND state = {COMPLETED} {pick}
-                     LIMIT {PRUNE_BATCH})"
+                "WITH pruned AS (
+                     DELETE FROM {jobs} WHERE seq IN (
+                         SELECT seq FROM {jobs} WHERE qno = $1 AND state = {COMPLETED} {pick}
+                         LIMIT {PRUNE_BATCH})
+                     RETURNING qno){counted}
+                 SELECT count(*) FROM pruned",
+                counted = counts::counted_rows(tables.counts.as_deref(), "pruned", counts::PRUNED),
             )
         };
         let columns = format!(

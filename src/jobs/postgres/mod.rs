@@ -10,6 +10,7 @@ mod async_link;
 mod async_pg;
 mod calls;
 mod connection;
+mod counts;
 mod errors;
 mod held;
 mod history;
@@ -83,6 +84,8 @@ pub struct PgOptions {
     async_connections: usize,
     keep_completed: super::KeepCompleted,
     worker: Option<String>,
+    /// Statements without the kept counts (the benchmark's baseline).
+    uncounted: bool,
 }
 
 impl Default for PgOptions {
@@ -97,6 +100,7 @@ impl Default for PgOptions {
             async_connections: async_pg::DEFAULT_CONNECTIONS,
             keep_completed: super::KeepCompleted::DEFAULT,
             worker: None,
+            uncounted: false,
         }
     }
 }
@@ -113,6 +117,17 @@ impl PgOptions {
     #[must_use]
     pub fn worker(mut self, worker: impl Into<String>) -> Self {
         self.worker = Some(worker.into());
+        self
+    }
+
+    /// For the benchmark `pg_counts` only: the handle's statements keep
+    /// no counts, so its changes make `counts()` wrong for every handle
+    /// of the schema. What the kept counts cost the workers is measured
+    /// against such a handle on the same server.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn uncounted_for_benchmarks(mut self) -> Self {
+        self.uncounted = true;
         self
     }
 
@@ -210,8 +225,8 @@ impl PgOptions {
     fn with_client(&self, mut client: Client, url: Option<String>, queue: &str) -> Result<PgJobs> {
         super::check_queue_name(queue)?;
         schema::migrate(&mut client, &self.schema)?;
-        let tables = Tables::new(&self.schema);
-        let qno = schema::queue_number(&mut client, &tables.queues, queue)?;
+        let tables = Tables::new(&self.schema, !self.uncounted);
+        let qno = schema::queue_number(&mut client, &tables, queue)?;
         Ok(PgJobs {
             queue: queue.to_owned(),
             qno,
@@ -314,12 +329,23 @@ struct Tables {
     queues: String,
     /// Unique jobs' holds (issue 27).
     unique: String,
+    /// The kept counts (`counts.rs`), always made; none: this handle's
+    /// statements do not keep them (the benchmark's baseline).
+    counts: Option<String>,
+    /// The kept counts' table, for what every handle writes (a new
+    /// queue's slots).
+    counts_table: String,
+    /// The numbers of rows counted apart (`counts::counted_apart`).
+    count_rows: String,
 }
 
 impl Tables {
-    fn new(schema: &str) -> Self {
+    fn new(schema: &str, counted: bool) -> Self {
         let s = schema::quote(schema);
         Tables {
+            counts: counted.then(|| format!("{s}.counts")),
+            counts_table: format!("{s}.counts"),
+            count_rows: format!("{s}.count_rows"),
             jobs: format!("{s}.jobs"),
             stats: format!("{s}.stats"),
             failures: format!("{s}.failures"),
@@ -340,6 +366,10 @@ struct Hot {
     insert: String,
     /// As `insert`, some jobs with a uniqueness period (issue 27).
     insert_holding: String,
+    /// `insert` and `insert_holding` in a caller's transaction (counted
+    /// apart: `counts::counted_apart`).
+    insert_in: String,
+    insert_holding_in: String,
     /// The answers for caller ids an insert did not add (issue 27).
     held: String,
     /// Jobs without caller ids nor headers.
@@ -373,8 +403,8 @@ impl Hot {
         // and the queue's name to notify; one round trip: the holds of
         // unique jobs, the insert, and the notification (the same one sent
         // for every row is delivered once, at the commit).
-        let insert = unique::insert(jobs, &tables.unique, &names, &values);
-        let insert_holding = unique::insert_holding(jobs, &tables.unique, &names, &values);
+        let insert = unique::insert(tables, &names, &values, false);
+        let insert_holding = unique::insert_holding(tables, &names, &values, false);
         // `$1`, `$2` the channel and the queue's name to notify (once, at
         // the commit, whatever the row count), `$3` the queue's number,
         // `$4` the time.
@@ -389,14 +419,22 @@ impl Hot {
             } else {
                 ("", String::new(), "", "")
             };
+            // The count is the array's length (all are added or none),
+            // not the insert's RETURNING, which would cost every row.
             format!(
-                "WITH told AS MATERIALIZED (SELECT pg_notify($1, $2))
+                "WITH told AS MATERIALIZED (SELECT pg_notify($1, $2)){counted}
                  INSERT INTO {jobs} (qno, id, caller_id, priority, body, enqueued_at,
                                      ready_at{columns})
                  SELECT $3, id, false, priority, body, $4, ready{select}
                  FROM told, unnest($5::text[], $6::int[], $7::bytea[], $8::bigint[]{arrays})
                       WITH ORDINALITY AS t(id, priority, body, ready{names_values}, n)
-                 ORDER BY n"
+                 ORDER BY n",
+                counted = counts::counted(
+                    tables.counts.as_deref(),
+                    "$3",
+                    "cardinality($5::text[])",
+                    counts::ADDED
+                ),
             )
         };
         // The wait of a first lease is kept in the row (no index holds
@@ -441,9 +479,9 @@ impl Hot {
         let ack = format!(
             "WITH gone AS (
                  DELETE FROM {jobs} WHERE seq = $1 AND state = 0 AND lease_token = $2
-                     AND lease_until > $3
-                 RETURNING seq, wait_day, wait_ms),
-             logged AS ({log})
+                     AND coalesce(lease_until, 0) > $3
+                 RETURNING seq, qno, wait_day, wait_ms),
+             logged AS ({log}){counted}
              SELECT count(*) FROM gone",
             log = stats_log::insert(
                 &tables.log,
@@ -451,10 +489,13 @@ impl Hot {
                 ["$4", "$5", "$6", "NULL"],
                 "gone"
             ),
+            counted = counts::counted_rows(tables.counts.as_deref(), "gone", counts::REMOVED),
         );
         Hot {
             insert,
             insert_holding,
+            insert_in: unique::insert(tables, &names, &values, true),
+            insert_holding_in: unique::insert_holding(tables, &names, &values, true),
             held: unique::held(jobs, &tables.unique),
             insert_new: insert_new(false),
             insert_new_headers: insert_new(true),
@@ -1292,9 +1333,9 @@ impl PgJobs {
             "WITH gone AS (
                  DELETE FROM {jobs} WHERE qno = $1 AND id = ANY($2::text[]) AND
                      state = 0 AND (lease_until IS NULL OR lease_until <= $3)
-                 RETURNING id, wait_day, wait_ms),
+                 RETURNING id, wait_day, wait_ms, qno),
              freed AS (DELETE FROM {holds} WHERE qno = $1 AND id IN (SELECT id FROM gone)),
-             logged AS ({log})
+             logged AS ({log}){counted}
              SELECT id FROM gone",
             jobs = t.jobs,
             holds = t.unique,
@@ -1305,6 +1346,7 @@ impl PgJobs {
                 "(SELECT wait_day AS d, wait_ms AS m, NULL::bigint AS wait_day, \
                   NULL::bigint AS wait_ms FROM gone WHERE wait_ms IS NOT NULL) w"
             ),
+            counted = counts::counted_rows(t.counts.as_deref(), "gone", counts::REMOVED),
         );
         let mut client = self.client()?;
         let params: [&(dyn ToSql + Sync); 4] = [&self.qno, &ids, &Self::real_now_ms(), &self.queue];

@@ -72,8 +72,13 @@ impl Sql {
                           AS t(id, ready, n)
                      ORDER BY n
                      ON CONFLICT (qno, id) WHERE state < 2 DO NOTHING
-                     RETURNING id)
-                 SELECT count(*) FROM added CROSS JOIN (SELECT pg_notify($12, $13)) AS told"
+                     RETURNING id, qno){counted}
+                 SELECT count(*) FROM added CROSS JOIN (SELECT pg_notify($12, $13)) AS told",
+                counted = super::counts::counted_rows(
+                    tables.counts.as_deref(),
+                    "added",
+                    super::counts::ADDED
+                ),
             ),
         }
     }

@@ -8,7 +8,7 @@ use super::db;
 use crate::error::{Error, Result};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 9;
 
 /// Migration `n` takes the schema from version `n` to `n + 1`. `{s}` is
 /// the schema's name (quoted).
@@ -119,6 +119,9 @@ const MIGRATIONS: &[&str] = &[
         ADD COLUMN worker text;
     CREATE INDEX jobs_kept_ids ON {s}.jobs (qno, id) WHERE state >= 2;
     CREATE INDEX jobs_completed ON {s}.jobs (qno, finished) WHERE state = 3;",
+    // 8 → 9 (issue 28): counts kept by the statements that move jobs,
+    // and an index on leased rows and kept waits (`counts.rs`).
+    super::counts::MIGRATION,
 ];
 
 /// One migrator at a time, whatever the schema's state (`$1` the schema).
@@ -197,24 +200,39 @@ pub fn migrate(client: &mut impl GenericClient, schema: &str) -> Result<()> {
     tx.commit().map_err(db)
 }
 
-/// The statements that number queues in table `queues`: a lookup (`$1`
-/// the name), then, for a new queue, an insert that returns its number.
-pub fn numbering(queues: &str) -> [String; 2] {
+/// The statements that number queues: a lookup (`$1` the name), then,
+/// for a new queue, an insert that returns its number and makes its rows
+/// of kept counts (`counts.rs`) in the same statement.
+pub fn numbering(tables: &super::Tables) -> [String; 2] {
     // Two handles numbering a new queue at once: the second one's insert
-    // waits for the first's, then updates its row to return its number.
+    // waits for the first's, then updates its row to return its number
+    // (its slots are there already).
+    let queues = &tables.queues;
     [
         format!("SELECT qno FROM {queues} WHERE name = $1"),
         format!(
-            "INSERT INTO {queues} (name) VALUES ($1)
-             ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING qno"
+            "WITH numbered AS (
+                 INSERT INTO {queues} (name) VALUES ($1)
+                 ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING qno),
+             slots AS (
+                 INSERT INTO {counts} (qno, slot)
+                 SELECT qno, slot FROM numbered, generate_series(0, {last}) AS slot
+                 ON CONFLICT DO NOTHING)
+             SELECT qno FROM numbered",
+            counts = tables.counts_table,
+            last = super::counts::SLOTS - 1,
         ),
     ]
 }
 
-/// The number of queue `name` in table `queues`, given it on first use.
-/// Looked up first, so opening a known queue writes nothing.
-pub fn queue_number(client: &mut impl GenericClient, queues: &str, name: &str) -> Result<i32> {
-    let [find, add] = numbering(queues);
+/// The number of queue `name`, given it on first use. Looked up first,
+/// so opening a known queue writes nothing.
+pub fn queue_number(
+    client: &mut impl GenericClient,
+    tables: &super::Tables,
+    name: &str,
+) -> Result<i32> {
+    let [find, add] = numbering(tables);
     if let Some(row) = client.query_opt(&find, &[&name]).map_err(db)? {
         return Ok(row.get(0));
     }

@@ -3,7 +3,7 @@
 //! blocking handle (`PgJobs`) and the async one (`AsyncPgJobs`) run the
 //! same statements with the same parameters, so the SQL is written once.
 
-use super::{stats_log, Tables, JOB_COLUMNS};
+use super::{counts, stats_log, Tables, JOB_COLUMNS};
 
 /// Notifies `$1` (the channel) with `$2` (the queue's name).
 pub const NOTIFY: &str = "SELECT pg_notify($1, $2)";
@@ -62,7 +62,7 @@ pub struct Statements {
     pub waiting: String,
     /// `$1` qno, `$2` the limit: dead rows ([`JOB_COLUMNS`], `reason`).
     pub dead: String,
-    /// `$1` qno, `$2` id, `$3` the time. Executes: the rows requeued.
+    /// `$1` qno, `$2` id, `$3` the time. One row: the count requeued.
     pub requeue_dead: String,
     /// `$1` qno, `$2` the time, `$3` the real time: ready, scheduled,
     /// leased, dead.
@@ -74,17 +74,21 @@ pub struct Statements {
     /// `$1` the queue's name, `$2` qno: the log not merged yet and the
     /// waits kept in live rows ([`stats_log::COLUMNS`]).
     pub stats_unmerged: String,
+    /// `$1` qno: folds the rows counted apart (`counts::fold`); none if
+    /// the handle keeps no counts.
+    pub fold_counts: Option<String>,
 }
 
 /// An update of a leased row that holds only while the lease does (`$1`
-/// row, `$2` token, `$3` the real time); with `retry_log` (`$queue`,
+/// row, `$2` token, `$3` the real time; the test written so that the row
+/// is found by its key, not by `jobs_held`: `counts.rs`); with `retry_log` (`$queue`,
 /// `$day` parameter numbers), a retry is logged in the same statement and
 /// the statement returns the count changed.
 fn on_lease(tables: &Tables, set: &str, retry_log: Option<(usize, usize)>) -> String {
     let jobs = &tables.jobs;
     let update = format!(
         "UPDATE {jobs} SET {set} WHERE seq = $1 AND state = 0 AND lease_token = $2 \
-         AND lease_until > $3"
+         AND coalesce(lease_until, 0) > $3"
     );
     let Some((queue_at, day_at)) = retry_log else {
         return update;
@@ -95,7 +99,7 @@ fn on_lease(tables: &Tables, set: &str, retry_log: Option<(usize, usize)>) -> St
     format!(
         "WITH old AS (
              SELECT wait_day, wait_ms FROM {jobs} WHERE seq = $1 AND state = 0
-                 AND lease_token = $2 AND lease_until > $3),
+                 AND lease_token = $2 AND coalesce(lease_until, 0) > $3),
          done AS ({cleared} RETURNING seq),
          logged AS ({log})
          SELECT count(*) FROM done",
@@ -116,6 +120,7 @@ fn on_lease(tables: &Tables, set: &str, retry_log: Option<(usize, usize)>) -> St
 impl Statements {
     pub fn new(tables: &Tables) -> Statements {
         let jobs = &tables.jobs;
+        let counted = tables.counts.as_deref();
         let add = |column: &str| {
             format!(
                 "{column} = {stats}.{column} + EXCLUDED.{column}",
@@ -158,7 +163,7 @@ impl Statements {
             nack_later: on_lease(tables, &later, Some((5, 6))),
             held: format!(
                 "SELECT 1 FROM {jobs} WHERE seq = $1 AND state = 0 AND lease_token = $2 \
-                 AND lease_until > $3"
+                 AND coalesce(lease_until, 0) > $3"
             ),
             // The failure is logged in the same statement, under the group
             // of its reason (the message may add to it), with the wait kept
@@ -169,10 +174,11 @@ impl Statements {
                      UPDATE {jobs} SET state = 2, reason = $3, died = nextval('{deaths}'),
                          lease_until = NULL, lease_token = NULL
                      WHERE seq = $1 AND state = 0 AND lease_token = $2
-                     RETURNING seq, wait_day, wait_ms),
-                 logged AS ({log})
+                     RETURNING seq, qno, wait_day, wait_ms),
+                 logged AS ({log}){counted}
                  SELECT count(*) FROM buried",
                 deaths = tables.deaths,
+                counted = counts::counted_rows(counted, "buried", counts::BURIED),
                 log = stats_log::insert(
                     &tables.log,
                     stats_log::FAILURE,
@@ -233,11 +239,12 @@ impl Statements {
                 "WITH gone AS (
                      DELETE FROM {jobs} WHERE qno = $1 AND id = $2 AND
                          state = 0 AND (lease_until IS NULL OR lease_until <= $3)
-                     RETURNING wait_day, wait_ms),
+                     RETURNING qno, wait_day, wait_ms),
                  {freed},
-                 logged AS ({log})
+                 logged AS ({log}){counted}
                  SELECT count(*) FROM gone",
                 freed = super::unique::freed_by_cancel(&tables.unique),
+                counted = counts::counted_rows(counted, "gone", counts::REMOVED),
                 log = stats_log::insert(
                     &tables.log,
                     stats_log::WAIT,
@@ -275,21 +282,21 @@ impl Statements {
                  ORDER BY died LIMIT $2"
             ),
             requeue_dead: format!(
-                "UPDATE {jobs} SET state = 0, attempts = 0, ready_at = $3, reason = NULL,
-                     died = NULL, wait_day = NULL, wait_ms = NULL,
-                     seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))
-                 WHERE seq = (SELECT seq FROM {jobs} WHERE qno = $1 AND id = $2 AND state = 2
-                              ORDER BY died LIMIT 1)"
+                "WITH requeued AS (
+                     UPDATE {jobs} SET state = 0, attempts = 0, ready_at = $3, reason = NULL,
+                         died = NULL, wait_day = NULL, wait_ms = NULL,
+                         seq = nextval(pg_get_serial_sequence('{jobs}', 'seq'))
+                     WHERE seq = (SELECT seq FROM {jobs} WHERE qno = $1 AND id = $2 AND state = 2
+                                  ORDER BY died LIMIT 1)
+                     RETURNING qno){counted}
+                 SELECT count(*) FROM requeued",
+                counted = counts::counted_rows(counted, "requeued", counts::REQUEUED),
             ),
-            counts: format!(
-                "SELECT
-                     count(*) FILTER (WHERE state = 0 AND ready_at <= $2
-                                        AND (lease_until IS NULL OR lease_until <= $3)),
-                     count(*) FILTER (WHERE state = 0 AND ready_at > $2),
-                     count(*) FILTER (WHERE state = 0 AND lease_until > $3),
-                     count(*) FILTER (WHERE state = 2)
-                 FROM {jobs} WHERE qno = $1"
-            ),
+            fold_counts: counted.map(counts::fold),
+            counts: match counted {
+                Some(kept) => counts::read(jobs, kept),
+                None => counts::read_all(jobs),
+            },
             stats_days: format!(
                 "SELECT day, wait_count, wait_sum, wait_sumsq, wait_hist,
                         run_count, run_sum, run_sumsq, run_hist, retries
@@ -308,7 +315,8 @@ impl Statements {
                 "SELECT {columns} FROM {log} WHERE queue = $1
                  UNION ALL
                  SELECT wait_day, -1::smallint, 0::bigint, NULL::text, wait_day, wait_ms
-                 FROM {jobs} WHERE qno = $2 AND state = 0 AND wait_ms IS NOT NULL",
+                 FROM {jobs} WHERE qno = $2 AND state = 0 AND wait_ms IS NOT NULL
+                   AND (lease_until IS NOT NULL OR wait_ms IS NOT NULL)",
                 log = tables.log,
                 columns = stats_log::COLUMNS
             ),

@@ -7,6 +7,8 @@
 //! holds the id anyway, a dead row enqueued since the hold began is
 //! dead, no row is done (acked). A cancel deletes the hold.
 
+use super::Tables;
+
 /// The migration that adds the table (the next schema version).
 pub const MIGRATION: &str = "CREATE TABLE {s}.unique_ids (
         qno integer NOT NULL,
@@ -56,10 +58,11 @@ fn probe(jobs: &str, holds: &str) -> String {
 /// The insert of jobs of which some have caller ids, none a period:
 /// `$1` the queue's number, `$2` the time, `$3`..`$9` the jobs' arrays
 /// (id, caller, priority, body, header names, header values, ready),
-/// `$10`, `$11` the channel and the queue's name to notify. Rows: the
-/// ids added (the notification, the same for every row, is delivered
+/// `$10`, `$11` the channel and the queue's name to notify; `apart`: in
+/// a caller's transaction (`counts::counted_apart`). Rows: the ids added (the notification, the same for every row, is delivered
 /// once, at the commit).
-pub fn insert(jobs: &str, holds: &str, names: &str, values: &str) -> String {
+pub fn insert(tables: &Tables, names: &str, values: &str, apart: bool) -> String {
+    let (jobs, holds) = (&tables.jobs, &tables.unique);
     format!(
         "WITH added AS (
              INSERT INTO {jobs} (qno, id, caller_id, priority, body, header_names,
@@ -72,9 +75,10 @@ pub fn insert(jobs: &str, holds: &str, names: &str, values: &str) -> String {
              WHERE hp.held IS NULL
              ORDER BY n
              ON CONFLICT (qno, id) WHERE state < 2 DO NOTHING
-             RETURNING id)
+             RETURNING id, qno){counted}
          SELECT added.id FROM added CROSS JOIN (SELECT pg_notify($10, $11)) AS told",
         probe = probe(jobs, holds),
+        counted = counted(tables, apart),
     )
 }
 
@@ -83,7 +87,8 @@ pub fn insert(jobs: &str, holds: &str, names: &str, values: &str) -> String {
 /// only if its hold was taken: a new row of `unique_ids`, or one whose
 /// period ended or whose job ended in a state it does not cover (the
 /// upsert locks the row, so two producers of the id are serialized).
-pub fn insert_holding(jobs: &str, holds: &str, names: &str, values: &str) -> String {
+pub fn insert_holding(tables: &Tables, names: &str, values: &str, apart: bool) -> String {
+    let (jobs, holds) = (&tables.jobs, &tables.unique);
     format!(
         "WITH claimed AS (
              INSERT INTO {holds} AS h (qno, id, since, until_ms, states)
@@ -109,11 +114,22 @@ pub fn insert_holding(jobs: &str, holds: &str, names: &str, values: &str) -> Str
                         ELSE hp.held IS NULL END
              ORDER BY n
              ON CONFLICT (qno, id) WHERE state < 2 DO NOTHING
-             RETURNING id)
+             RETURNING id, qno){counted}
          SELECT added.id FROM added CROSS JOIN (SELECT pg_notify($10, $11)) AS told",
         blocks_existing = blocks(jobs, "h"),
         probe = probe(jobs, holds),
+        counted = counted(tables, apart),
     )
+}
+
+/// The count of the jobs an insert added (`added`, a CTE); `apart` in a
+/// caller's transaction.
+fn counted(tables: &Tables, apart: bool) -> String {
+    use super::counts::{counted_apart, counted_rows, ADDED};
+    match apart {
+        false => counted_rows(tables.counts.as_deref(), "added", ADDED),
+        true => counted_apart(tables.counts.as_deref(), &tables.count_rows, "added", ADDED),
+    }
 }
 
 /// The answers for caller ids an insert did not add (a read, on that
