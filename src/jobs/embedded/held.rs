@@ -1,7 +1,9 @@
 //! Who holds what on the embedded queue ([`JobQueue::leases`](crate::jobs::JobQueue::leases)): each
-//! lane's leases, the process holding each (the lane's workers, `host:pid`;
-//! in shared mode every process's), and when each ends. A lease records
-//! no start, so `since` is unknown here.
+//! lane's leases, the handle holding each (the lane's workers; in shared
+//! mode every process's, from the control file), and when each began and
+//! ends. A handle shows under its worker name
+//! ([`JobOptions::worker`](crate::jobs::JobOptions::worker)), else as the
+//! process holding it, `host:pid`.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -19,12 +21,21 @@ impl EmbeddedJobs {
     pub(super) fn leases_now(&self, max: usize) -> Result<Vec<LeaseInfo>> {
         self.check_open()?;
         let (now, clock) = (SystemTime::now(), Instant::now());
+        // A time of this handle's clock as a wall-clock time.
+        let wall = |at: Instant| match at.checked_duration_since(clock) {
+            Some(ahead) => now + ahead,
+            None => now - clock.duration_since(at),
+        };
         let mut found = Vec::new();
         for (_, lane) in self.lanes.all()? {
             let mut holders: HashMap<u64, String> = HashMap::new();
             for worker in lane.workers()? {
+                let shown = match worker.name {
+                    Some(name) => name,
+                    None => format!("{}:{}", worker.host, worker.pid),
+                };
                 for id in worker.leases {
-                    holders.insert(id, format!("{}:{}", worker.host, worker.pid));
+                    holders.insert(id, shown.clone());
                 }
             }
             let Some(&first) = holders.keys().min() else {
@@ -42,14 +53,15 @@ impl EmbeddedJobs {
             })?;
             for (id, attempts, bytes) in records {
                 // Settled since it was seen: no longer held.
-                let Some(ends) = lane.held_until(id)? else {
+                let Some((since, ends)) = lane.held_times(id)? else {
                     continue;
                 };
                 let mut envelope = self.job_of(bytes, id, attempts)?;
                 envelope.job.attempt = envelope.attempts_before + u32::from(attempts);
                 let mut info = LeaseInfo::of_job(envelope.job);
                 info.worker = holders.remove(&id);
-                info.until = Some(now + ends.saturating_duration_since(clock));
+                info.since = Some(wall(since));
+                info.until = Some(wall(ends));
                 found.push(info);
             }
         }

@@ -50,7 +50,7 @@ pub(crate) struct Completed {
 pub(crate) struct History {
     dir: PathBuf,
     keep: KeepCompleted,
-    /// Who acks through this handle: `host:pid`.
+    /// Who acks through this handle: its worker name, else `host:pid`.
     worker: String,
     writer: Mutex<Writer>,
     /// The prunes this handle ran (what the tests look at).
@@ -104,6 +104,13 @@ pub(crate) fn store_keep(dir: &Path, keep: KeepCompleted) -> Result<()> {
 }
 
 impl History {
+    /// The history, its completed jobs recorded as run by `worker` (as
+    /// PostgreSQL records a handle's worker name).
+    pub(crate) fn named(mut self, worker: &str) -> History {
+        self.worker = worker.to_owned();
+        self
+    }
+
     pub(crate) fn new(dir: PathBuf, keep: KeepCompleted) -> History {
         History {
             dir,
