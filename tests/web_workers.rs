@@ -227,12 +227,13 @@ fn a_lease_held_by_another_process_shows_its_worker_name_and_start() {
     let mut to_child = child.stdin.take().unwrap();
     let mut from_child = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut said = |what: &str| -> Vec<u128> {
+        // The harness may print its own words before the child's on a line.
         let line = from_child
             .by_ref()
             .map(Result::unwrap)
-            .find(|line| line.starts_with("@@ "))
+            .find_map(|line| Some(line.split_once("@@ ")?.1.to_owned()))
             .unwrap_or_else(|| panic!("the child ended before it said {what}"));
-        let mut words = line.split_whitespace().skip(1);
+        let mut words = line.split_whitespace();
         assert_eq!(words.next(), Some(what), "{line}");
         words.map(|n| n.parse().unwrap()).collect()
     };
