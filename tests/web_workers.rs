@@ -179,6 +179,25 @@ fn an_exclusive_embedded_queue_shows_its_worker_name_and_since_when() {
     shown.since_is_the_lease_call(CLOCK_SLACK);
 }
 
+/// Bug pinned (issue 28), exclusive mode: a touch must keep a lease's
+/// start (it moves only its end).
+#[test]
+fn an_exclusive_embedded_touch_keeps_the_start_and_moves_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let queue = EmbeddedJobs::create(dir.path().join("q")).unwrap();
+    queue.enqueue(NewJob::new("x")).unwrap();
+    let lease = queue.lease().unwrap().unwrap();
+    let first = queue.leases(1).unwrap().remove(0);
+    std::thread::sleep(Duration::from_millis(400));
+    queue.touch(&lease).unwrap();
+    let touched = queue.leases(1).unwrap().remove(0);
+    let (since, then) = (touched.since.unwrap(), first.since.unwrap());
+    let moved = since.max(then).duration_since(since.min(then)).unwrap();
+    assert!(moved < CLOCK_SLACK, "a touch moved the start by {moved:?}");
+    assert!(touched.until.unwrap() >= first.until.unwrap() + Duration::from_millis(300));
+    queue.ack(lease).unwrap();
+}
+
 /// Bug pinned (issue 28): in shared mode, a lease taken through another
 /// handle showed that handle's `host:pid` whatever name it leased under,
 /// and no start. Each lease shows its own handle's name: a handle named
