@@ -156,7 +156,9 @@ fn the_embedded_queue_shows_the_process_holding_a_lease_and_since_when() {
         Arc::from(AddressOptions::new().create(true).open(&address).unwrap());
     let shown = held_job_is_shown(producer.clone(), producer.as_ref(), None, true);
     assert!(
-        shown.row.contains(&format!(":{}</code>", std::process::id())),
+        shown
+            .row
+            .contains(&format!(":{}</code>", std::process::id())),
         "host:pid of this process: {}",
         shown.row
     );
@@ -227,8 +229,12 @@ fn a_lease_held_by_another_process_shows_its_worker_name_and_start() {
     }
     let dir = tempfile::tempdir().unwrap();
     let address = dir.path().join("mail").display().to_string();
-    let reader: Arc<dyn JobQueue> =
-        Arc::from(AddressOptions::new().create(true).open_str(&address).unwrap());
+    let reader: Arc<dyn JobQueue> = Arc::from(
+        AddressOptions::new()
+            .create(true)
+            .open_str(&address)
+            .unwrap(),
+    );
     reader
         .enqueue(NewJob::new("to ops").id("held").header("klass", "mail"))
         .unwrap();
@@ -312,7 +318,10 @@ fn a_lease_held_by_another_process_shows_its_worker_name_and_start() {
 fn lease_holding_child() {
     let address = std::env::var("DQUE_TEST_QUEUE").unwrap();
     let name = std::env::var("DQUE_TEST_WORKER").unwrap();
-    let queue = AddressOptions::new().worker(name).open_str(&address).unwrap();
+    let queue = AddressOptions::new()
+        .worker(name)
+        .open_str(&address)
+        .unwrap();
     let before = nanos(SystemTime::now());
     let lease = queue.lease().unwrap().expect("the parent's job");
     let after = nanos(SystemTime::now());
@@ -360,7 +369,10 @@ fn a_control_file_of_the_old_layout_is_remade_alone_and_refused_while_in_use() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mail");
     let address = path.display().to_string();
-    let queue = AddressOptions::new().create(true).open_str(&address).unwrap();
+    let queue = AddressOptions::new()
+        .create(true)
+        .open_str(&address)
+        .unwrap();
     queue.enqueue(NewJob::new("x").id("held")).unwrap();
     queue.close().unwrap();
     // Layout 1 as an old dque left it: header, 1024 slots of 64 bytes,
@@ -371,7 +383,10 @@ fn a_control_file_of_the_old_layout_is_remade_alone_and_refused_while_in_use() {
     old[4..8].copy_from_slice(&1u32.to_le_bytes());
     std::fs::write(&shm, &old).unwrap();
 
-    let queue = AddressOptions::new().worker("w-2").open_str(&address).unwrap();
+    let queue = AddressOptions::new()
+        .worker("w-2")
+        .open_str(&address)
+        .unwrap();
     let lease = queue.lease().unwrap().expect("the job");
     let held = queue.leases(10).unwrap();
     assert_eq!(held.len(), 1, "{held:?}");
@@ -392,7 +407,11 @@ fn a_control_file_of_the_old_layout_is_remade_alone_and_refused_while_in_use() {
         Ok(_) => panic!("joined a queue shared under another layout"),
     }
     control.write_all_at(&2u32.to_le_bytes(), 4).unwrap();
-    assert_eq!(queue.leases(10).unwrap().len(), 1, "the refusal changed nothing");
+    assert_eq!(
+        queue.leases(10).unwrap().len(),
+        1,
+        "the refusal changed nothing"
+    );
     let other = AddressOptions::new().open_str(&address).unwrap();
     assert_eq!(other.leases(10).unwrap()[0].worker.as_deref(), Some("w-2"));
     queue.ack(lease).unwrap();
@@ -409,7 +428,10 @@ fn an_embedded_worker_name_too_long_is_refused_before_anything_is_made() {
     let path = dir.path().join("q");
     let refused = JobOptions::new().worker("w".repeat(189)).create(&path);
     assert!(
-        matches!(refused, Err(dque::Error::InvalidOption { name: "worker", .. })),
+        matches!(
+            refused,
+            Err(dque::Error::InvalidOption { name: "worker", .. })
+        ),
         "{refused:?}"
     );
     assert!(!path.exists());

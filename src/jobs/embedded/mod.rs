@@ -57,8 +57,8 @@ use crate::codec::{Codec, Raw};
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::queue::dque::RawQueue;
-use crate::queue::processes::MAX_WORKER_NAME;
 use crate::queue::engine::ById;
+use crate::queue::processes::MAX_WORKER_NAME;
 
 /// Segment size of lanes and the schedule when the options name none:
 /// smaller than a root queue's, as a queue may have many lanes.
