@@ -20,7 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::StatusCode;
-use dque::jobs::{Address, AddressOptions, EmbeddedJobs, JobOptions, JobQueue, LeaseInfo, NewJob};
+use dque::jobs::{
+    Address, AddressOptions, EmbeddedJobs, JobOptions, JobQueue, JobState, LeaseInfo, NewJob,
+};
 use dque::web::DashboardOptions;
 use pg::PgServer;
 use redis_server::RedisServer;
@@ -179,6 +181,16 @@ fn an_exclusive_embedded_queue_shows_its_worker_name_and_since_when() {
     let shown = held_job_is_shown(queue.clone(), queue.as_ref(), Some("solo-1"), true);
     assert_eq!(shown.lease.worker.as_deref(), Some("solo-1"));
     shown.since_is_the_lease_call(CLOCK_SLACK);
+    // `job_info` of a leased job names its holder and the lease's start.
+    let lease = queue.lease().unwrap().expect("the idle job");
+    let since = queue.leases(1).unwrap()[0].since;
+    let info = queue.job_info(&lease.job.id).unwrap().unwrap();
+    assert_eq!(info.state, JobState::Leased);
+    assert_eq!(info.worker.as_deref(), Some("solo-1"), "{info:?}");
+    assert!(since.is_some() && info.started_at.is_some(), "{info:?}");
+    let apart = |a: SystemTime, b: SystemTime| a.max(b).duration_since(a.min(b)).unwrap();
+    assert!(apart(since.unwrap(), info.started_at.unwrap()) < CLOCK_SLACK);
+    queue.ack(lease).unwrap();
 }
 
 /// Bug pinned (issue 28), exclusive mode: a touch must keep a lease's
@@ -235,9 +247,14 @@ fn a_lease_held_by_another_process_shows_its_worker_name_and_start() {
             .open_str(&address)
             .unwrap(),
     );
+    reader.enqueue(NewJob::new("first").id("first")).unwrap();
     reader
         .enqueue(NewJob::new("to ops").id("held").header("klass", "mail"))
         .unwrap();
+    // A lease ended leaves the shared table's floor below every lease
+    // held: a lower bound, which a write sets right and a read must not.
+    let first = reader.lease().unwrap().expect("the first job");
+    reader.ack(first).unwrap();
     let mut child = {
         let _one = child::one_spawner_at_a_time();
         child::command("a_lease_held_by_another_process_shows_its_worker_name_and_start")
@@ -266,7 +283,15 @@ fn a_lease_held_by_another_process_shows_its_worker_name_and_start() {
 
     let times = said("LEASED");
     let (before, after) = (wall(times[0]), wall(times[1]));
+    // A read: `leases` leaves the shared control file as it was (it used
+    // to set the lease table's floor and count again).
+    let control = dir.path().join("mail").join("dque.shm");
+    let control_before = std::fs::read(&control).unwrap();
     let leases = reader.leases(10).unwrap();
+    assert!(
+        std::fs::read(&control).unwrap() == control_before,
+        "leases() wrote the control file"
+    );
     assert_eq!(leases.len(), 1, "{leases:?}");
     let first = leases[0].clone();
     assert_eq!(first.job.id, "held");
@@ -278,6 +303,16 @@ fn a_lease_held_by_another_process_shows_its_worker_name_and_start() {
         after,
     }
     .since_is_the_lease_call(CLOCK_SLACK);
+    // `job_info` of the leased job says the same.
+    let info = reader.job_info("held").unwrap().expect("the held job");
+    assert_eq!(info.state, JobState::Leased);
+    assert_eq!(info.worker.as_deref(), Some(NAME), "{info:?}");
+    let (started, since) = (info.started_at.unwrap(), first.since.unwrap());
+    let apart = started
+        .max(since)
+        .duration_since(started.min(since))
+        .unwrap();
+    assert!(apart < CLOCK_SLACK, "{info:?} against {first:?}");
     let (page, _) = pages(reader.clone());
     let row = page
         .split("<tr>")

@@ -268,11 +268,22 @@ impl Deliveries {
     }
 
     /// Every lease's id, with its holder's slot and generation in shared
-    /// mode (`None` in exclusive mode: this handle holds them all).
+    /// mode (`None` in exclusive mode: this handle holds them all). For a
+    /// write: the shared table's floor and count are set again (mended).
     pub fn holders(&self) -> Vec<(u64, Option<(usize, u64)>)> {
-        match &self.table {
-            Some(table) => table
-                .all()
+        self.holders_in(self.table.as_ref().map(LeaseTable::all))
+    }
+
+    /// As [`holders`](Self::holders), for a read: the control file is left
+    /// as it was.
+    pub fn holders_now(&self) -> Vec<(u64, Option<(usize, u64)>)> {
+        self.holders_in(self.table.as_ref().map(LeaseTable::entries))
+    }
+
+    /// `shared`: the shared table's leases, in shared mode.
+    fn holders_in(&self, shared: Option<Vec<SharedLease>>) -> Vec<(u64, Option<(usize, u64)>)> {
+        match shared {
+            Some(leases) => leases
                 .into_iter()
                 .filter(|l| l.generation != PARKED)
                 .map(|l| (l.id, Some((l.slot as usize, l.generation))))

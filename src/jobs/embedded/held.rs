@@ -9,9 +9,26 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::time::{Instant, SystemTime};
 
+use super::ids::Location;
 use super::EmbeddedJobs;
 use crate::error::Result;
 use crate::jobs::LeaseInfo;
+
+/// A handle's worker name, else its process as `host:pid`.
+fn shown(worker: crate::queue::workers::Worker) -> String {
+    match worker.name {
+        Some(name) => name,
+        None => format!("{}:{}", worker.host, worker.pid),
+    }
+}
+
+/// A time of the clock read at `clock` as a wall-clock time, `now` then.
+fn wall(at: Instant, clock: Instant, now: SystemTime) -> SystemTime {
+    match at.checked_duration_since(clock) {
+        Some(ahead) => now + ahead,
+        None => now - clock.duration_since(at),
+    }
+}
 
 impl EmbeddedJobs {
     /// The jobs leased now, soonest-ending first, `max` at most. Each lane
@@ -21,20 +38,13 @@ impl EmbeddedJobs {
     pub(super) fn leases_now(&self, max: usize) -> Result<Vec<LeaseInfo>> {
         self.check_open()?;
         let (now, clock) = (SystemTime::now(), Instant::now());
-        // A time of this handle's clock as a wall-clock time.
-        let wall = |at: Instant| match at.checked_duration_since(clock) {
-            Some(ahead) => now + ahead,
-            None => now - clock.duration_since(at),
-        };
         let mut found = Vec::new();
         for (_, lane) in self.lanes.all()? {
             let mut holders: HashMap<u64, String> = HashMap::new();
-            for worker in lane.workers()? {
-                let shown = match worker.name {
-                    Some(name) => name,
-                    None => format!("{}:{}", worker.host, worker.pid),
-                };
-                for id in worker.leases {
+            for mut worker in lane.workers()? {
+                let leases = std::mem::take(&mut worker.leases);
+                let shown = shown(worker);
+                for id in leases {
                     holders.insert(id, shown.clone());
                 }
             }
@@ -60,13 +70,34 @@ impl EmbeddedJobs {
                 envelope.job.attempt = envelope.attempts_before + u32::from(attempts);
                 let mut info = LeaseInfo::of_job(envelope.job);
                 info.worker = holders.remove(&id);
-                info.since = Some(wall(since));
-                info.until = Some(wall(ends));
+                info.since = Some(wall(since, clock, now));
+                info.until = Some(wall(ends, clock, now));
                 found.push(info);
             }
         }
         found.sort_by_key(|lease| lease.until);
         found.truncate(max);
         Ok(found)
+    }
+
+    /// The worker holding the lane record at `location` and since when,
+    /// if it is leased now (what [`leases_now`](Self::leases_now) shows
+    /// of it).
+    pub(super) fn holder_of(&self, location: Location) -> Result<Option<(String, SystemTime)>> {
+        let Location::Lane(priority, record) = location else {
+            return Ok(None);
+        };
+        let Some(lane) = self.lanes.get(priority)? else {
+            return Ok(None);
+        };
+        let (now, clock) = (SystemTime::now(), Instant::now());
+        let Some((since, _)) = lane.held_times(record)? else {
+            return Ok(None);
+        };
+        let holder = lane
+            .workers()?
+            .into_iter()
+            .find(|worker| worker.leases.contains(&record));
+        Ok(holder.map(|worker| (shown(worker), wall(since, clock, now))))
     }
 }

@@ -397,7 +397,7 @@ impl Engine {
     /// mode), with the leases each holds. A read: a dead handle's slot and
     /// leases are left for the next write to clear, and not listed.
     pub fn workers(&self) -> Result<Vec<Worker>> {
-        let holders = self.deliveries.holders();
+        let holders = self.deliveries.holders_now();
         let Some(link) = &self.link else {
             let mut leases: Vec<u64> = holders.into_iter().map(|(id, _)| id).collect();
             leases.sort_unstable();

@@ -172,6 +172,21 @@ impl LeaseTable {
         })?
     }
 
+    /// Every lease, in no order, read only (the control file is left as
+    /// it was: what a read of the queue may look at).
+    pub fn entries(&self) -> Vec<SharedLease> {
+        if self.count() == 0 {
+            return Vec::new();
+        }
+        self.table()
+            .iter()
+            .filter_map(|entry| match entry.key.load(Relaxed) {
+                EMPTY | REMOVED => None,
+                key => Some(read(key - 1, entry)),
+            })
+            .collect()
+    }
+
     /// Every lease, in no order; also sets the floor to the earliest end.
     pub fn all(&self) -> Vec<SharedLease> {
         let state = self.control.state();
@@ -179,14 +194,7 @@ impl LeaseTable {
             state.lease_floor.store(u64::MAX, Relaxed);
             return Vec::new();
         }
-        let leases: Vec<SharedLease> = self
-            .table()
-            .iter()
-            .filter_map(|entry| match entry.key.load(Relaxed) {
-                EMPTY | REMOVED => None,
-                key => Some(read(key - 1, entry)),
-            })
-            .collect();
+        let leases = self.entries();
         let floor = leases.iter().map(|l| l.expires).min().unwrap_or(u64::MAX);
         state.lease_floor.store(floor, Relaxed);
         // Mends a count a process killed between two stores left wrong.
