@@ -529,14 +529,34 @@ fn dque_work_leases_under_the_name_it_is_given() {
     let Some(server) = PgServer::get() else {
         return;
     };
-    let text = server.address(&format!("cliworkers{}", std::process::id()));
+    dque_work_leases_under_its_name(&server.address(&format!("cliworkers{}", std::process::id())));
+}
+
+/// Bug pinned (issue 28): `dque work --worker NAME` on an embedded queue
+/// leased as `host:pid`, the name given ignored.
+#[test]
+fn dque_work_on_an_embedded_queue_leases_under_the_name_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("cli").display().to_string();
+    AddressOptions::new()
+        .create(true)
+        .open_str(&text)
+        .unwrap()
+        .close()
+        .unwrap();
+    dque_work_leases_under_its_name(&text);
+}
+
+/// `dque work --worker cli-7` on the queue at `text`, seen by another
+/// handle while it runs a job.
+fn dque_work_leases_under_its_name(text: &str) {
     let address: Address = text.parse().unwrap();
     let producer = AddressOptions::new().open(&address).unwrap();
     producer.enqueue(NewJob::new("x").id("slow")).unwrap();
     let mut work = std::process::Command::new(env!("CARGO_BIN_EXE_dque"))
         .args([
             "work",
-            &text,
+            text,
             "--worker",
             "cli-7",
             "--until-empty",
