@@ -110,3 +110,31 @@ fn a_keep_time_too_long_for_milliseconds_is_stored_readably() {
         again.close().unwrap();
     }
 }
+
+/// Bug pinned (issue 28): a completed job's history named the process
+/// that ran it (`host:pid`) even when its handle leased under a worker
+/// name, which PostgreSQL records instead.
+#[test]
+fn a_completed_job_names_the_worker_its_handle_leased_under() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q");
+    let shared = Options::new().shared(true);
+    let named = JobOptions::new()
+        .queue(shared)
+        .worker("mailer-3")
+        .create(&path)
+        .unwrap();
+    let unnamed = JobOptions::new().queue(shared).open(&path).unwrap();
+    named.enqueue(NewJob::new("a").id("by-name")).unwrap();
+    named.ack(named.lease().unwrap().unwrap()).unwrap();
+    unnamed.enqueue(NewJob::new("b").id("by-process")).unwrap();
+    unnamed.ack(unnamed.lease().unwrap().unwrap()).unwrap();
+    // Each handle's history is read through it (another sees it once
+    // written out).
+    let info = named.job_info("by-name").unwrap().expect("kept");
+    assert_eq!(info.state, JobState::Completed);
+    assert_eq!(info.worker.as_deref(), Some("mailer-3"), "{info:?}");
+    let info = unnamed.job_info("by-process").unwrap().expect("kept");
+    let pid = format!(":{}", std::process::id());
+    assert!(info.worker.as_deref().unwrap().ends_with(&pid), "{info:?}");
+}

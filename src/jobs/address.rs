@@ -296,11 +296,11 @@ impl AddressOptions {
         self
     }
 
-    /// The worker name leases are taken under, on PostgreSQL and Redis
-    /// (default: the backend's, `host:pid` on PostgreSQL), which
-    /// [`JobQueue::leases`] shows (and Redis's qless clients list). The
-    /// embedded queue shows the process holding a lease, `host:pid`,
-    /// whatever this says.
+    /// The worker name leases are taken under, on every backend (default:
+    /// the backend's, `host:pid` on PostgreSQL and the embedded queue),
+    /// which [`JobQueue::leases`] shows (and Redis's qless clients list).
+    /// The embedded queue refuses a name longer than 188 bytes
+    /// ([`JobOptions::worker`]).
     ///
     /// ```
     /// let options = dque::jobs::AddressOptions::new().worker("mailer-1");
@@ -372,6 +372,9 @@ impl AddressOptions {
         }
         if let Some(clock) = &self.clock {
             options = options.clock(Arc::clone(clock));
+        }
+        if let Some(worker) = &self.worker {
+            options = options.worker(worker.clone());
         }
         match self.create {
             true => options.open_or_create(path),

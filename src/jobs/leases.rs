@@ -18,9 +18,10 @@ use super::job::{Job, WaitState, Waiting};
 /// let lease = queue.lease()?.expect("a job");
 /// let held = queue.leases(10)?;
 /// assert_eq!(held[0].job.id, "greet-1");
-/// // The embedded queue names the process holding it: host:pid.
+/// // Without a worker name the embedded queue names the process holding
+/// // it: host:pid.
 /// assert!(held[0].worker.as_deref().unwrap().ends_with(&format!(":{}", std::process::id())));
-/// assert!(held[0].until.is_some());
+/// assert!(held[0].since.is_some() && held[0].until.is_some());
 /// queue.ack(lease)?;
 /// assert!(queue.leases(10)?.is_empty());
 /// # Ok(()) }
@@ -31,12 +32,12 @@ pub struct LeaseInfo {
     /// The job (`attempt`: the attempts so far, this one included).
     pub job: Job,
     /// The worker holding it: the name its handle leases under
-    /// ([`AddressOptions::worker`](super::AddressOptions::worker);
-    /// PostgreSQL and Redis), or the process holding it as `host:pid`
-    /// (embedded); `None` where the backend does not know.
+    /// ([`AddressOptions::worker`](super::AddressOptions::worker)), else
+    /// the backend's default (the process holding it as `host:pid` on the
+    /// embedded queue); `None` where the backend does not know.
     pub worker: Option<String>,
-    /// When the lease began, where the backend records it (PostgreSQL and
-    /// Redis; the embedded queue keeps only a lease's end).
+    /// When the lease began (a touch keeps it), where the backend records
+    /// it (every backend of this crate does).
     pub since: Option<SystemTime>,
     /// When the lease ends unless touched or settled, where known.
     pub until: Option<SystemTime>,

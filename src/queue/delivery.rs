@@ -8,7 +8,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
 use crate::error::Result;
-use crate::queue::processes::{from_monotonic, to_monotonic, LeaseTable, SharedLease, PARKED};
+use crate::queue::processes::{
+    from_monotonic, to_monotonic, LeaseTable, MonotonicNow, SharedLease, PARKED,
+};
 
 /// A record handed to a consumer until acked, nacked or expired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +23,9 @@ pub struct Lease {
     /// Held by no one: a nack with a delay (or a record that did not
     /// decode) keeps the record out of sight until `expires`.
     pub parked: bool,
+    /// When the lease began; a touch keeps it (a parked record's: when it
+    /// was parked).
+    pub since: Instant,
 }
 
 /// The delivery state of one queue.
@@ -44,10 +49,13 @@ pub struct Deliveries {
 }
 
 fn to_lease(shared: SharedLease) -> Lease {
+    // One clock read for both times: a lease is looked up on every ack.
+    let clock = MonotonicNow::now();
     Lease {
         attempt: shared.attempt,
-        expires: from_monotonic(shared.expires),
+        expires: clock.instant_of(shared.expires),
         parked: shared.generation == PARKED,
+        since: clock.instant_of(shared.started),
     }
 }
 
@@ -121,7 +129,11 @@ impl Deliveries {
     pub fn start_lease(&mut self, id: u64, lease: Lease) {
         self.take(id);
         match &self.table {
-            Some(table) => table.insert(id, lease.attempt, to_monotonic(lease.expires)),
+            Some(table) => {
+                let clock = MonotonicNow::now();
+                let (since, expires) = (clock.nanos_of(lease.since), clock.nanos_of(lease.expires));
+                table.insert(id, lease.attempt, expires, since);
+            }
             None => {
                 self.lower_floor(lease.expires);
                 self.leases.insert(id, lease);
@@ -144,6 +156,7 @@ impl Deliveries {
                         attempt,
                         expires: until,
                         parked: true,
+                        since: until,
                     },
                 );
             }
@@ -255,11 +268,22 @@ impl Deliveries {
     }
 
     /// Every lease's id, with its holder's slot and generation in shared
-    /// mode (`None` in exclusive mode: this handle holds them all).
+    /// mode (`None` in exclusive mode: this handle holds them all). For a
+    /// write: the shared table's floor and count are set again (mended).
     pub fn holders(&self) -> Vec<(u64, Option<(usize, u64)>)> {
-        match &self.table {
-            Some(table) => table
-                .all()
+        self.holders_in(self.table.as_ref().map(LeaseTable::all))
+    }
+
+    /// As [`holders`](Self::holders), for a read: the control file is left
+    /// as it was.
+    pub fn holders_now(&self) -> Vec<(u64, Option<(usize, u64)>)> {
+        self.holders_in(self.table.as_ref().map(LeaseTable::entries))
+    }
+
+    /// `shared`: the shared table's leases, in shared mode.
+    fn holders_in(&self, shared: Option<Vec<SharedLease>>) -> Vec<(u64, Option<(usize, u64)>)> {
+        match shared {
+            Some(leases) => leases
                 .into_iter()
                 .filter(|l| l.generation != PARKED)
                 .map(|l| (l.id, Some((l.slot as usize, l.generation))))

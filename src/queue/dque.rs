@@ -749,9 +749,17 @@ impl<T, C: Codec<T>> DQue<T, C> {
         self.shared.read(|engine| Ok(engine.held_attempt(id)))
     }
 
-    /// When item `id`'s lease ends, if it is leased now. A read.
-    pub(crate) fn held_until(&self, id: u64) -> Result<Option<std::time::Instant>> {
-        self.shared.read(|engine| Ok(engine.held_until(id)))
+    /// When item `id`'s lease began and when it ends, if it is leased
+    /// now. A read.
+    pub(crate) fn held_times(
+        &self,
+        id: u64,
+    ) -> Result<Option<(std::time::Instant, std::time::Instant)>> {
+        self.shared.read(|engine| {
+            Ok(engine
+                .held_lease(id)
+                .map(|lease| (lease.since, lease.expires)))
+        })
     }
 
     /// The pending records from id `from` to the end of the segment
@@ -881,6 +889,16 @@ impl<T, C: Codec<T>> DQue<T, C> {
     /// See [`Worker`] for an example.
     pub fn workers(&self) -> Result<Vec<Worker>> {
         self.shared.read(|engine| engine.workers())
+    }
+
+    /// Names the worker this handle leases under (`""`: none): its entry in
+    /// [`workers`](Self::workers) shows it, in shared mode to every process
+    /// (at most `MAX_WORKER_NAME` bytes, checked by the caller).
+    pub(crate) fn set_worker_name(&self, name: &str) -> Result<()> {
+        self.shared.read(|engine| {
+            engine.set_worker_name(name);
+            Ok(())
+        })
     }
 
     /// Items leased right now (they are counted in [`len`](Self::len) too).

@@ -17,6 +17,7 @@ use std::time::SystemTime;
 /// assert_eq!(workers[0].pid, std::process::id());
 /// assert_eq!(workers[0].leases, vec![job.id()]);
 /// assert!(workers[0].this_handle);
+/// assert_eq!(workers[0].name, None);
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,4 +33,7 @@ pub struct Worker {
     pub leases: Vec<u64>,
     /// Whether it is the handle that asked.
     pub this_handle: bool,
+    /// The worker name its handle leases under, if it gave one (a jobs
+    /// queue's [`JobOptions::worker`](crate::jobs::JobOptions::worker)).
+    pub name: Option<String>,
 }

@@ -66,8 +66,9 @@ pub struct WorkArgs {
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<f64>,
     /// The name this worker leases jobs under, which `dque serve`'s
-    /// workers page shows (PostgreSQL and Redis; default: host:pid on
-    /// PostgreSQL, host-pid-n on Redis; an embedded queue shows host:pid).
+    /// workers page shows (default: host:pid on PostgreSQL and an
+    /// embedded queue, host-pid-n on Redis; at most 188 bytes on an
+    /// embedded queue).
     #[arg(long, value_name = "NAME", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub worker: Option<String>,
     /// The command to run for each job, and its arguments (after `--`).

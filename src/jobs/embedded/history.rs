@@ -51,7 +51,7 @@ pub(crate) struct History {
     dir: PathBuf,
     keep: KeepCompleted,
     /// The end of every entry this handle writes, after the times and the
-    /// attempt: the worker (`host:pid`) with its length, and the reserved
+    /// attempt: the worker (its name, else `host:pid`) with its length, and the reserved
     /// error length (0), made once.
     entry_tail: Vec<u8>,
     writer: Mutex<Writer>,
@@ -120,6 +120,13 @@ pub(crate) fn store_keep(dir: &Path, keep: KeepCompleted) -> Result<()> {
 }
 
 impl History {
+    /// The history, its completed jobs recorded as run by `worker` (as
+    /// PostgreSQL records a handle's worker name).
+    pub(crate) fn named(mut self, worker: &str) -> History {
+        self.entry_tail = entry_tail(worker);
+        self
+    }
+
     pub(crate) fn new(dir: PathBuf, keep: KeepCompleted) -> History {
         History {
             dir,

@@ -33,7 +33,18 @@ impl EmbeddedJobs {
     pub(super) fn info_of(&self, id: &str) -> Result<Option<JobInfo>> {
         self.check_open()?;
         let found = match self.waiting_job(id)? {
-            Some(waiting) => Some(JobInfo::of_waiting(waiting, &self.name)),
+            Some((waiting, location)) => {
+                let leased = waiting.state == WaitState::Leased;
+                let mut info = JobInfo::of_waiting(waiting, &self.name);
+                if leased {
+                    // Who holds it, since when, as `leases` shows it.
+                    if let Some((worker, since)) = self.holder_of(location)? {
+                        info.worker = Some(worker);
+                        info.started_at = Some(since);
+                    }
+                }
+                Some(info)
+            }
             None => find_listed(id, &self.name, Vec::new(), || self.dead(ALL))?,
         };
         // A live job is the newest of its id; a dead letter may be older
@@ -54,7 +65,7 @@ impl EmbeddedJobs {
 
     /// Waiting job `id` as [`waiting`](JobQueue::waiting) would list it,
     /// read at its location.
-    fn waiting_job(&self, id: &str) -> Result<Option<Waiting>> {
+    fn waiting_job(&self, id: &str) -> Result<Option<(Waiting, Location)>> {
         // As `waiting`: no limited lease looks past jobs meanwhile (taken
         // before the ids' lock, as every call that takes both does).
         let _no_look_past = self.lock_limited_leases()?;
@@ -67,7 +78,7 @@ impl EmbeddedJobs {
             // another handle): the next one is read.
             for location in locked.records(id) {
                 if let Some(waiting) = self.waiting_at(id, location)? {
-                    return Ok(Some(waiting));
+                    return Ok(Some((waiting, location)));
                 }
             }
             if !super::looks_made_up(id) {
@@ -80,7 +91,7 @@ impl EmbeddedJobs {
     /// [`waiting_job`](Self::waiting_job) of an id no index holds: found
     /// by [`locate`](Self::locate) (a made-up id's by a look through the
     /// records), looked up again if it moved in between.
-    fn waiting_by_lookups(&self, id: &str) -> Result<Option<Waiting>> {
+    fn waiting_by_lookups(&self, id: &str) -> Result<Option<(Waiting, Location)>> {
         let mut last = None;
         for _ in 0..LOOKUPS {
             let location = match self.locate(id) {
@@ -93,7 +104,7 @@ impl EmbeddedJobs {
                 return Ok(None);
             }
             if let Some(waiting) = self.waiting_at(id, location)? {
-                return Ok(Some(waiting));
+                return Ok(Some((waiting, location)));
             }
             last = Some(location);
         }

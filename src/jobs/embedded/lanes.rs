@@ -24,6 +24,8 @@ pub struct Lanes {
     /// `jobs/lanes/`; `None` for a plain FIFO queue (its root is its only lane).
     dir: Option<PathBuf>,
     options: Options,
+    /// The worker name every lane's handle leases under (`""`: none).
+    worker: String,
     state: RwLock<State>,
 }
 
@@ -68,10 +70,12 @@ pub fn lane_name(priority: i32) -> String {
 }
 
 impl Lanes {
-    pub fn new(root: Arc<RawQueue>, dir: Option<PathBuf>, options: Options) -> Self {
+    /// `root`, already named `worker`, and the lanes in `dir`.
+    pub fn new(root: Arc<RawQueue>, dir: Option<PathBuf>, options: Options, worker: &str) -> Self {
         Lanes {
             dir,
             options,
+            worker: worker.to_owned(),
             state: RwLock::new(State {
                 list: Arc::from([(0, Arc::clone(&root))]),
                 open: BTreeMap::from([(0, root)]),
@@ -152,7 +156,7 @@ impl Lanes {
                 ),
             });
         }
-        let lane = Arc::new(make_part(&path, &self.options)?);
+        let lane = Arc::new(self.named(make_part(&path, &self.options)?)?);
         state.insert(priority, Arc::clone(&lane));
         Ok(lane)
     }
@@ -204,6 +208,7 @@ impl Lanes {
         for priority in found {
             if !state.open.contains_key(&priority) {
                 let lane = open_part(&dir.join(lane_name(priority)), &self.options)?;
+                let lane = self.named(lane)?;
                 state.insert(priority, Arc::new(lane));
             }
         }
@@ -211,6 +216,14 @@ impl Lanes {
         state.listed_at = Instant::now();
         state.looked_at = state.listed_at;
         Ok(())
+    }
+
+    /// `lane`, opened now, leasing under this handle's worker name.
+    fn named(&self, lane: RawQueue) -> Result<RawQueue> {
+        if !self.worker.is_empty() {
+            lane.set_worker_name(&self.worker)?;
+        }
+        Ok(lane)
     }
 
     /// Closes every lane; the first error is returned.

@@ -61,6 +61,7 @@ use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::queue::dque::RawQueue;
 use crate::queue::engine::ById;
+use crate::queue::processes::MAX_WORKER_NAME;
 
 /// Segment size of lanes and the schedule when the options name none:
 /// smaller than a root queue's, as a queue may have many lanes.
@@ -98,6 +99,8 @@ pub struct JobOptions {
     clock: Arc<dyn Clock>,
     /// Stored with the queue when given (`jobs/history/keep`).
     keep_completed: Option<super::KeepCompleted>,
+    /// The name this handle's leases show (`JobQueue::leases`).
+    worker: Option<String>,
 }
 
 impl Default for JobOptions {
@@ -107,6 +110,7 @@ impl Default for JobOptions {
             backoff: Backoff::default(),
             clock: Arc::new(SystemClock),
             keep_completed: None,
+            worker: None,
         }
     }
 }
@@ -170,14 +174,57 @@ impl JobOptions {
         self
     }
 
+    /// The worker name this handle leases under, which
+    /// [`JobQueue::leases`] shows for its leases (the dashboard's workers
+    /// page), in shared mode to every process; without one a lease shows
+    /// the process holding it, `host:pid`. An open refuses a name longer
+    /// than 188 bytes (`InvalidOption`).
+    ///
+    /// ```
+    /// use dque::jobs::{JobOptions, JobQueue, NewJob};
+    /// # fn main() -> Result<(), dque::Error> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let queue = JobOptions::new().worker("mailer-1").create(dir.path().join("q"))?;
+    /// queue.enqueue(NewJob::new("hello"))?;
+    /// let lease = queue.lease()?.expect("a job");
+    /// assert_eq!(queue.leases(10)?[0].worker.as_deref(), Some("mailer-1"));
+    /// # queue.ack(lease)?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn worker(mut self, name: impl Into<String>) -> Self {
+        self.worker = Some(name.into());
+        self
+    }
+
+    /// The worker name given (`""`: none); `InvalidOption` if a slot of
+    /// the control file cannot hold it.
+    fn worker_name(&self) -> Result<&str> {
+        let worker = self.worker.as_deref().unwrap_or("");
+        if worker.len() > MAX_WORKER_NAME {
+            return Err(Error::InvalidOption {
+                name: "worker",
+                reason: format!(
+                    "a worker name of {} bytes; the embedded queue keeps at most \
+                     {MAX_WORKER_NAME}: give a shorter one",
+                    worker.len()
+                ),
+            });
+        }
+        Ok(worker)
+    }
+
     /// Makes a new jobs queue at `path`.
     ///
     /// # Errors
     ///
-    /// As [`DQue::create`](crate::DQue::create).
+    /// As [`DQue::create`](crate::DQue::create); `InvalidOption` for a
+    /// [`worker`](Self::worker) name too long (nothing is made).
     pub fn create(&self, path: impl AsRef<Path>) -> Result<EmbeddedJobs> {
         let path = path.as_ref();
         crate::jobs::queue_name::check_dir_name(path)?;
+        // Before anything is made: an error has no effect.
+        self.worker_name()?;
         self.queue
             .create::<Vec<u8>, JobRecords>(path)
             .and_then(|made| made.close())?;
@@ -190,7 +237,10 @@ impl JobOptions {
     /// # Errors
     ///
     /// As [`DQue::open`](crate::DQue::open); `CodecMismatch` for a lane
-    /// that does not hold jobs.
+    /// that does not hold jobs; `InvalidOption` for a
+    /// [`worker`](Self::worker) name too long; `UnsupportedVersion` (for
+    /// its `dque.shm`) in shared mode while processes of a dque with
+    /// another control-file layout share the queue.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<EmbeddedJobs> {
         EmbeddedJobs::start(path.as_ref(), self)
     }
@@ -339,6 +389,7 @@ impl EmbeddedJobs {
 
     fn start(path: &Path, options: &JobOptions) -> Result<Self> {
         crate::jobs::queue_name::check_dir_name(path)?;
+        let worker = options.worker_name()?;
         // Checked before the queue is opened (and, shared, joined): a
         // program's typed items are not job bodies a worker can run.
         crate::queue::engine::prepare_directory(path, crate::queue::engine::OpenMode::Open)?;
@@ -353,6 +404,7 @@ impl EmbeddedJobs {
             });
         }
         let root = RawQueue::open_encoded_with(path, &options.queue)?;
+        root.set_worker_name(worker)?;
         // The queue's stored settings, which every handle shares (so two
         // processes agree on when a job has had its attempts).
         let (max_attempts, lease_time) = (root.max_attempts(), root.visibility_timeout());
@@ -397,7 +449,13 @@ impl EmbeddedJobs {
             };
             let history = match keep.is_none() {
                 true => None,
-                false => Some(history::History::new(make(history_dir)?, keep)),
+                false => {
+                    let history = history::History::new(make(history_dir)?, keep);
+                    Some(match worker.is_empty() {
+                        true => history,
+                        false => history.named(worker),
+                    })
+                }
             };
             (
                 Some(schedule),
@@ -424,7 +482,7 @@ impl EmbeddedJobs {
             name,
             path: path.to_path_buf(),
             handle: HANDLES.fetch_add(1, Ordering::Relaxed),
-            lanes: Lanes::new(root, lanes_dir, parts),
+            lanes: Lanes::new(root, lanes_dir, parts, worker),
             schedule,
             ids,
             stats,

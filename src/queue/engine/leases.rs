@@ -268,10 +268,12 @@ impl Engine {
     /// its place among the deliveries, for `timeout`.
     fn start_lease(&mut self, id: u64, attempt: u16, timeout: Duration) -> Result<Lease> {
         self.mark(id, MarkerType::Lease)?;
+        let now = Instant::now();
         let lease = Lease {
             attempt,
-            expires: saturating_after(Instant::now(), timeout),
+            expires: saturating_after(now, timeout),
             parked: false,
+            since: now,
         };
         self.deliveries.start_lease(id, lease);
         Ok(lease)
@@ -309,12 +311,12 @@ impl Engine {
             .map(|lease| lease.attempt)
     }
 
-    /// When item `id`'s lease ends, if it is leased now (not parked).
-    pub fn held_until(&self, id: u64) -> Option<Instant> {
+    /// Item `id`'s lease, if it is leased now (not parked): its start
+    /// and end among the rest.
+    pub fn held_lease(&self, id: u64) -> Option<Lease> {
         self.deliveries
             .lease(id)
             .filter(|lease| lease.expires > Instant::now() && !lease.parked)
-            .map(|lease| lease.expires)
     }
 
     /// The id the next appended record gets.

@@ -106,6 +106,9 @@ pub struct Engine {
     last_reap: Option<Instant>,
     /// When this handle opened the queue (for the workers view).
     opened_at: std::time::SystemTime,
+    /// The worker name this handle leases under, if given (for the
+    /// workers view; in shared mode also in its slot, for the others).
+    worker_name: Option<String>,
 }
 
 impl Engine {

@@ -242,6 +242,7 @@ impl Engine {
             last_reap: None,
             shared_ticket: 0,
             opened_at: std::time::SystemTime::now(),
+            worker_name: None,
         };
         let settled: usize = engine
             .mapped_segments()

@@ -397,7 +397,7 @@ impl Engine {
     /// mode), with the leases each holds. A read: a dead handle's slot and
     /// leases are left for the next write to clear, and not listed.
     pub fn workers(&self) -> Result<Vec<Worker>> {
-        let holders = self.deliveries.holders();
+        let holders = self.deliveries.holders_now();
         let Some(link) = &self.link else {
             let mut leases: Vec<u64> = holders.into_iter().map(|(id, _)| id).collect();
             leases.sort_unstable();
@@ -407,6 +407,7 @@ impl Engine {
                 started: self.opened_at,
                 leases,
                 this_handle: true,
+                name: self.worker_name.clone(),
             }]);
         };
         let workers = link.live_slots()?.into_iter().map(|info| {
@@ -422,9 +423,19 @@ impl Engine {
                 started: info.started,
                 leases,
                 this_handle: info.slot == link.slot(),
+                name: info.name,
             }
         });
         Ok(workers.collect())
+    }
+
+    /// Names the worker this handle leases under (`""`: none), for the
+    /// workers view of this handle and, in shared mode, of every other.
+    pub fn set_worker_name(&mut self, name: &str) {
+        if let Some(link) = &self.link {
+            link.set_name(name);
+        }
+        self.worker_name = (!name.is_empty()).then(|| name.to_owned());
     }
 
     /// Shared mode, while leases are held: when a blocked caller should look

@@ -14,7 +14,8 @@ use std::cell::UnsafeCell;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 
 use memmap2::MmapRaw;
 
@@ -22,7 +23,9 @@ use crate::error::{Error, Result};
 use crate::log::layout::{CONTROL_FILE, CONTROL_TEMP};
 /// `DQSH`, then the layout version.
 const MAGIC: u32 = u32::from_le_bytes(*b"DQSH");
-const LAYOUT_VERSION: u32 = 1;
+/// 2: a slot holds its handle's worker name, a lease its start. A process
+/// of another layout refuses to join (an older one finds the size wrong).
+const LAYOUT_VERSION: u32 = 2;
 /// Processes (handles) that can share one queue at once.
 pub const MAX_SLOTS: usize = 1024;
 /// Leases (and records handed back) that can be outstanding at once.
@@ -233,7 +236,13 @@ pub struct Slot {
     pub pid: AtomicU32,
     host_len: AtomicU32,
     host: [AtomicU8; 40],
+    /// Bytes of `name`; stored after them, by the slot's holder only.
+    name_len: AtomicU32,
+    name: [AtomicU8; MAX_WORKER_NAME],
 }
+
+/// The longest worker name a slot holds, in bytes.
+pub const MAX_WORKER_NAME: usize = 188;
 
 impl Slot {
     pub fn set_host(&self, host: &str) {
@@ -249,6 +258,25 @@ impl Slot {
         let bytes: Vec<u8> = self.host[..len].iter().map(|b| b.load(Relaxed)).collect();
         String::from_utf8_lossy(&bytes).into_owned()
     }
+
+    /// Sets the worker name (at most [`MAX_WORKER_NAME`] bytes, checked by
+    /// the caller); `""`: none.
+    pub fn set_name(&self, name: &str) {
+        let bytes = &name.as_bytes()[..name.len().min(self.name.len())];
+        // Length 0 first, the length last: a reader sees no name or a whole one.
+        self.name_len.store(0, Release);
+        for (cell, &byte) in self.name.iter().zip(bytes) {
+            cell.store(byte, Relaxed);
+        }
+        self.name_len.store(bytes.len() as u32, Release);
+    }
+
+    /// The worker name, if its handle gave one.
+    pub fn name(&self) -> Option<String> {
+        let len = (self.name_len.load(Acquire) as usize).min(self.name.len());
+        let bytes: Vec<u8> = self.name[..len].iter().map(|b| b.load(Relaxed)).collect();
+        (len > 0).then(|| String::from_utf8_lossy(&bytes).into_owned())
+    }
 }
 
 /// One lease: open addressing by record id, with tombstones, so that every
@@ -260,14 +288,16 @@ pub struct LeaseEntry {
     pub key: AtomicU64,
     /// When the lease ends, in monotonic nanoseconds.
     pub expires: AtomicU64,
+    /// When the lease began, in monotonic nanoseconds (0: parked).
+    pub started: AtomicU64,
     /// The generation of the slot that holds it.
     pub generation: AtomicU64,
     pub slot: AtomicU32,
     pub attempt: AtomicU32,
 }
 
-const _: () = assert!(std::mem::size_of::<Slot>() == 64);
-const _: () = assert!(std::mem::size_of::<LeaseEntry>() == 32);
+const _: () = assert!(std::mem::size_of::<Slot>() == 256);
+const _: () = assert!(std::mem::size_of::<LeaseEntry>() == 40);
 const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_BYTES);
 
 /// The mapped control file of one queue.
@@ -322,11 +352,16 @@ impl ControlFile {
     }
 
     /// Maps the control file another process made.
+    ///
+    /// # Errors
+    /// `UnsupportedVersion` if a process of another layout made it (an
+    /// older or newer dque shares the queue now); `Corrupted` if it is not
+    /// a control file.
     pub fn attach(dir: &Path) -> Result<ControlFile> {
         let path = dir.join(CONTROL_FILE);
         let file = open(&path).map_err(|e| Error::io(&path, e))?;
         let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
-        if len != FILE_BYTES as u64 {
+        if len < HEADER_BYTES as u64 {
             return Err(Error::corrupted(
                 &path,
                 0,
@@ -334,13 +369,22 @@ impl ControlFile {
             ));
         }
         let control = ControlFile::map(&file, &path)?;
+        // The header first (every layout has one): a file of another
+        // layout is told apart from a damaged one.
         let header = control.header();
         let (magic, version) = (header.magic.load(Relaxed), header.version.load(Relaxed));
-        if magic != MAGIC || version != LAYOUT_VERSION {
+        if magic == MAGIC && version != LAYOUT_VERSION {
+            return Err(Error::UnsupportedVersion {
+                path,
+                found: version,
+                supported: LAYOUT_VERSION,
+            });
+        }
+        if magic != MAGIC || len != FILE_BYTES as u64 {
             return Err(Error::corrupted(
                 &path,
                 0,
-                format!("control file has magic {magic:#x}, layout {version}"),
+                format!("control file of {len} bytes has magic {magic:#x}, layout {version}"),
             ));
         }
         Ok(control)

@@ -27,6 +27,8 @@ pub struct SharedLease {
     pub attempt: u16,
     /// Monotonic nanoseconds (the same clock in every process).
     pub expires: u64,
+    /// When the lease began, monotonic nanoseconds (0 for a parked record).
+    pub started: u64,
     pub slot: u32,
     pub generation: u64,
 }
@@ -96,18 +98,21 @@ impl LeaseTable {
 
     /// Adds the lease of record `id` (not leased now), held by this handle;
     /// the caller checked [`room`](Self::room).
-    pub fn insert(&self, id: u64, attempt: u16, expires: u64) {
-        self.insert_for(id, attempt, expires, self.slot, self.generation);
+    pub fn insert(&self, id: u64, attempt: u16, expires: u64, started: u64) {
+        let holder = (self.slot, self.generation);
+        self.insert_for(id, attempt, (started, expires), holder);
     }
 
     /// Adds a lease of record `id` that no handle holds (a delayed nack):
     /// generation [`PARKED`] is never a live slot's (those are odd), so
     /// no holder's death gives it back early; it ends when it runs out.
     pub fn insert_parked(&self, id: u64, attempt: u16, expires: u64) {
-        self.insert_for(id, attempt, expires, u32::MAX, PARKED);
+        self.insert_for(id, attempt, (0, expires), (u32::MAX, PARKED));
     }
 
-    fn insert_for(&self, id: u64, attempt: u16, expires: u64, slot: u32, generation: u64) {
+    /// `times`: (started, expires); `holder`: (slot, generation).
+    fn insert_for(&self, id: u64, attempt: u16, times: (u64, u64), holder: (u32, u64)) {
+        let ((started, expires), (slot, generation)) = (times, holder);
         let state = self.control.state();
         if state.lease_removed.load(Relaxed) as usize >= LEASE_CAPACITY / 4 {
             self.sweep();
@@ -120,6 +125,7 @@ impl LeaseTable {
         let entry = &table[at];
         let reuses_removed = entry.key.load(Relaxed) == REMOVED;
         entry.expires.store(expires, Relaxed);
+        entry.started.store(started, Relaxed);
         entry.attempt.store(u32::from(attempt), Relaxed);
         entry.slot.store(slot, Relaxed);
         entry.generation.store(generation, Relaxed);
@@ -166,6 +172,21 @@ impl LeaseTable {
         })?
     }
 
+    /// Every lease, in no order, read only (the control file is left as
+    /// it was: what a read of the queue may look at).
+    pub fn entries(&self) -> Vec<SharedLease> {
+        if self.count() == 0 {
+            return Vec::new();
+        }
+        self.table()
+            .iter()
+            .filter_map(|entry| match entry.key.load(Relaxed) {
+                EMPTY | REMOVED => None,
+                key => Some(read(key - 1, entry)),
+            })
+            .collect()
+    }
+
     /// Every lease, in no order; also sets the floor to the earliest end.
     pub fn all(&self) -> Vec<SharedLease> {
         let state = self.control.state();
@@ -173,14 +194,7 @@ impl LeaseTable {
             state.lease_floor.store(u64::MAX, Relaxed);
             return Vec::new();
         }
-        let leases: Vec<SharedLease> = self
-            .table()
-            .iter()
-            .filter_map(|entry| match entry.key.load(Relaxed) {
-                EMPTY | REMOVED => None,
-                key => Some(read(key - 1, entry)),
-            })
-            .collect();
+        let leases = self.entries();
         let floor = leases.iter().map(|l| l.expires).min().unwrap_or(u64::MAX);
         state.lease_floor.store(floor, Relaxed);
         // Mends a count a process killed between two stores left wrong.
@@ -202,6 +216,7 @@ impl LeaseTable {
                 .expect("fewer leases than entries");
             let entry = &idle[at];
             entry.expires.store(lease.expires, Relaxed);
+            entry.started.store(lease.started, Relaxed);
             entry.attempt.store(u32::from(lease.attempt), Relaxed);
             entry.slot.store(lease.slot, Relaxed);
             entry.generation.store(lease.generation, Relaxed);
@@ -218,6 +233,7 @@ fn read(id: u64, entry: &LeaseEntry) -> SharedLease {
         id,
         attempt: entry.attempt.load(Relaxed) as u16,
         expires: entry.expires.load(Relaxed),
+        started: entry.started.load(Relaxed),
         slot: entry.slot.load(Relaxed),
         generation: entry.generation.load(Relaxed),
     }
@@ -237,25 +253,52 @@ pub fn monotonic_now() -> u64 {
         .saturating_add(now.tv_nsec as u64)
 }
 
-/// `at` on the shared monotonic clock (std's `Instant` reads the same
-/// clock, but does not say its value).
-pub fn to_monotonic(at: Instant) -> u64 {
-    let (now, nanos) = (Instant::now(), monotonic_now());
-    match at.checked_duration_since(now) {
-        Some(ahead) => nanos.saturating_add(ahead.as_nanos().min(u128::from(u64::MAX)) as u64),
-        None => nanos.saturating_sub((now - at).as_nanos().min(u128::from(u64::MAX)) as u64),
+/// One reading of std's clock and of the shared monotonic clock, to
+/// convert several times between them at the cost of one.
+#[derive(Debug, Clone, Copy)]
+pub struct MonotonicNow {
+    now: Instant,
+    nanos: u64,
+}
+
+impl MonotonicNow {
+    pub fn now() -> Self {
+        MonotonicNow {
+            now: Instant::now(),
+            nanos: monotonic_now(),
+        }
     }
+
+    /// `at` on the shared monotonic clock (std's `Instant` reads the same
+    /// clock, but does not say its value).
+    pub fn nanos_of(self, at: Instant) -> u64 {
+        let (now, nanos) = (self.now, self.nanos);
+        match at.checked_duration_since(now) {
+            Some(ahead) => nanos.saturating_add(ahead.as_nanos().min(u128::from(u64::MAX)) as u64),
+            None => nanos.saturating_sub((now - at).as_nanos().min(u128::from(u64::MAX)) as u64),
+        }
+    }
+
+    /// The `Instant` of shared monotonic time `nanos`.
+    pub fn instant_of(self, nanos: u64) -> Instant {
+        let (now, current) = (self.now, self.nanos);
+        if nanos >= current {
+            saturating_after(now, Duration::from_nanos(nanos - current))
+        } else {
+            now.checked_sub(Duration::from_nanos(current - nanos))
+                .unwrap_or(now)
+        }
+    }
+}
+
+/// `at` on the shared monotonic clock.
+pub fn to_monotonic(at: Instant) -> u64 {
+    MonotonicNow::now().nanos_of(at)
 }
 
 /// The `Instant` of shared monotonic time `nanos`.
 pub fn from_monotonic(nanos: u64) -> Instant {
-    let (now, current) = (Instant::now(), monotonic_now());
-    if nanos >= current {
-        saturating_after(now, Duration::from_nanos(nanos - current))
-    } else {
-        now.checked_sub(Duration::from_nanos(current - nanos))
-            .unwrap_or(now)
-    }
+    MonotonicNow::now().instant_of(nanos)
 }
 
 #[cfg(test)]
@@ -274,20 +317,22 @@ mod tests {
         // Ten times the tombstones that trigger a sweep, with a few leases
         // held all along.
         for id in 0..5u64 {
-            table.insert(id, 1, 1_000 + id);
+            table.insert(id, 1, 1_000 + id, 500 + id);
         }
         for id in 5..(5 + 10 * LEASE_CAPACITY as u64 / 4) {
-            table.insert(id, 2, 50);
+            table.insert(id, 2, 50, 40);
             assert_eq!(table.get(id).map(|l| l.expires), Some(50));
             assert_eq!(table.remove(id).map(|l| l.id), Some(id));
             assert_eq!(table.get(id), None);
         }
         for id in 0..5u64 {
             let lease = table.get(id).expect("held all along");
+            // Its start too, copied with the entry at each sweep.
             assert_eq!(
-                (lease.attempt, lease.expires, lease.slot, lease.generation),
-                (1, 1_000 + id, 3, 7)
+                (lease.attempt, lease.expires, lease.started),
+                (1, 1_000 + id, 500 + id)
             );
+            assert_eq!((lease.slot, lease.generation), (3, 7));
         }
         assert_eq!(table.count(), 5);
         let mut all: Vec<u64> = table.all().iter().map(|l| l.id).collect();
@@ -301,7 +346,7 @@ mod tests {
         let (_dir, table) = table();
         for id in 0..MAX_LEASES as u64 {
             table.room().unwrap();
-            table.insert(id, 1, id);
+            table.insert(id, 1, id, 0);
         }
         let err = table.room().unwrap_err();
         assert!(err.to_string().contains("32768 leases"), "{err}");

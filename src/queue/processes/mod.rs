@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 pub use commit::{all_dirty, note_write, SharedCommit};
-pub use control::{ControlFile, Locked, State, MAX_SLOTS};
-pub use leases::{from_monotonic, to_monotonic, LeaseTable, SharedLease, PARKED};
+pub use control::{ControlFile, Locked, State, MAX_SLOTS, MAX_WORKER_NAME};
+pub use leases::{from_monotonic, to_monotonic, LeaseTable, MonotonicNow, SharedLease, PARKED};
 
 use crate::error::{Error, Result};
 use crate::log::lock::{retry_while_held, LOCK_FILE};
@@ -151,6 +151,8 @@ pub struct SlotInfo {
     pub pid: u32,
     pub host: String,
     pub started: SystemTime,
+    /// The worker name its handle gave, if any.
+    pub name: Option<String>,
 }
 
 impl ProcessLink {
@@ -195,8 +197,16 @@ impl ProcessLink {
             .map_or(0, |d| d.as_millis() as u64);
         entry.started_ms.store(started, Relaxed);
         entry.set_host(&host_name());
+        // Not the last holder's name: this handle gives its own, if any.
+        entry.set_name("");
         entry.generation.store(self.generation, Relaxed);
         died
+    }
+
+    /// Writes the worker name of this handle into its slot (`""`: none).
+    /// Only this handle writes its slot's name, so no mutex is needed.
+    pub fn set_name(&self, name: &str) {
+        self.control.slots()[self.slot].set_name(name);
     }
 
     /// Frees this handle's slot, under the mutex.
@@ -220,6 +230,7 @@ impl ProcessLink {
                 host: entry.host(),
                 started: UNIX_EPOCH
                     + std::time::Duration::from_millis(entry.started_ms.load(Relaxed)),
+                name: entry.name(),
             });
         }
         Ok(live)

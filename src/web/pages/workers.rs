@@ -1,9 +1,9 @@
 //! `GET /workers`: who holds what, since when. For each queue, the jobs
 //! leased now ([`JobQueue::leases`](crate::jobs::JobQueue::leases)): the
-//! worker holding each (the name its handle leases under on PostgreSQL and
-//! Redis, the process `host:pid` on the embedded queue), the job, its
-//! kind, when the lease began (where the backend records it) and when it
-//! ends. Each queue lists its first [`LEASE_LIST`] leases, soonest-ending
+//! worker holding each (the name its handle leases under, else the
+//! backend's default: the process `host:pid` on the embedded queue), the
+//! job, its kind, when the lease began (where the backend records it) and
+//! when it ends. Each queue lists its first [`LEASE_LIST`] leases, soonest-ending
 //! first, and says so when there are more.
 
 use std::collections::BTreeMap;
@@ -38,7 +38,7 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
     let now = SystemTime::now();
     let body = html! {
         p.note { "The jobs leased now, by queue: the worker holding each, since when, and when its lease ends unless touched. \
-            A worker is the name its handle leases under (PostgreSQL, Redis) or the process holding the lease, host:pid (embedded)." }
+            A worker is the name its handle leases under (dque work --worker), else the process holding the lease as host:pid (PostgreSQL, embedded)." }
         @for (n, ((label, _), leases)) in app.queues.iter().zip(&held).enumerate() {
             h2 { a href={ "/queues/" (n) } { (label) } }
             @match leases {
