@@ -287,6 +287,9 @@ fn job_info_writes_nothing() {
     for id in ["j0", "j1", "j2", "j5", "later", "none", &"0".repeat(32)] {
         queue.job_info(id).unwrap();
     }
+    // The listing of leases (who holds each, since when) reads the same
+    // shared lease table and slots: a read too (review of dque.shm layout 2).
+    assert_eq!(queue.leases(10).unwrap().len(), 1);
     assert_eq!(
         queue.job_info("j0").unwrap().unwrap().state,
         JobState::Completed

@@ -344,6 +344,60 @@ fn a_rolled_back_change_leaves_the_kept_counts_as_they_were() {
     drop_schema(&mut client, &schema);
 }
 
+// Issue 28, review: jobs enqueued in callers' transactions are counted in
+// rows of their own, folded into a slot by each handle's statistics'
+// merge (at its close too). Handles closing at once fold the same rows
+// at once: each row is added by one fold (none twice, none lost), and no
+// fold fails (one that failed, say on a deadlock, would leave rows apart).
+#[test]
+fn concurrent_folds_add_each_row_counted_apart_once() {
+    let _sharing = super::sharing();
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let schema = schema("folds");
+    let mut client = admin(server);
+    let open = || {
+        PgOptions::new()
+            .schema(&schema)
+            .connect(&server.url(), "q")
+            .expect("connect")
+    };
+    let first = open();
+    for round in 0..(rounds() / 30).max(2) {
+        let barrier = std::sync::Barrier::new(6);
+        std::thread::scope(|scope| {
+            for t in 0..6 {
+                let (barrier, q) = (&barrier, open());
+                let url = server.url();
+                scope.spawn(move || {
+                    let mut theirs = Client::connect(&url, NoTls).expect("connect");
+                    let mut tx = theirs.transaction().unwrap();
+                    for n in 0..3 {
+                        q.enqueue_in(&mut tx, NewJob::new(format!("{round}.{t}.{n}")))
+                            .unwrap();
+                    }
+                    tx.commit().unwrap();
+                    barrier.wait();
+                    q.close().unwrap();
+                });
+            }
+        });
+        check(&mut client, &schema, &first, &format!("round {round}"));
+        let apart: i64 = client
+            .query_one(
+                &format!("SELECT count(*) FROM {schema}.counts WHERE slot < 0"),
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(apart, 0, "round {round}: a fold left rows apart");
+        assert_eq!(counts(&first).0, 18 * (round as u64 + 1));
+    }
+    drop(first);
+    drop_schema(&mut client, &schema);
+}
+
 /// How many calls the random sequences make (and rounds the concurrent
 /// workers run): `DQUE_TEST_PG_COUNTS_ROUNDS`, small by default.
 fn rounds() -> usize {
