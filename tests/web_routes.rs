@@ -580,3 +580,26 @@ async fn a_garbled_cursor_in_the_url_is_a_bad_request() {
         assert!(!page.body.contains("<script>"), "{bad}: escaped");
     }
 }
+
+// Bug (rev7): a keyset list's page number is not capped (the cursor
+// takes it as deep as the list goes), and its "more" link printed
+// `page_no + 1`: `page=18446744073709551615` with a valid cursor
+// overflowed (a panic in a debug build, a wrap to page 0 in release).
+// Any page number in the URL gives a page, its next link a number.
+#[tokio::test]
+async fn the_largest_page_number_with_a_cursor_is_a_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = queue(&dir, "q");
+    fill(q.as_ref(), 120, 0, 0, &[]);
+    let app = router(vec![q], DashboardOptions::new());
+    let first = get(&app, "/queues/0").await;
+    let next = link(&first.body, "next").expect("a next page");
+    let cursor = next.split("&after=").nth(1).unwrap().to_owned();
+    for page_no in [u64::MAX, u64::MAX - 1] {
+        let path = format!("/queues/0?state=waiting&page={page_no}&after={cursor}");
+        let page = get(&app, &path).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}");
+        let more = link(&page.body, "next").expect("a next page after the second");
+        assert!(!more.contains("&page=0&"), "{more}");
+    }
+}

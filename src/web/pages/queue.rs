@@ -153,7 +153,7 @@ pub async fn page(
                 @if page_no > 1 { a rel="first" href={ "/queues/" (n) "?state=" (state) (filter) } { "← first page" } " " }
                 "page " (page_no)
                 @if let Some(next) = &listing.next {
-                    " " a rel="next" href={ "/queues/" (n) "?state=" (state) (filter) "&page=" (page_no + 1) "&after=" (next) } { "more →" }
+                    " " a rel="next" href={ "/queues/" (n) "?state=" (state) (filter) "&page=" (page_no.saturating_add(1)) "&after=" (next) } { "more →" }
                 }
             }
         } @else {
