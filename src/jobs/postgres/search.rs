@@ -243,10 +243,13 @@ fn prefix_end(prefix: &str) -> Option<String> {
 /// The locale's name alone is trusted only as far as it orders a few
 /// strings as bytes do (a linguistic order puts `a` before `B` and reads
 /// `a-z` as `az`).
-const BYTE_ORDER: &str =
-    "SELECT datlocprovider = 'c' AND datcollate IN ('C', 'POSIX', 'C.UTF-8', 'C.utf8')
+///
+/// `datlocprovider` is read through `to_jsonb` because servers before 15
+/// have no such column (their databases' collations are all libc: 'c').
+const BYTE_ORDER: &str = "SELECT coalesce(to_jsonb(d) ->> 'datlocprovider', 'c') = 'c'
+        AND d.datcollate IN ('C', 'POSIX', 'C.UTF-8', 'C.utf8')
         AND 'B' < 'a' AND 'a-z' < 'a.' AND 'Z' < '_' AND 'é' > 'z'
-     FROM pg_database WHERE datname = current_database()";
+     FROM pg_database d WHERE d.datname = current_database()";
 
 /// The rows of waiting jobs (`state < 2`) or of kept ones (dead or
 /// completed) with ids in [`$lo`, `$hi`), counted up to `$budget`.
