@@ -26,6 +26,9 @@ pub struct Lanes {
     options: Options,
     /// The worker name every lane's handle leases under (`""`: none).
     worker: String,
+    /// The lane of priority 0, which exists from the start and is never
+    /// replaced: most jobs' lane, found without the lock or the map.
+    root: Arc<RawQueue>,
     state: RwLock<State>,
 }
 
@@ -76,6 +79,7 @@ impl Lanes {
             dir,
             options,
             worker: worker.to_owned(),
+            root: Arc::clone(&root),
             state: RwLock::new(State {
                 list: Arc::from([(0, Arc::clone(&root))]),
                 open: BTreeMap::from([(0, root)]),
@@ -125,6 +129,9 @@ impl Lanes {
 
     /// The lane of `priority` if it exists (opened if another process made it).
     pub fn get(&self, priority: i32) -> Result<Option<Arc<RawQueue>>> {
+        if priority == 0 {
+            return Ok(Some(Arc::clone(&self.root)));
+        }
         if let Some(lane) = self.state.read().open.get(&priority) {
             return Ok(Some(Arc::clone(lane)));
         }

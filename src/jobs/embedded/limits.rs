@@ -437,6 +437,10 @@ impl super::EmbeddedJobs {
         let Some(lease) = found else {
             return Ok(None);
         };
+        // Most jobs name no limit: no look for one.
+        if lease.job.headers.is_empty() && !limits.is_paused() {
+            return Ok(Some(lease));
+        }
         let names = crate::jobs::limits::limits_of(&lease.job.headers);
         if names.is_empty() && !limits.is_paused() {
             return Ok(Some(lease));
