@@ -1278,23 +1278,24 @@ impl EmbeddedJobs {
             self.place(&envelope)?;
             return Ok(Enqueued::Added(envelope.job.id));
         };
-        let id = envelope.job.id.clone();
-        if self.live_record(&mut locked, &id, &[])?.is_some() {
-            return Ok(Enqueued::AlreadyQueued(id));
+        // (The id moves out of the envelope at the end: no copy.)
+        let id = &envelope.job.id;
+        if self.live_record(&mut locked, id, &[])?.is_some() {
+            return Ok(Enqueued::AlreadyQueued(envelope.job.id));
         }
-        if let Some(held) = locked.held(&id, unix_ms(now)) {
+        if let Some(held) = locked.held(id, unix_ms(now)) {
             return Ok(Enqueued::Duplicate(Duplicate {
-                id,
+                id: envelope.job.id,
                 state: held.state,
                 until: from_unix_ms(held.until_ms),
             }));
         }
         locked.will_write()?;
         let location = self.place(&envelope)?;
-        locked.add(&id, location);
+        locked.add(&envelope.job.id, location);
         // The job is added: a sweep that fails is tried again later.
-        let _ = locked.sweep_if_due(|at| self.is_live(at));
-        Ok(Enqueued::Added(id))
+        let _ = locked.sweep_if_due(|| self.parts());
+        Ok(Enqueued::Added(envelope.job.id))
     }
 
     /// Enqueues checked jobs without caller ids, each group of one lane
