@@ -1113,8 +1113,18 @@ impl EmbeddedJobs {
     /// Writes `envelope` where it belongs now (its lane, or the schedule
     /// if `due_ms` is set); returns where.
     fn place(&self, envelope: &Envelope) -> Result<Location> {
+        // The clock only for a delayed job.
+        let now_ms = match envelope.due_ms {
+            0 => 0,
+            _ => unix_ms(self.now()),
+        };
+        self.place_at(envelope, now_ms)
+    }
+
+    /// [`place`](Self::place) at `now_ms`, read by the caller already.
+    fn place_at(&self, envelope: &Envelope, now_ms: u64) -> Result<Location> {
         let write = |out: &mut Vec<u8>| envelope.encode_into(out);
-        if envelope.due_ms > 0 && envelope.due_ms > unix_ms(self.now()) {
+        if envelope.due_ms > 0 && envelope.due_ms > now_ms {
             let schedule = self
                 .schedule
                 .as_ref()
@@ -1275,7 +1285,12 @@ impl EmbeddedJobs {
         }
         let envelope = Self::envelope_of(job, now);
         let Some(mut locked) = self.ids_lock_if(envelope.job.caller_id)? else {
-            self.place(&envelope)?;
+            // Placed by this call's clock reading (none for a ready job).
+            let now_ms = match envelope.due_ms {
+                0 => 0,
+                _ => unix_ms(now),
+            };
+            self.place_at(&envelope, now_ms)?;
             return Ok(Enqueued::Added(envelope.job.id));
         };
         // (The id moves out of the envelope at the end: no copy.)
