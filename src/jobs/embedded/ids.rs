@@ -209,11 +209,9 @@ impl Ids {
     /// handles find it settled when they look.
     pub fn forget(&self, id: &str, location: Location) {
         let mut index = self.index.lock();
-        if let Some(records) = index.by_id.get_mut(id) {
-            if !records.retain(|at| at != location) {
-                index.by_id.remove(id);
-            }
-        }
+        index
+            .by_id
+            .update(id, |records| records.retain(|at| at != location));
     }
 }
 
@@ -306,11 +304,9 @@ impl IdsLock<'_> {
 
     /// Takes record `location` of `id` out again (its write is undone).
     pub fn remove(&mut self, id: &str, location: Location) {
-        if let Some(records) = self.index.by_id.get_mut(id) {
-            if !records.retain(|at| at != location) {
-                self.index.by_id.remove(id);
-            }
-        }
+        self.index
+            .by_id
+            .update(id, |records| records.retain(|at| at != location));
     }
 
     /// The records of `id` the index holds, oldest noted first (some may
@@ -360,28 +356,21 @@ impl IdsLock<'_> {
         live: impl Fn(Location) -> Result<bool>,
         mut found: impl FnMut(Location),
     ) -> Result<()> {
-        let Some(records) = self.index.by_id.get_mut(id) else {
-            return Ok(());
-        };
         let mut failed = None;
-        let any_left = records.retain(|at| match live(at) {
-            Ok(true) => {
-                found(at);
-                true
-            }
-            Ok(false) => false,
-            Err(e) => {
-                failed.get_or_insert(e);
-                true
-            }
+        self.index.by_id.update(id, |records| {
+            records.retain(|at| match live(at) {
+                Ok(true) => {
+                    found(at);
+                    true
+                }
+                Ok(false) => false,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    true
+                }
+            })
         });
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        if !any_left {
-            self.index.by_id.remove(id);
-        }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     /// Drops the settled records of every id once as many records were

@@ -116,16 +116,6 @@ impl IdTable {
         }
     }
 
-    /// The records of `id`, to change.
-    pub fn get_mut(&mut self, id: &str) -> Option<&mut Records> {
-        let hash = self.hash(id);
-        match self.slots.get_mut(&hash) {
-            Some(slot) if slot.bytes(&self.arena) == id.as_bytes() => Some(&mut slot.records),
-            _ if self.others.is_empty() => None,
-            _ => self.others.get_mut(id),
-        }
-    }
-
     /// Adds record `location` to `id`'s (one hash, one probe for a new
     /// id); whether it was not there yet.
     pub fn add(&mut self, id: &str, location: Location) -> bool {
@@ -157,21 +147,39 @@ impl IdTable {
         }
     }
 
-    /// Drops `id` and its records.
-    pub fn remove(&mut self, id: &str) {
+    /// Calls `keep` on the records of `id`, if it is held, and drops the
+    /// id if `keep` leaves none (says false); whether it was held. One
+    /// hash of the id, found or not.
+    pub fn update(&mut self, id: &str, keep: impl FnOnce(&mut Records) -> bool) -> bool {
         let hash = self.hash(id);
-        match self.slots.get(&hash) {
+        match self.slots.get_mut(&hash) {
             Some(slot) if slot.bytes(&self.arena) == id.as_bytes() => {
-                self.garbage += id.len();
-                self.slots.remove(&hash);
-                if self.slots.is_empty() {
-                    self.arena.clear();
-                    self.garbage = 0;
+                if !keep(&mut slot.records) {
+                    self.drop_slot(hash, id.len());
                 }
+                return true;
             }
-            _ => {
-                self.others.remove(id);
+            _ if self.others.is_empty() => return false,
+            _ => {}
+        }
+        match self.others.get_mut(id) {
+            Some(records) => {
+                if !keep(records) {
+                    self.others.remove(id);
+                }
+                true
             }
+            None => false,
+        }
+    }
+
+    /// Drops the slot of `hash`, whose id is `len` bytes long.
+    fn drop_slot(&mut self, hash: u64, len: usize) {
+        self.garbage += len;
+        self.slots.remove(&hash);
+        if self.slots.is_empty() {
+            self.arena.clear();
+            self.garbage = 0;
         }
     }
 
@@ -251,15 +259,25 @@ mod tests {
                 };
                 match rng >> 60 {
                     0..=7 => {
-                        match table.get_mut(&id) {
-                            Some(records) => *records = one(step),
-                            None => assert!(table.add(&id, Location::Lane(0, step))),
+                        let replace = |records: &mut Records| {
+                            *records = one(step);
+                            true
+                        };
+                        if !table.update(&id, replace) {
+                            assert!(table.add(&id, Location::Lane(0, step)));
                         }
                         model.insert(id.clone(), step);
                     }
-                    8..=13 => {
-                        table.remove(&id);
+                    8..=10 => {
+                        table.update(&id, |_| false);
                         model.remove(&id);
+                    }
+                    11..=13 => {
+                        // Kept if even, else dropped, through `update`.
+                        let held =
+                            table.update(&id, |records| records.as_slice()[0].record() % 2 == 0);
+                        assert_eq!(held, model.contains_key(&id));
+                        model.retain(|key, record| key != &id || *record % 2 == 0);
                     }
                     _ => {
                         // A sweep that settles a third of the records.
@@ -285,7 +303,7 @@ mod tests {
         for n in 0..100_000u64 {
             table.add(&format!("order-{n:08}"), Location::Lane(0, n));
             if n >= 10 {
-                table.remove(&format!("order-{:08}", n - 10));
+                table.update(&format!("order-{:08}", n - 10), |_| false);
             }
             if n % 1024 == 0 {
                 table.retain(|_| true);
