@@ -89,6 +89,8 @@ impl Part {
 #[derive(Debug, Clone)]
 enum Records {
     One(Location),
+    // Boxed: a pointer fits beside `One`'s location, a `Vec` does not.
+    #[allow(clippy::box_collection)]
     Many(Box<Vec<Location>>),
 }
 

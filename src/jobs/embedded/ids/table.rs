@@ -54,7 +54,7 @@ impl Slot {
 }
 
 /// Id → its records.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct IdTable {
     /// Seeded per table: ids are callers' strings, perhaps an attacker's.
     seed: foldhash::fast::RandomState,
@@ -69,20 +69,6 @@ pub struct IdTable {
     /// Tests: every id hashes to this (collisions everywhere).
     #[cfg(test)]
     fixed_hash: Option<u64>,
-}
-
-impl Default for IdTable {
-    fn default() -> Self {
-        IdTable {
-            seed: foldhash::fast::RandomState::default(),
-            slots: HashMap::default(),
-            arena: Vec::new(),
-            garbage: 0,
-            others: HashMap::default(),
-            #[cfg(test)]
-            fixed_hash: None,
-        }
-    }
 }
 
 impl IdTable {
