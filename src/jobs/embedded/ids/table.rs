@@ -190,7 +190,7 @@ impl IdTable {
 
     /// Copies the bytes of the ids held into a new arena of their size.
     fn compact(&mut self) {
-        let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);
+        let mut arena = Vec::with_capacity(self.arena.len().saturating_sub(self.garbage));
         for slot in self.slots.values_mut() {
             let len = slot.id & 0xff;
             let at = arena.len() as u64;
