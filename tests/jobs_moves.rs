@@ -85,6 +85,43 @@ fn jobs_due_before_a_ready_job_run_before_it_though_delayed_enqueues_came_betwee
     }
 }
 
+// Issue 24 (delayed enqueue): an enqueue moved the jobs fallen due first
+// only if its job was ready by the call's clock (`ready_at <= now`), but
+// placed it by milliseconds, reading the clock again: a job due within
+// the millisecond of the call (a delay under a millisecond, or the clock
+// ticking between the two readings) went to its lane without the moves,
+// ahead of jobs due before it. The placement now decides both. Pins the
+// class: a job written to a lane, whatever its delay, runs after every job
+// due before it, enqueued alone, or in a batch with caller ids.
+#[test]
+fn a_job_due_within_the_millisecond_runs_after_the_jobs_due_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (queue, clock) = manual_queue(&dir.path().join("q"), Durability::Turbo);
+    let micros = Duration::from_micros;
+    queue
+        .enqueue(NewJob::new("due at 1 ms").delay(micros(1_000)))
+        .unwrap();
+    clock.advance(micros(1_500));
+    queue
+        .enqueue(NewJob::new("due at 1.9 ms").delay(micros(400)))
+        .unwrap();
+    assert_eq!(drain(&queue), ["due at 1 ms", "due at 1.9 ms"]);
+    queue
+        .enqueue(NewJob::new("due at 3 ms").delay(micros(1_500)))
+        .unwrap();
+    clock.advance(micros(1_600));
+    queue
+        .enqueue_batch(vec![
+            NewJob::new("due at 3.4 ms").id("a").delay(micros(300)),
+            NewJob::new("due at 3.5 ms").id("b").delay(micros(400)),
+        ])
+        .unwrap();
+    assert_eq!(
+        drain(&queue),
+        ["due at 3 ms", "due at 3.4 ms", "due at 3.5 ms"]
+    );
+}
+
 // Issue 24 (memory of delayed jobs): each handle kept every scheduled
 // job in its due index (27 to 137 bytes a job, rebuilt at each open). The
 // index now holds the earliest 65,536 at most and reads the rest again

@@ -733,6 +733,13 @@ impl<T, C: Codec<T>> DQue<T, C> {
         self.shared.read(|engine| Ok(engine.is_unsettled(id)))
     }
 
+    /// Which of items `ids` are in the queue, pending or leased (each as
+    /// [`is_unsettled`](Self::is_unsettled) says), under one lock. A read.
+    pub(crate) fn unsettled_among(&self, ids: &[u64]) -> Result<Vec<bool>> {
+        self.shared
+            .read(|engine| Ok(ids.iter().map(|&id| engine.is_unsettled(id)).collect()))
+    }
+
     /// Whether item `id` is leased now. A read.
     pub(crate) fn is_held(&self, id: u64) -> Result<bool> {
         self.shared.read(|engine| Ok(engine.is_held(id)))

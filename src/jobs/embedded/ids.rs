@@ -15,6 +15,8 @@
 //! appeared since, and one that finds another reads the new records first.
 //! So the index a decision reads holds every unsettled record of the id.
 
+mod table;
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -28,6 +30,7 @@ use super::unique::{Claims, Held};
 use crate::error::{Error, Result};
 use crate::log::lock::lock_exclusive;
 use crate::queue::dque::RawQueue;
+use table::IdTable;
 
 /// Where a job's record is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,6 +42,14 @@ pub enum Location {
 }
 
 impl Location {
+    /// An order of locations: by part, then record.
+    fn key(self) -> (i64, u64) {
+        match self {
+            Location::Lane(priority, record) => (i64::from(priority), record),
+            Location::Scheduled(record) => (i64::MAX, record),
+        }
+    }
+
     /// The record's id in its queue.
     pub fn record(self) -> u64 {
         match self {
@@ -55,6 +66,15 @@ pub enum Part {
 }
 
 impl Part {
+    /// Whether `location` is in this part.
+    fn holds(self, location: Location) -> bool {
+        match (self, location) {
+            (Part::Lane(part), Location::Lane(priority, _)) => part == priority,
+            (Part::Schedule, Location::Scheduled(_)) => true,
+            _ => false,
+        }
+    }
+
     fn at(self, record: u64) -> Location {
         match self {
             Part::Lane(priority) => Location::Lane(priority, record),
@@ -64,11 +84,14 @@ impl Part {
 }
 
 /// The records of one id: nearly always one (kept inline, no allocation);
-/// two while a job moves, or after a move a crash cut.
+/// two while a job moves, or after a move a crash cut. (16 bytes: the
+/// index's entry stays small.)
 #[derive(Debug, Clone)]
 enum Records {
     One(Location),
-    Many(Vec<Location>),
+    // Boxed: a pointer fits beside `One`'s location, a `Vec` does not.
+    #[allow(clippy::box_collection)]
+    Many(Box<Vec<Location>>),
 }
 
 impl Records {
@@ -84,8 +107,8 @@ impl Records {
         if self.as_slice().contains(&location) {
             return false;
         }
-        *self = match std::mem::replace(self, Records::Many(Vec::new())) {
-            Records::One(at) => Records::Many(vec![at, location]),
+        *self = match std::mem::replace(self, Records::One(location)) {
+            Records::One(at) => Records::Many(Box::new(vec![at, location])),
             Records::Many(mut all) => {
                 all.push(location);
                 Records::Many(all)
@@ -109,13 +132,11 @@ impl Records {
     }
 }
 
-/// Ids are callers' strings, perhaps an attacker's: a seeded hasher, but
-/// a fast one (SipHash was 7 % of an enqueue with an id).
-type IdMap<V> = HashMap<Box<str>, V, foldhash::fast::RandomState>;
-
 #[derive(Debug)]
 struct Index {
-    by_id: IdMap<Records>,
+    /// Ids are callers' strings, perhaps an attacker's: a seeded hash, but
+    /// a fast one (SipHash was 7 % of an enqueue with an id).
+    by_id: IdTable,
     /// Records from this id on in each part are not read yet.
     seen_to: HashMap<Part, u64>,
     /// Whether the waiting records were read once.
@@ -158,7 +179,7 @@ impl Ids {
             lock_path: dir.join(".lock"),
             shared,
             index: Mutex::new(Index {
-                by_id: IdMap::default(),
+                by_id: IdTable::default(),
                 seen_to: HashMap::new(),
                 built: false,
                 seen_count: 0,
@@ -190,11 +211,9 @@ impl Ids {
     /// handles find it settled when they look.
     pub fn forget(&self, id: &str, location: Location) {
         let mut index = self.index.lock();
-        if let Some(records) = index.by_id.get_mut(id) {
-            if !records.retain(|at| at != location) {
-                index.by_id.remove(id);
-            }
-        }
+        index
+            .by_id
+            .update(id, |records| records.retain(|at| at != location));
     }
 }
 
@@ -287,11 +306,9 @@ impl IdsLock<'_> {
 
     /// Takes record `location` of `id` out again (its write is undone).
     pub fn remove(&mut self, id: &str, location: Location) {
-        if let Some(records) = self.index.by_id.get_mut(id) {
-            if !records.retain(|at| at != location) {
-                self.index.by_id.remove(id);
-            }
-        }
+        self.index
+            .by_id
+            .update(id, |records| records.retain(|at| at != location));
     }
 
     /// The records of `id` the index holds, oldest noted first (some may
@@ -341,62 +358,83 @@ impl IdsLock<'_> {
         live: impl Fn(Location) -> Result<bool>,
         mut found: impl FnMut(Location),
     ) -> Result<()> {
-        let Some(records) = self.index.by_id.get_mut(id) else {
-            return Ok(());
-        };
         let mut failed = None;
-        let any_left = records.retain(|at| match live(at) {
-            Ok(true) => {
-                found(at);
-                true
-            }
-            Ok(false) => false,
-            Err(e) => {
-                failed.get_or_insert(e);
-                true
-            }
-        });
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        if !any_left {
-            self.index.by_id.remove(id);
-        }
-        Ok(())
-    }
-
-    /// Drops the settled records of every id once as many records were
-    /// noted as the index held after its last sweep (so a sweep costs O(1)
-    /// per record noted, and settled ids take at most half the index).
-    pub fn sweep_if_due(&mut self, live: impl Fn(Location) -> Result<bool>) -> Result<()> {
-        if self.index.added_since_sweep < self.index.held_after_sweep.max(1024) {
-            return Ok(());
-        }
-        let mut failed = None;
-        self.index.by_id.retain(|_, records| {
+        self.index.by_id.update(id, |records| {
             records.retain(|at| match live(at) {
-                Ok(live) => live,
+                Ok(true) => {
+                    found(at);
+                    true
+                }
+                Ok(false) => false,
                 Err(e) => {
                     failed.get_or_insert(e);
                     true
                 }
             })
         });
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Drops the settled records of every id once as many records were
+    /// noted as the index held after its last sweep (so a sweep costs O(1)
+    /// per record noted, and settled ids take at most half the index).
+    /// `parts()` lists the queues holding job records; each is asked
+    /// about its records a chunk at a time under one lock, not one lock a
+    /// record (a record of a part not listed, or of a chunk whose look
+    /// failed, is kept).
+    pub fn sweep_if_due(
+        &mut self,
+        parts: impl FnOnce() -> Result<Vec<(Part, Arc<RawQueue>)>>,
+    ) -> Result<()> {
+        if self.index.added_since_sweep < self.index.held_after_sweep.max(1024) {
+            return Ok(());
+        }
+        let parts = parts()?;
+        let mut records: Vec<Vec<u64>> = vec![Vec::new(); parts.len()];
+        for at in self.index.by_id.all_records().flat_map(Records::as_slice) {
+            if let Some(i) = parts.iter().position(|(part, _)| part.holds(*at)) {
+                records[i].push(at.record());
+            }
+        }
+        let mut failed = None;
+        let mut settled: Vec<Location> = Vec::new();
+        for ((part, queue), records) in parts.iter().zip(&records) {
+            for chunk in records.chunks(SWEEP_CHUNK) {
+                match queue.unsettled_among(chunk) {
+                    Ok(live) => settled.extend(
+                        chunk
+                            .iter()
+                            .zip(live)
+                            .filter(|(_, live)| !live)
+                            .map(|(&record, _)| part.at(record)),
+                    ),
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        drop(records);
+        if !settled.is_empty() {
+            settled.sort_unstable_by_key(|at| at.key());
+            let is_settled = |at: Location| settled.binary_search_by_key(&at.key(), |s| s.key());
+            self.index
+                .by_id
+                .retain(|records| records.retain(|at| is_settled(at).is_err()));
+        }
         self.index.added_since_sweep = 0;
         self.index.held_after_sweep = self.index.by_id.len();
         failed.map_or(Ok(()), Err)
     }
 }
 
+/// Records a sweep asks a queue about under one lock (the lock is not
+/// held for long however many ids are held).
+const SWEEP_CHUNK: usize = 4096;
+
 impl Index {
     fn note(&mut self, id: &str, location: Location) {
-        let added = match self.by_id.get_mut(id) {
-            Some(records) => records.add(location),
-            None => {
-                self.by_id.insert(id.into(), Records::One(location));
-                true
-            }
-        };
+        let added = self.by_id.add(id, location);
         self.added_since_sweep += usize::from(added);
     }
 }
@@ -419,4 +457,62 @@ fn read_from(queue: &RawQueue, from: u64, mut found: impl FnMut(u64, &str)) -> R
         }
     }
     Ok(end.max(at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 24: a sweep of settled ids looked each record up with a lock
+    // and a lane lookup of its own (a third of an enqueue with an id's
+    // extra cost); it now asks each part about its records a chunk at a
+    // time. Pins that it still drops exactly the settled records, in every
+    // part, keeps the live ones (and the ids with one left), and keeps
+    // what it cannot look at.
+    #[test]
+    fn a_sweep_drops_exactly_the_settled_records_of_every_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let turbo = crate::Options::new().durability(crate::Durability::Turbo);
+        let queue =
+            |name: &str| Arc::new(RawQueue::create_with(dir.path().join(name), &turbo).unwrap());
+        let parts = vec![
+            (Part::Lane(0), queue("lane0")),
+            (Part::Lane(-3), queue("lane-3")),
+            (Part::Schedule, queue("schedule")),
+        ];
+        let ids = Ids::new(dir.path().join("ids"), false);
+        let mut locked = ids.lock().unwrap();
+        let n = 3 * SWEEP_CHUNK as u64 / 2;
+        let mut expected = Vec::new();
+        for i in 0..n {
+            let (part, queue) = &parts[(i % 3) as usize];
+            let record = queue.enqueue_encoded(b"job").unwrap();
+            let at = part.at(record);
+            let id = format!("id-{i}");
+            locked.add(&id, at);
+            // Every fifth settled by someone else.
+            let settled = i % 5 == 0;
+            if settled {
+                queue.cancel(record).unwrap();
+            }
+            expected.push((id, at, settled));
+        }
+        // An id with a settled record and a live one (a move), and one in
+        // a part no one lists.
+        let (_, lane) = &parts[0];
+        let old = lane.enqueue_encoded(b"job").unwrap();
+        let new = lane.enqueue_encoded(b"job").unwrap();
+        locked.add("moved", Location::Lane(0, old));
+        locked.add("moved", Location::Lane(0, new));
+        lane.cancel(old).unwrap();
+        locked.add("unlisted", Location::Lane(9, 0));
+        locked.sweep_if_due(|| Ok(parts.clone())).unwrap();
+        for (id, at, settled) in &expected {
+            let want = if *settled { vec![] } else { vec![*at] };
+            assert_eq!(locked.records(id), want, "{id}");
+        }
+        assert_eq!(locked.records("moved"), vec![Location::Lane(0, new)]);
+        assert_eq!(locked.records("unlisted"), vec![Location::Lane(9, 0)]);
+        assert_eq!(locked.index.held_after_sweep, locked.index.by_id.len());
+    }
 }

@@ -1122,8 +1122,18 @@ impl EmbeddedJobs {
     /// Writes `envelope` where it belongs now (its lane, or the schedule
     /// if `due_ms` is set); returns where.
     fn place(&self, envelope: &Envelope) -> Result<Location> {
+        // The clock only for a delayed job.
+        let now_ms = match envelope.due_ms {
+            0 => 0,
+            _ => unix_ms(self.now()),
+        };
+        self.place_at(envelope, now_ms)
+    }
+
+    /// [`place`](Self::place) at `now_ms`, read by the caller already.
+    fn place_at(&self, envelope: &Envelope, now_ms: u64) -> Result<Location> {
         let write = |out: &mut Vec<u8>| envelope.encode_into(out);
-        if envelope.due_ms > 0 && envelope.due_ms > unix_ms(self.now()) {
+        if envelope.due_ms > 0 && envelope.due_ms > now_ms {
             let schedule = self
                 .schedule
                 .as_ref()
@@ -1275,35 +1285,58 @@ impl EmbeddedJobs {
         }
     }
 
-    /// Enqueues one checked job.
-    fn enqueue_one(&self, job: NewJob, now: SystemTime) -> Result<Enqueued> {
+    /// Whether `job`, enqueued at `now`, is written to its lane (not to
+    /// the schedule): ready, or due within the millisecond `now` is in
+    /// (as [`place_at`](Self::place_at) decides by milliseconds).
+    fn lands_in_lane(job: &NewJob, now: SystemTime) -> bool {
+        let ready_at = job.ready_at(now);
+        ready_at <= now || unix_ms(ready_at) <= unix_ms(now)
+    }
+
+    /// Enqueues one checked job; with `promote`, first moves the jobs
+    /// fallen due if it goes to a lane (so that equal priorities keep the
+    /// order in which jobs became ready), decided as it is placed.
+    fn enqueue_one(&self, job: NewJob, now: SystemTime, promote: bool) -> Result<Enqueued> {
         if self.is_plain() {
+            if promote {
+                self.promote_before_adding(true, now)?;
+            }
             let root = self.lanes.get(0)?.expect("the root lane");
             let record = root.enqueue_encoded(&job.body)?;
             return Ok(Enqueued::Added(record.to_string()));
         }
         let envelope = Self::envelope_of(job, now);
+        // Placed by this call's clock reading (none for a ready job).
+        let now_ms = match envelope.due_ms {
+            0 => 0,
+            _ => unix_ms(now),
+        };
+        if promote {
+            let to_lane = envelope.due_ms == 0 || envelope.due_ms <= now_ms;
+            self.promote_before_adding(to_lane, now)?;
+        }
         let Some(mut locked) = self.ids_lock_if(envelope.job.caller_id)? else {
-            self.place(&envelope)?;
+            self.place_at(&envelope, now_ms)?;
             return Ok(Enqueued::Added(envelope.job.id));
         };
-        let id = envelope.job.id.clone();
-        if self.live_record(&mut locked, &id, &[])?.is_some() {
-            return Ok(Enqueued::AlreadyQueued(id));
+        // (The id moves out of the envelope at the end: no copy.)
+        let id = &envelope.job.id;
+        if self.live_record(&mut locked, id, &[])?.is_some() {
+            return Ok(Enqueued::AlreadyQueued(envelope.job.id));
         }
-        if let Some(held) = locked.held(&id, unix_ms(now)) {
+        if let Some(held) = locked.held(id, unix_ms(now)) {
             return Ok(Enqueued::Duplicate(Duplicate {
-                id,
+                id: envelope.job.id,
                 state: held.state,
                 until: from_unix_ms(held.until_ms),
             }));
         }
         locked.will_write()?;
-        let location = self.place(&envelope)?;
-        locked.add(&id, location);
+        let location = self.place_at(&envelope, now_ms)?;
+        locked.add(&envelope.job.id, location);
         // The job is added: a sweep that fails is tried again later.
-        let _ = locked.sweep_if_due(|at| self.is_live(at));
-        Ok(Enqueued::Added(id))
+        let _ = locked.sweep_if_due(|| self.parts());
+        Ok(Enqueued::Added(envelope.job.id))
     }
 
     /// Enqueues checked jobs without caller ids, each group of one lane
@@ -1409,10 +1442,8 @@ impl JobQueue for EmbeddedJobs {
         self.check_open()?;
         self.check_new(&job)?;
         let now = self.now();
-        // Due jobs first, so that equal priorities keep the order in
-        // which jobs became ready.
-        self.promote_before_adding(job.ready_at(now) <= now, now)?;
-        let enqueued = self.enqueue_one(job, now)?;
+        // (Due jobs first if it goes to a lane.)
+        let enqueued = self.enqueue_one(job, now, true)?;
         self.signal.notify();
         Ok(enqueued)
     }
@@ -1424,11 +1455,11 @@ impl JobQueue for EmbeddedJobs {
         }
         let now = self.now();
         // (An empty batch moves them too: a way to have them moved.)
-        let ready = jobs.is_empty() || jobs.iter().any(|job| job.ready_at(now) <= now);
+        let ready = jobs.is_empty() || jobs.iter().any(|job| Self::lands_in_lane(job, now));
         self.promote_before_adding(ready, now)?;
         let enqueued = if self.is_plain() || jobs.iter().any(|job| job.id.is_some()) {
             jobs.into_iter()
-                .map(|job| self.enqueue_one(job, now))
+                .map(|job| self.enqueue_one(job, now, false))
                 .collect::<Result<_>>()?
         } else {
             self.enqueue_grouped(jobs, now)?

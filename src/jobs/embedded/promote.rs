@@ -39,6 +39,8 @@ impl EmbeddedJobs {
     pub(super) fn promote_before_adding(&self, ready: bool, now: SystemTime) -> Result<()> {
         match ready {
             true => self.promote_due(now),
+            // No moves wait (the common case): not even the call.
+            false if self.moves.len() == 0 => Ok(()),
             false => self.settle_moves(false),
         }
     }

@@ -222,7 +222,11 @@ impl Schedule {
         // Before the first reading, the reading will find it.
         if index.read {
             index.insert((due_ms, record));
-            self.refresh_first(&index);
+            // An insert makes the first due time no later, and a cut keeps
+            // the earliest: the new first is the old one or this one.
+            if due_ms < self.index.first_due.load(Ordering::Relaxed) {
+                self.index.first_due.store(due_ms, Ordering::Relaxed);
+            }
         }
     }
 
@@ -676,5 +680,33 @@ mod tests {
             popped.push(entry);
         }
         assert_eq!(popped, kept);
+    }
+
+    // Issue 24 (delayed enqueue): a note set the first due time kept
+    // beside the index by reading the index's earliest entry again (a
+    // BTreeSet walk, a tenth of a delayed enqueue's extra cost); it now
+    // keeps the earlier of the old one and the note's. Pins that the two
+    // agree through notes in and out of order and the cuts of a full
+    // index (a later first due time would leave due jobs unmoved).
+    #[test]
+    fn the_first_due_time_follows_every_note_and_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let turbo = crate::Options::new().durability(crate::Durability::Turbo);
+        let queue = RawQueue::create_with(dir.path().join("s"), &turbo).unwrap();
+        let schedule = Schedule::new(queue, false);
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        for record in 0..4 * INDEX_MAX as u64 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            // Mostly increasing (the sorted run), some earlier (the set).
+            let due = match rng % 4 {
+                0 => 1_000 + rng % 100_000,
+                _ => 100_000 + record,
+            };
+            schedule.note(due, record);
+            let first = schedule.index.state.lock().first();
+            assert_eq!(schedule.index.first_due.load(Ordering::Relaxed), first);
+        }
     }
 }
