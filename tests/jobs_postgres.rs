@@ -313,6 +313,96 @@ fn refusal(url: &str, options: PgOptions, queue: &str) -> dque::Error {
     }
 }
 
+// Issue 24 (seventh session): an enqueue of jobs without caller ids now
+// sends its notification from the count's update (`RETURNING pg_notify`)
+// instead of a CTE of its own. Workers poll as well, so no wake-up test
+// would notice a lost notification: this listens for it. Every way a job
+// is added (with and without caller ids, headers, a uniqueness period,
+// one or a batch, in the caller's transaction) notifies the channel with
+// the queue's name, once the jobs are committed.
+#[test]
+fn every_enqueue_notifies_workers_with_the_queues_name() {
+    use dque::jobs::NewJob;
+    use postgres::fallible_iterator::FallibleIterator;
+    use std::time::Duration;
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let _sharing = sharing();
+    let q = queue("notified", Duration::from_secs(30));
+    let mut listener = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+    listener.batch_execute("LISTEN dque_jobs").unwrap();
+    // Whether `add` made the server notify `q`'s name (within 5 s; any
+    // notification left from before is dropped first).
+    let mut heard = |add: &dyn Fn(&dque::jobs::PgJobs)| {
+        let mut notes = listener.notifications();
+        while notes.iter().next().unwrap().is_some() {}
+        add(&q);
+        let mut wait = notes.timeout_iter(Duration::from_secs(5));
+        while let Some(note) = wait.next().unwrap() {
+            if note.payload() == q.name() {
+                return true;
+            }
+        }
+        false
+    };
+    let adds: Vec<(&str, Box<dyn Fn(&dque::jobs::PgJobs)>)> = vec![
+        ("one job", Box::new(|q| drop(q.enqueue(NewJob::new("a")).unwrap()))),
+        (
+            "one job with headers",
+            Box::new(|q| drop(q.enqueue(NewJob::new("b").header("h", "v")).unwrap())),
+        ),
+        (
+            "a batch",
+            Box::new(|q| {
+                drop(q.enqueue_batch((0..100).map(|i| NewJob::new(format!("c{i}"))).collect()).unwrap())
+            }),
+        ),
+        (
+            "a batch, some jobs with headers",
+            Box::new(|q| {
+                drop(q
+                    .enqueue_batch(vec![NewJob::new("d0"), NewJob::new("d1").header("h", "v")])
+                    .unwrap())
+            }),
+        ),
+        (
+            "a caller id",
+            Box::new(|q| drop(q.enqueue(NewJob::new("e").id("notified-e")).unwrap())),
+        ),
+        (
+            "a batch with caller ids",
+            Box::new(|q| {
+                drop(q
+                    .enqueue_batch(vec![NewJob::new("f0").id("notified-f"), NewJob::new("f1")])
+                    .unwrap())
+            }),
+        ),
+        (
+            "a uniqueness period",
+            Box::new(|q| {
+                drop(q
+                    .enqueue(NewJob::new("g").id("notified-g").unique_for(Duration::from_secs(60)))
+                    .unwrap())
+            }),
+        ),
+        (
+            "the caller's transaction",
+            Box::new(|q| {
+                let server = PgServer::get().unwrap();
+                let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+                let mut tx = client.transaction().unwrap();
+                drop(q.enqueue_in(&mut tx, NewJob::new("h")).unwrap());
+                tx.commit().unwrap();
+            }),
+        ),
+    ];
+    for (what, add) in &adds {
+        assert!(heard(add.as_ref()), "{what}: no notification");
+    }
+    assert_eq!(q.counts().unwrap().ready, 109);
+}
+
 // Issue 23, item 5: every server error printed "PostgreSQL: db error; check
 // that the server runs and the address is right" (the driver's text without
 // the server's). Each refusal a user meets now names its SQLSTATE, the
