@@ -213,10 +213,12 @@ fn main() {
     let case = |name: &'static str, sql: String, args: Args, setup: &str| {
         let mut client = Client::connect(&url, NoTls).unwrap();
         // The handles' session settings (`connection.rs`), or the case's.
-        client.batch_execute(match setup {
-            "" => HANDLE_SETTINGS,
-            setup => setup,
-        }).unwrap();
+        client
+            .batch_execute(match setup {
+                "" => HANDLE_SETTINGS,
+                setup => setup,
+            })
+            .unwrap();
         let statement = client.prepare(&sql).unwrap();
         let pid = client
             .query_one("SELECT pg_backend_pid()", &[])
@@ -332,7 +334,10 @@ fn main() {
 
     // `DQUE_BENCH_CASES=0,1,5`: those cases alone (0, the plain table, always).
     if let Ok(only) = std::env::var("DQUE_BENCH_CASES") {
-        let keep: Vec<usize> = only.split(',').filter_map(|k| k.trim().parse().ok()).collect();
+        let keep: Vec<usize> = only
+            .split(',')
+            .filter_map(|k| k.trim().parse().ok())
+            .collect();
         let mut k = 0;
         cases.retain(|_| {
             k += 1;

@@ -346,8 +346,12 @@ fn every_enqueue_notifies_workers_with_the_queues_name() {
         }
         false
     };
-    let adds: Vec<(&str, Box<dyn Fn(&dque::jobs::PgJobs)>)> = vec![
-        ("one job", Box::new(|q| drop(q.enqueue(NewJob::new("a")).unwrap()))),
+    type Add = Box<dyn Fn(&dque::jobs::PgJobs)>;
+    let adds: Vec<(&str, Add)> = vec![
+        (
+            "one job",
+            Box::new(|q| drop(q.enqueue(NewJob::new("a")).unwrap())),
+        ),
         (
             "one job with headers",
             Box::new(|q| drop(q.enqueue(NewJob::new("b").header("h", "v")).unwrap())),
@@ -355,15 +359,19 @@ fn every_enqueue_notifies_workers_with_the_queues_name() {
         (
             "a batch",
             Box::new(|q| {
-                drop(q.enqueue_batch((0..100).map(|i| NewJob::new(format!("c{i}"))).collect()).unwrap())
+                drop(
+                    q.enqueue_batch((0..100).map(|i| NewJob::new(format!("c{i}"))).collect())
+                        .unwrap(),
+                )
             }),
         ),
         (
             "a batch, some jobs with headers",
             Box::new(|q| {
-                drop(q
-                    .enqueue_batch(vec![NewJob::new("d0"), NewJob::new("d1").header("h", "v")])
-                    .unwrap())
+                drop(
+                    q.enqueue_batch(vec![NewJob::new("d0"), NewJob::new("d1").header("h", "v")])
+                        .unwrap(),
+                )
             }),
         ),
         (
@@ -373,17 +381,23 @@ fn every_enqueue_notifies_workers_with_the_queues_name() {
         (
             "a batch with caller ids",
             Box::new(|q| {
-                drop(q
-                    .enqueue_batch(vec![NewJob::new("f0").id("notified-f"), NewJob::new("f1")])
-                    .unwrap())
+                drop(
+                    q.enqueue_batch(vec![NewJob::new("f0").id("notified-f"), NewJob::new("f1")])
+                        .unwrap(),
+                )
             }),
         ),
         (
             "a uniqueness period",
             Box::new(|q| {
-                drop(q
-                    .enqueue(NewJob::new("g").id("notified-g").unique_for(Duration::from_secs(60)))
-                    .unwrap())
+                drop(
+                    q.enqueue(
+                        NewJob::new("g")
+                            .id("notified-g")
+                            .unique_for(Duration::from_secs(60)),
+                    )
+                    .unwrap(),
+                )
             }),
         ),
         (
