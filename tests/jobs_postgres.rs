@@ -799,6 +799,108 @@ fn back_to_version_3(client: &mut postgres::Client, schema: &str) {
         .unwrap();
 }
 
+// Issue 24 (seventh session): ids were compared under the database's
+// collation, a linguistic one making every insert's probe of the id
+// indexes dearer. Schema 10 compares every id column of the schema (the
+// jobs' and the held ids', which are compared with each other) by its
+// bytes. A database at version 9 is migrated: its columns compare by
+// bytes after, and its jobs keep their ids and their rules (a caller's id
+// still refused while its job waits, or while its hold runs; ids that
+// differ only in case or accents are different ids; a job found by id).
+#[test]
+fn a_version_9_database_compares_every_id_by_its_bytes() {
+    use dque::jobs::{Enqueued, NewJob};
+    use std::time::Duration;
+    let _sharing = sharing();
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let schema = format!("v9_{}", std::process::id());
+    let open = || {
+        PgOptions::new()
+            .schema(&schema)
+            .connect(&server.url(), "q")
+            .unwrap()
+    };
+    let hour = Duration::from_secs(3600);
+    let q = open();
+    q.enqueue_batch(vec![
+        NewJob::new("1").id("été"),
+        NewJob::new("2").id("B"),
+        NewJob::new("3").id("held").unique_for(hour),
+        NewJob::new("4"),
+    ])
+    .unwrap();
+    drop(q);
+    let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+    pg_counts::back_to_version_9(&mut client, &schema);
+    // The collation of every `id` column of the schema's tables.
+    let collations = |client: &mut postgres::Client| -> Vec<(String, String)> {
+        client
+            .query(
+                "SELECT c.relname::text, coalesce(co.collname::text, '')
+                 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+                 JOIN pg_namespace n ON n.oid = c.relnamespace
+                 LEFT JOIN pg_collation co ON co.oid = a.attcollation
+                 WHERE n.nspname = $1 AND c.relkind = 'r' AND a.attname = 'id'
+                   AND NOT a.attisdropped ORDER BY 1",
+                &[&schema],
+            )
+            .unwrap()
+            .into_iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect()
+    };
+    let byte_order = |table: &str| (table.to_owned(), "C".to_owned());
+    assert_ne!(
+        collations(&mut client),
+        [byte_order("jobs"), byte_order("unique_ids")]
+    );
+    let q = open();
+    let version: i32 = client
+        .query_one(&format!("SELECT version FROM {schema}.schema_version"), &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, dque::jobs::SCHEMA_VERSION);
+    assert_eq!(
+        collations(&mut client),
+        [byte_order("jobs"), byte_order("unique_ids")]
+    );
+    let ids = |jobs: Vec<NewJob>| -> Vec<String> {
+        q.enqueue_batch(jobs)
+            .unwrap()
+            .into_iter()
+            .map(|answer| match answer {
+                Enqueued::Added(id) => format!("added {id}"),
+                Enqueued::AlreadyQueued(id) => format!("queued {id}"),
+                Enqueued::Duplicate(_) => "duplicate".to_owned(),
+            })
+            .collect()
+    };
+    assert_eq!(
+        ids(vec![
+            NewJob::new("5").id("été"),
+            NewJob::new("6").id("ete"),
+            NewJob::new("7").id("B"),
+            NewJob::new("8").id("b"),
+            NewJob::new("9").id("held").unique_for(hour),
+        ]),
+        [
+            "queued été",
+            "added ete",
+            "queued B",
+            "added b",
+            "queued held"
+        ]
+    );
+    q.cancel("été").unwrap();
+    assert_eq!(ids(vec![NewJob::new("10").id("été")]), ["added été"]);
+    assert_eq!(q.counts().unwrap().ready, 6);
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .unwrap();
+}
+
 // Schema 4 keys a queue's jobs by its number instead of its name, and
 // keeps NULL for the header arrays of a job without headers. A database
 // at version 3 is migrated in place: every job of every queue is there
