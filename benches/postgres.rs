@@ -104,6 +104,8 @@ struct Turns {
     /// case's server process (what other work on the machine does not
     /// change, as it changes the wall time; the disk's waits are not in it).
     cpu: Vec<Vec<Duration>>,
+    /// Per case, the client thread's part of `cpu`.
+    client: Vec<Vec<Duration>>,
     per_turn: usize,
 }
 
@@ -119,16 +121,20 @@ impl Turns {
     ) -> Turns {
         let mut times = vec![Vec::with_capacity(rounds); cases.len()];
         let mut cpu = vec![Vec::with_capacity(rounds); cases.len()];
+        let mut client = vec![Vec::with_capacity(rounds); cases.len()];
         for _ in 0..rounds {
             for (i, case) in cases.iter_mut().enumerate() {
                 let before = cpu_of(&pids[i..=i]);
+                let client_before = cpu_of(&[]);
                 times[i].push(timed(|| case(per_turn)));
+                client[i].push(cpu_of(&[]).saturating_sub(client_before));
                 cpu[i].push(cpu_of(&pids[i..=i]).saturating_sub(before));
             }
         }
         Turns {
             times,
             cpu,
+            client,
             per_turn,
         }
     }
@@ -137,6 +143,12 @@ impl Turns {
     fn cpu_per_job(&self, i: usize) -> Duration {
         let total: Duration = self.cpu[i].iter().sum();
         total / (self.per_turn * self.cpu[i].len()) as u32
+    }
+
+    /// The client thread's CPU time per job of case `i`, over all its turns.
+    fn client_per_job(&self, i: usize) -> Duration {
+        let total: Duration = self.client[i].iter().sum();
+        total / (self.per_turn * self.client[i].len()) as u32
     }
 
     /// The median over the rounds of case `b`'s CPU time over case `a`'s.
@@ -474,8 +486,8 @@ fn main() {
         pg_batch / pg_enq
     );
     println!("\nCPU time per job, the client's thread and the connection's server process (not the disk's waits, nor the WAL writer's):\n");
-    println!("| case | plain loop | PgJobs | PgJobs / plain | median of turns |");
-    println!("|---|---|---|---|---|");
+    println!("| case | plain loop | PgJobs | PgJobs / plain | median of turns | client part: plain, PgJobs |");
+    println!("|---|---|---|---|---|---|");
     for (case, turns, a, b) in [
         ("enqueue, one at a time", &enq, 0, 1),
         ("enqueue, batches of 100", &batch, 0, 1),
@@ -483,12 +495,15 @@ fn main() {
         ("one-statement loop (as plain) / PgJobs", &lease, 2, 1),
     ] {
         let (ta, tb) = (turns.cpu_per_job(a), turns.cpu_per_job(b));
+        let (ca, cb) = (turns.client_per_job(a), turns.client_per_job(b));
         println!(
-            "| {case} | {:.1} µs | {:.1} µs | {:.2}x | {:.2}x |",
+            "| {case} | {:.1} µs | {:.1} µs | {:.2}x | {:.2}x | {:.1} µs, {:.1} µs |",
             ta.as_secs_f64() * 1e6,
             tb.as_secs_f64() * 1e6,
             tb.as_secs_f64() / ta.as_secs_f64().max(1e-12),
-            turns.median_cpu_ratio(a, b)
+            turns.median_cpu_ratio(a, b),
+            ca.as_secs_f64() * 1e6,
+            cb.as_secs_f64() * 1e6,
         );
     }
 }

@@ -313,6 +313,110 @@ fn refusal(url: &str, options: PgOptions, queue: &str) -> dque::Error {
     }
 }
 
+// Issue 24 (seventh session): an enqueue of jobs without caller ids now
+// sends its notification from the count's update (`RETURNING pg_notify`)
+// instead of a CTE of its own. Workers poll as well, so no wake-up test
+// would notice a lost notification: this listens for it. Every way a job
+// is added (with and without caller ids, headers, a uniqueness period,
+// one or a batch, in the caller's transaction) notifies the channel with
+// the queue's name, once the jobs are committed.
+#[test]
+fn every_enqueue_notifies_workers_with_the_queues_name() {
+    use dque::jobs::NewJob;
+    use postgres::fallible_iterator::FallibleIterator;
+    use std::time::Duration;
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let _sharing = sharing();
+    let q = queue("notified", Duration::from_secs(30));
+    let mut listener = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+    listener.batch_execute("LISTEN dque_jobs").unwrap();
+    // Whether `add` made the server notify `q`'s name (within 5 s; any
+    // notification left from before is dropped first).
+    let mut heard = |add: &dyn Fn(&dque::jobs::PgJobs)| {
+        let mut notes = listener.notifications();
+        while notes.iter().next().unwrap().is_some() {}
+        add(&q);
+        let mut wait = notes.timeout_iter(Duration::from_secs(5));
+        while let Some(note) = wait.next().unwrap() {
+            if note.payload() == q.name() {
+                return true;
+            }
+        }
+        false
+    };
+    type Add = Box<dyn Fn(&dque::jobs::PgJobs)>;
+    let adds: Vec<(&str, Add)> = vec![
+        (
+            "one job",
+            Box::new(|q| drop(q.enqueue(NewJob::new("a")).unwrap())),
+        ),
+        (
+            "one job with headers",
+            Box::new(|q| drop(q.enqueue(NewJob::new("b").header("h", "v")).unwrap())),
+        ),
+        (
+            "a batch",
+            Box::new(|q| {
+                drop(
+                    q.enqueue_batch((0..100).map(|i| NewJob::new(format!("c{i}"))).collect())
+                        .unwrap(),
+                )
+            }),
+        ),
+        (
+            "a batch, some jobs with headers",
+            Box::new(|q| {
+                drop(
+                    q.enqueue_batch(vec![NewJob::new("d0"), NewJob::new("d1").header("h", "v")])
+                        .unwrap(),
+                )
+            }),
+        ),
+        (
+            "a caller id",
+            Box::new(|q| drop(q.enqueue(NewJob::new("e").id("notified-e")).unwrap())),
+        ),
+        (
+            "a batch with caller ids",
+            Box::new(|q| {
+                drop(
+                    q.enqueue_batch(vec![NewJob::new("f0").id("notified-f"), NewJob::new("f1")])
+                        .unwrap(),
+                )
+            }),
+        ),
+        (
+            "a uniqueness period",
+            Box::new(|q| {
+                drop(
+                    q.enqueue(
+                        NewJob::new("g")
+                            .id("notified-g")
+                            .unique_for(Duration::from_secs(60)),
+                    )
+                    .unwrap(),
+                )
+            }),
+        ),
+        (
+            "the caller's transaction",
+            Box::new(|q| {
+                let server = PgServer::get().unwrap();
+                let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+                let mut tx = client.transaction().unwrap();
+                drop(q.enqueue_in(&mut tx, NewJob::new("h")).unwrap());
+                tx.commit().unwrap();
+            }),
+        ),
+    ];
+    for (what, add) in &adds {
+        assert!(heard(add.as_ref()), "{what}: no notification");
+    }
+    assert_eq!(q.counts().unwrap().ready, 109);
+}
+
 // Issue 23, item 5: every server error printed "PostgreSQL: db error; check
 // that the server runs and the address is right" (the driver's text without
 // the server's). Each refusal a user meets now names its SQLSTATE, the
@@ -692,6 +796,108 @@ fn back_to_version_3(client: &mut postgres::Client, schema: &str) {
              DROP TABLE {schema}.queues;
              UPDATE {schema}.schema_version SET version = 3;"
         ))
+        .unwrap();
+}
+
+// Issue 24 (seventh session): ids were compared under the database's
+// collation, a linguistic one making every insert's probe of the id
+// indexes dearer. Schema 10 compares every id column of the schema (the
+// jobs' and the held ids', which are compared with each other) by its
+// bytes. A database at version 9 is migrated: its columns compare by
+// bytes after, and its jobs keep their ids and their rules (a caller's id
+// still refused while its job waits, or while its hold runs; ids that
+// differ only in case or accents are different ids; a job found by id).
+#[test]
+fn a_version_9_database_compares_every_id_by_its_bytes() {
+    use dque::jobs::{Enqueued, NewJob};
+    use std::time::Duration;
+    let _sharing = sharing();
+    let Some(server) = PgServer::get() else {
+        return;
+    };
+    let schema = format!("v9_{}", std::process::id());
+    let open = || {
+        PgOptions::new()
+            .schema(&schema)
+            .connect(&server.url(), "q")
+            .unwrap()
+    };
+    let hour = Duration::from_secs(3600);
+    let q = open();
+    q.enqueue_batch(vec![
+        NewJob::new("1").id("été"),
+        NewJob::new("2").id("B"),
+        NewJob::new("3").id("held").unique_for(hour),
+        NewJob::new("4"),
+    ])
+    .unwrap();
+    drop(q);
+    let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+    pg_counts::back_to_version_9(&mut client, &schema);
+    // The collation of every `id` column of the schema's tables.
+    let collations = |client: &mut postgres::Client| -> Vec<(String, String)> {
+        client
+            .query(
+                "SELECT c.relname::text, coalesce(co.collname::text, '')
+                 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+                 JOIN pg_namespace n ON n.oid = c.relnamespace
+                 LEFT JOIN pg_collation co ON co.oid = a.attcollation
+                 WHERE n.nspname = $1 AND c.relkind = 'r' AND a.attname = 'id'
+                   AND NOT a.attisdropped ORDER BY 1",
+                &[&schema],
+            )
+            .unwrap()
+            .into_iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect()
+    };
+    let byte_order = |table: &str| (table.to_owned(), "C".to_owned());
+    assert_ne!(
+        collations(&mut client),
+        [byte_order("jobs"), byte_order("unique_ids")]
+    );
+    let q = open();
+    let version: i32 = client
+        .query_one(&format!("SELECT version FROM {schema}.schema_version"), &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, dque::jobs::SCHEMA_VERSION);
+    assert_eq!(
+        collations(&mut client),
+        [byte_order("jobs"), byte_order("unique_ids")]
+    );
+    let ids = |jobs: Vec<NewJob>| -> Vec<String> {
+        q.enqueue_batch(jobs)
+            .unwrap()
+            .into_iter()
+            .map(|answer| match answer {
+                Enqueued::Added(id) => format!("added {id}"),
+                Enqueued::AlreadyQueued(id) => format!("queued {id}"),
+                Enqueued::Duplicate(_) => "duplicate".to_owned(),
+            })
+            .collect()
+    };
+    assert_eq!(
+        ids(vec![
+            NewJob::new("5").id("été"),
+            NewJob::new("6").id("ete"),
+            NewJob::new("7").id("B"),
+            NewJob::new("8").id("b"),
+            NewJob::new("9").id("held").unique_for(hour),
+        ]),
+        [
+            "queued été",
+            "added ete",
+            "queued B",
+            "added b",
+            "queued held"
+        ]
+    );
+    q.cancel("été").unwrap();
+    assert_eq!(ids(vec![NewJob::new("10").id("été")]), ["added été"]);
+    assert_eq!(q.counts().unwrap().ready, 6);
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .unwrap();
 }
 

@@ -959,8 +959,21 @@ fn waiting_pid(client: &mut Client, schema: &str) -> i32 {
     panic!("the call never waited for the locked row");
 }
 
-/// Undoes migration 8 → 9 (kept counts, issue 28).
+/// Undoes migration 9 → 10 (ids compared by bytes, issue 24): the
+/// database's collation again.
+pub fn back_to_version_9(client: &mut Client, schema: &str) {
+    client
+        .batch_execute(&format!(
+            "ALTER TABLE {schema}.jobs ALTER COLUMN id TYPE text COLLATE \"default\";
+             ALTER TABLE {schema}.unique_ids ALTER COLUMN id TYPE text COLLATE \"default\";
+             UPDATE {schema}.schema_version SET version = 9;"
+        ))
+        .expect("back to version 9");
+}
+
+/// Undoes migrations 8 → 9 (kept counts, issue 28) and after.
 pub fn back_to_version_8(client: &mut Client, schema: &str) {
+    back_to_version_9(client, schema);
     client
         .batch_execute(&format!(
             "DROP TABLE {schema}.counts;

@@ -13,9 +13,9 @@
 //!   search of every state. Complete when the list ended within the
 //!   bound. No index answers a header or a reason: such a search reads at
 //!   most `scan` rows, whatever the queue holds.
-//! - **id range** (an id prefix, on a database whose collation orders
-//!   text by its bytes, `C` or `C.UTF-8`): the rows whose id starts with
-//!   the prefix, from the id indexes (`jobs_live_ids`, `jobs_kept_ids`),
+//! - **id range** (an id prefix; ids compare by their bytes, `COLLATE
+//!   "C"` since schema 10, whatever the database's collation): the rows
+//!   whose id starts with the prefix, from the id indexes (`jobs_live_ids`, `jobs_kept_ids`),
 //!   when neither holds more than `scan` of them: every match, so the
 //!   search is complete however long the lists are. More than `scan`:
 //!   the window plan.
@@ -238,19 +238,6 @@ fn prefix_end(prefix: &str) -> Option<String> {
     None
 }
 
-/// Whether the database orders text by its bytes (code points), so the
-/// ids starting with a prefix are one range of the id indexes.
-/// The locale's name alone is trusted only as far as it orders a few
-/// strings as bytes do (a linguistic order puts `a` before `B` and reads
-/// `a-z` as `az`).
-///
-/// `datlocprovider` is read through `to_jsonb` because servers before 15
-/// have no such column (their databases' collations are all libc: 'c').
-const BYTE_ORDER: &str = "SELECT coalesce(to_jsonb(d) ->> 'datlocprovider', 'c') = 'c'
-        AND d.datcollate IN ('C', 'POSIX', 'C.UTF-8', 'C.utf8')
-        AND 'B' < 'a' AND 'a-z' < 'a.' AND 'Z' < '_' AND 'é' > 'z'
-     FROM pg_database d WHERE d.datname = current_database()";
-
 /// The rows of waiting jobs (`state < 2`) or of kept ones (dead or
 /// completed) with ids in [`$lo`, `$hi`), counted up to `$budget`.
 fn range_count(jobs: &str, kept: bool) -> String {
@@ -286,13 +273,11 @@ pub(super) fn search(q: &PgJobs, filter: &JobFilter, max: usize, scan: usize) ->
     // The id range, if the indexes can give every match within `scan` rows.
     let range = match prefix.map(|p| (p, prefix_end(p))) {
         Some((lo, Some(hi))) if scan > 0 => {
-            let byte_order: bool = client
-                .query(BYTE_ORDER, &[])
-                .map_err(db)?
-                .first()
-                .is_some_and(|row| row.get(0));
+            // Ids compare by their bytes whatever the database's
+            // collation (schema 10): the ids starting with the prefix are
+            // one range of each id index.
             let over = count(scan).saturating_add(1);
-            let mut fits = byte_order;
+            let mut fits = true;
             for (reads, kept) in [(filter.reads_waiting(), false), (filter.reads_dead(), true)] {
                 if fits && reads {
                     let hi = hi.as_str();
