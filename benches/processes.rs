@@ -1,8 +1,8 @@
 //! Shared mode (several processes on one queue) against exclusive mode, in
 //! one run on one disk:
 //!
-//! - per call, one process: Turbo enqueue and dequeue, Safe enqueue, each
-//!   exclusive and shared;
+//! - per call, one process: Turbo enqueue, dequeue and lease+ack, Safe
+//!   enqueue, dequeue and lease+ack, each exclusive and shared;
 //! - producers: 4 processes enqueueing together against 1, Turbo and Safe
 //!   (shared mode);
 //! - wake-up: how long a worker blocked in `dequeue_block` in another
@@ -37,8 +37,9 @@ fn options(durability: Durability, shared: bool) -> Options {
     Options::new().durability(durability).shared(shared)
 }
 
-/// One process: enqueue `n` items, then dequeue them, exclusive or shared.
-fn per_call(durability: Durability, shared: bool, n: usize) -> (f64, f64) {
+/// One process: enqueue `n` items, then dequeue them, then enqueue `n`
+/// more and lease and ack each, exclusive or shared. Rates of the three.
+fn per_call(durability: Durability, shared: bool, n: usize) -> (f64, f64, f64) {
     let dir = tempdir();
     let queue = RawQueue::create_with(dir.path().join("q"), &options(durability, shared)).unwrap();
     let item = vec![7u8; PAYLOAD];
@@ -46,7 +47,11 @@ fn per_call(durability: Durability, shared: bool, n: usize) -> (f64, f64) {
     let dequeue = rate(n, |_| {
         queue.dequeue().unwrap().unwrap();
     });
-    (enqueue, dequeue)
+    for _ in 0..n {
+        queue.enqueue_bytes(&item).unwrap();
+    }
+    let lease_ack = rate(n, |_| queue.lease().unwrap().unwrap().ack().unwrap());
+    (enqueue, dequeue, lease_ack)
 }
 
 /// The body of a producer process: opens the shared queue, says `ready`,
@@ -210,8 +215,8 @@ fn main() {
     println!("| case | exclusive | shared | shared / exclusive |");
     println!("|---|---|---|---|");
     for (name, durability, n) in per_call_cases {
-        let (ex_enq, ex_deq) = per_call(durability, false, n);
-        let (sh_enq, sh_deq) = per_call(durability, true, n);
+        let (ex_enq, ex_deq, ex_lease) = per_call(durability, false, n);
+        let (sh_enq, sh_deq, sh_lease) = per_call(durability, true, n);
         println!(
             "| {name} enqueue, 1 process | {ex_enq:.0}/s | {sh_enq:.0}/s | {:.2}x |",
             sh_enq / ex_enq
@@ -219,6 +224,10 @@ fn main() {
         println!(
             "| {name} dequeue, 1 process | {ex_deq:.0}/s | {sh_deq:.0}/s | {:.2}x |",
             sh_deq / ex_deq
+        );
+        println!(
+            "| {name} lease+ack, 1 process | {ex_lease:.0}/s | {sh_lease:.0}/s | {:.2}x |",
+            sh_lease / ex_lease
         );
     }
     println!(
